@@ -1,0 +1,47 @@
+"""memframe: an AI agent's long-term memory store as Polars dataframes.
+
+The public API, re-exported; see DESIGN.md section 3.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memframe import errors
+from memframe.errors import MemframeError
+from memframe.store import Store, StoreView
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Store",
+    "StoreView",
+    "MemframeError",
+    "errors",
+    "digest",
+    "MEMORY_PROJECTION_NAMES",
+    "audit",
+    "importers",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Heavier layers load on first use, so `import memframe` stays fast for the CLI.
+    if name == "digest":
+        from memframe.digest import digest
+
+        return digest
+    if name == "Digest":
+        from memframe.digest import Digest
+
+        return Digest
+    if name == "MEMORY_PROJECTION_NAMES":
+        from memframe.projections import MEMORY_PROJECTION_NAMES
+
+        return MEMORY_PROJECTION_NAMES
+    if name in ("audit", "importers", "synth", "graph", "state"):
+        import importlib
+
+        return importlib.import_module(f"memframe.{name}")
+    raise AttributeError(f"module 'memframe' has no attribute {name!r}")

@@ -1,0 +1,192 @@
+"""The fenced capsule sections: total, by_project, handoff, newest, most_recalled
+(reference 4.2-4.5), and the headline row builder they share (4.16).
+
+All selection (fences, de-duplication, ordering, caps, totals) is Polars over the
+scope-tagged population; Python only shapes the at most N emitted rows per list.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+import polars as pl
+
+from memframe.digest.scope import SCOPE, per_scope, top_per_scope
+from memframe.schema import TIMESTAMP
+from memframe.text import headline, rfc3339
+
+__all__ = ["headline_rows", "capsule_sections", "HEADLINE_KEYS"]
+
+#: the keys a headline row may carry, in wire order (4.0).
+HEADLINE_KEYS = (
+    "id", "project_id", "instruction_taint", "created_at", "headline",
+    "tier", "expired", "kind", "superseded",
+)
+
+
+def headline_rows(
+    rows: pl.DataFrame,
+    now: _dt.datetime,
+    extra: Sequence[tuple[str, pl.Expr]] = (),
+) -> list[dict]:
+    """Shape capsule rows as headline rows, keys in wire order (reference 4.0 / 4.16).
+
+    Args:
+        rows: capsule-state rows (at most N: this loops in Python).
+        now: the digest's instant, for the ``expired`` flag.
+        extra: ``(key, expression)`` pairs appended after the flags, in order.
+
+    Returns:
+        A list of insertion-ordered dicts: ``id``, ``project_id``, ``instruction_taint``,
+        ``created_at`` (RFC3339), ``headline``, then ``tier`` (non-active only),
+        ``expired`` (true only), ``kind`` (if classified), ``superseded`` (true only),
+        then the extra keys.
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> rows = pl.DataFrame({
+        ...     "id": ["cap-1"], "project_id": ["p"], "instruction_taint": [False],
+        ...     "created_at": [now], "content": ["first\\nsecond"], "tier": ["archived"],
+        ...     "valid_to": [None], "kind": [None], "superseded": [True]},
+        ...     schema_overrides={"valid_to": pl.Datetime("ns", "UTC"), "kind": pl.String})
+        >>> headline_rows(rows, now)
+        [{'id': 'cap-1', 'project_id': 'p', 'instruction_taint': False, 'created_at': '2026-01-01T00:00:00Z', 'headline': 'first…', 'tier': 'archived', 'superseded': True}]
+    """
+    if rows.height == 0:
+        return []
+    now_lit = pl.lit(now).cast(TIMESTAMP)
+    shaped = rows.select(
+        "id",
+        "project_id",
+        "instruction_taint",
+        rfc3339(pl.col("created_at")).alias("created_at"),
+        "content",
+        "tier",
+        (pl.col("valid_to").is_not_null() & (now_lit > pl.col("valid_to"))).alias("expired"),
+        "kind",
+        "superseded",
+        *[expr.alias(f"_x{i}") for i, (_key, expr) in enumerate(extra)],
+    )
+    out: list[dict] = []
+    for row in shaped.iter_rows(named=True):
+        item: dict = {
+            "id": row["id"],
+            "project_id": row["project_id"],
+            "instruction_taint": bool(row["instruction_taint"]),
+            "created_at": row["created_at"],
+            "headline": headline(row["content"] or ""),
+        }
+        if row["tier"] is not None and row["tier"] != "active":
+            item["tier"] = row["tier"]
+        if row["expired"]:
+            item["expired"] = True
+        if row["kind"] is not None:
+            item["kind"] = row["kind"]
+        if row["superseded"]:
+            item["superseded"] = True
+        for i, (key, _expr) in enumerate(extra):
+            item[key] = row[f"_x{i}"]
+        out.append(item)
+    return out
+
+
+def _totals(frame: pl.DataFrame) -> dict[str, int]:
+    if frame.height == 0:
+        return {}
+    counts = frame.group_by(SCOPE).len()
+    return dict(zip(counts[SCOPE].to_list(), counts["len"].to_list(), strict=True))
+
+
+def _lists(frame: pl.DataFrame, now: _dt.datetime, extra=()) -> dict[str, list[dict]]:
+    return {scope: headline_rows(part, now, extra) for scope, part in per_scope(frame).items()}
+
+
+def handoff_rows(scoped: pl.DataFrame) -> pl.DataFrame:
+    """The handoff population (reference 4.3), newest first, one row per key.
+
+    A row is a bracket handoff (source ``memory_session_finish``) or a thread handoff
+    (content opens ``ACTIVE(<label>)``); superseded thread rows are retired, superseded
+    bracket rows stay; per (scope, project, thread-or-null) the newest seq wins.
+    """
+    candidates = scoped.filter(
+        (pl.col("bracket") | pl.col("thread").is_not_null())
+        & ~(pl.col("superseded") & ~pl.col("bracket"))
+    )
+    newest = candidates.group_by([SCOPE, "project_id", "thread"]).agg(pl.col("seq").max())
+    return candidates.join(
+        newest, on=[SCOPE, "project_id", "thread", "seq"], how="semi", nulls_equal=True
+    ).sort("seq", descending=True)
+
+
+def capsule_sections(
+    scoped: pl.DataFrame,
+    scopes: Sequence[str],
+    n: int,
+    now: _dt.datetime,
+) -> dict[str, dict]:
+    """The five fenced capsule sections of every scope, keys in wire order.
+
+    Args:
+        scoped: the population tagged with ``_scope`` (see ``memframe.digest.scope``).
+        scopes: the scopes to answer (a scope with no rows answers the empty sections).
+        n: the list cap.
+        now: the digest's instant (``expired`` flags).
+
+    Returns:
+        ``{scope: {"total", "by_project", ["handoff"], ["handoff_total"], "newest",
+        ["newest_total"], "most_recalled", ["most_recalled_total"]}}``.
+    """
+    totals = _totals(scoped)
+    by_project = (
+        scoped.group_by([SCOPE, "project_id"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            (~pl.col("superseded")).sum().cast(pl.Int64).alias("live"),
+        )
+        .sort([SCOPE, "project_id"])
+    )
+    by_project_lists = {
+        scope: part.select("project_id", "count", "live").to_dicts()
+        for scope, part in per_scope(by_project).items()
+    }
+
+    handoffs = handoff_rows(scoped)
+    handoff_totals = _totals(handoffs)
+    handoff_lists = _lists(top_per_scope(handoffs, n), now)
+
+    newest = top_per_scope(scoped.sort("seq", descending=True), n)
+    newest_lists = _lists(newest, now)
+
+    recalled = scoped.filter(pl.col("last_recalled_at").is_not_null()).sort(
+        ["recall_count", "last_recalled_at", "seq"], descending=[True, True, False]
+    )
+    recalled_totals = _totals(recalled)
+    recalled_lists = _lists(
+        top_per_scope(recalled, n),
+        now,
+        extra=(
+            ("recall_count", pl.col("recall_count").cast(pl.Int64)),
+            ("last_recalled_at", rfc3339(pl.col("last_recalled_at"))),
+        ),
+    )
+
+    out: dict[str, dict] = {}
+    for scope in scopes:
+        section: dict = {
+            "total": totals.get(scope, 0),
+            "by_project": by_project_lists.get(scope, []),
+        }
+        if handoff_lists.get(scope):
+            section["handoff"] = handoff_lists[scope]
+        if handoff_totals.get(scope, 0):
+            section["handoff_total"] = handoff_totals[scope]
+        section["newest"] = newest_lists.get(scope, [])
+        if totals.get(scope, 0):
+            section["newest_total"] = totals[scope]
+        section["most_recalled"] = recalled_lists.get(scope, [])
+        if recalled_totals.get(scope, 0):
+            section["most_recalled_total"] = recalled_totals[scope]
+        out[scope] = section
+    return out

@@ -1,0 +1,206 @@
+"""Reading what the digest needs, once, from one pinned generation.
+
+Every table is read at most once per digest call; ``rows_visited`` adds the partition
+row counts of each table that was read. Tables split in two groups (reference 5):
+
+* fail-closed tables: any read error (or a row the digest cannot use) fails the whole
+  digest with ``MemframeError("memory_digest failed: ...")``;
+* fail-open tables (the recall-miss ledger, lane overrides, the git witness tables):
+  a read error only marks that table unavailable (``None``) and the sections built on
+  it degrade on their own.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from memframe.errors import MemframeError
+from memframe.schema import RELATION_KINDS
+from memframe.state import capsule_state
+
+__all__ = [
+    "DigestInputs",
+    "FAIL_CLOSED",
+    "FAIL_OPEN",
+    "COLUMNS",
+    "read_inputs",
+    "inputs_from_tables",
+    "digest_failed",
+]
+
+#: columns the digest reads from each table (projection pushdown).
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "capsules": (
+        "seq", "id", "created_at", "project_id", "content", "source", "valid_to",
+        "authority_class", "instruction_taint",
+    ),
+    "relations": ("seq", "kind", "from_id", "to_id"),
+    "forgets": ("seq", "at", "capsule_id", "mode"),
+    "recalls": ("seq", "at", "capsule_id", "count"),
+    "classifications": ("seq", "capsule_id", "kind", "scope"),
+    "tiers": ("seq", "capsule_id", "tier"),
+    "brackets": ("seq", "at", "session_id", "event"),
+    "journal": ("seq", "audit_seq", "at", "actor", "action", "subject", "reason", "chained_hash"),
+    "recall_misses": ("seq", "at", "term", "outcome"),
+    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+    "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
+    "source_cursors": ("seq", "at", "source_key", "cursor"),
+}
+FAIL_CLOSED: tuple[str, ...] = (
+    "capsules", "relations", "forgets", "recalls", "classifications", "tiers", "brackets",
+    "journal",
+)
+FAIL_OPEN: tuple[str, ...] = ("recall_misses", "lane_overrides", "corroborations", "source_cursors")
+
+
+def digest_failed(detail: object) -> MemframeError:
+    """The fail-closed error of the digest (reference 1.1 / 5)."""
+    return MemframeError(f"memory_digest failed: {detail}")
+
+
+@dataclass
+class DigestInputs:
+    """Everything one digest call reads, pinned to one generation.
+
+    Attributes:
+        tables: the fail-closed tables, collected.
+        optional: the fail-open tables, collected, or None when their read failed.
+        state: capsule state (every capsule, tombstoned included), collected.
+        now: the instant that feeds ``expired`` and ``archive_candidates``.
+        rows_visited: Parquet rows read (sum of partition row counts of each read table).
+        generation: the generation read, when known.
+    """
+
+    tables: dict[str, pl.DataFrame]
+    optional: dict[str, pl.DataFrame | None]
+    state: pl.DataFrame
+    now: _dt.datetime
+    rows_visited: int = 0
+    generation: int | None = None
+    read_errors: dict[str, str] = field(default_factory=dict)
+
+
+def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    frame = frame.select(list(columns))
+    return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+
+
+def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
+    """The row checks the reference fails on (a corrupt capsule row, an unknown kind...)."""
+    caps = tables["capsules"]
+    bad = caps.filter(
+        pl.col("id").is_null()
+        | ~pl.col("id").str.starts_with("cap-")
+        | pl.col("project_id").is_null()
+        | pl.col("created_at").is_null()
+        | pl.col("seq").is_null()
+        | pl.col("instruction_taint").is_null()
+    )
+    if bad.height:
+        raise digest_failed(f"corrupt capsule row at seq {bad['seq'][0]}")
+    rel = tables["relations"]
+    unknown = rel.filter(~pl.col("kind").is_in(list(RELATION_KINDS)) | pl.col("kind").is_null())
+    if unknown.height:
+        raise digest_failed(f"unknown relation kind {unknown['kind'][0]!r}")
+    nulls = rel.filter(pl.col("from_id").is_null() | pl.col("to_id").is_null())
+    if nulls.height:
+        raise digest_failed(f"relation row at seq {nulls['seq'][0]} has no endpoint")
+    journal = tables["journal"]
+    bad_at = journal.filter(pl.col("at").is_null() | pl.col("audit_seq").is_null())
+    if bad_at.height:
+        raise digest_failed(f"journal row at seq {bad_at['seq'][0]} has no valid time")
+    brackets = tables["brackets"]
+    if brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height:
+        raise digest_failed("a session bracket row has no time or id")
+
+
+def _build(
+    read: Callable[[str], pl.LazyFrame | pl.DataFrame],
+    row_count: Callable[[str, pl.DataFrame], int],
+    now: _dt.datetime,
+    generation: int | None,
+) -> DigestInputs:
+    visited = 0
+    tables: dict[str, pl.DataFrame] = {}
+    for name in FAIL_CLOSED:
+        try:
+            frame = _collect(read(name), COLUMNS[name])
+        except MemframeError as exc:
+            raise digest_failed(f"{name}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
+            raise digest_failed(f"cannot read {name}: {exc}") from exc
+        tables[name] = frame
+        visited += row_count(name, frame)
+    _check_fail_closed(tables)
+    optional: dict[str, pl.DataFrame | None] = {}
+    errors: dict[str, str] = {}
+    for name in FAIL_OPEN:
+        try:
+            frame = _collect(read(name), COLUMNS[name])
+        except Exception as exc:  # noqa: BLE001 - fail-open leg: only its own keys degrade
+            optional[name] = None
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        optional[name] = frame
+        visited += row_count(name, frame)
+    try:
+        state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect()
+    except Exception as exc:  # noqa: BLE001
+        raise digest_failed(f"capsule state: {exc}") from exc
+    return DigestInputs(
+        tables=tables,
+        optional=optional,
+        state=state,
+        now=now,
+        rows_visited=visited,
+        generation=generation,
+        read_errors=errors,
+    )
+
+
+def _complete(tables: Mapping[str, Any]) -> Callable[[str], pl.LazyFrame | pl.DataFrame]:
+    from memframe.schema import empty_frame
+
+    def read(name: str) -> pl.LazyFrame | pl.DataFrame:
+        frame = tables.get(name)
+        if frame is None:
+            return empty_frame(name)
+        return frame
+
+    return read
+
+
+def inputs_from_tables(
+    tables: Mapping[str, pl.LazyFrame | pl.DataFrame],
+    now: _dt.datetime,
+) -> DigestInputs:
+    """Digest inputs from hand-made canonical tables (missing tables read as empty).
+
+    ``rows_visited`` is then the number of rows of each table read.
+
+    Examples:
+        >>> import datetime as dt
+        >>> from memframe.schema import empty_frame
+        >>> now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> inputs_from_tables({"capsules": empty_frame("capsules")}, now).rows_visited
+        0
+    """
+    return _build(_complete(tables), lambda _name, frame: frame.height, now, None)
+
+
+def read_inputs(view: Any, now: _dt.datetime | None) -> DigestInputs:
+    """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``)."""
+    if now is None:
+        now = view.now()
+    generation = getattr(view, "generation", None)
+    return _build(
+        view.table,
+        lambda name, _frame: int(view.row_count(name)),
+        now,
+        int(generation) if generation is not None else None,
+    )

@@ -1,0 +1,89 @@
+"""Validation of the digest parameters, run before anything is read (reference 1.1)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+
+from memframe.errors import DigestParameterError, InvalidInputError
+
+__all__ = ["validate_project_prefix", "validate_headlines", "validate_now", "quoted"]
+
+#: Unicode White_Space: what the reference's ``str::trim`` strips (narrower than str.strip()).
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+HEADLINES_DEFAULT = 10
+
+
+def quoted(text: str) -> str:
+    """A value quoted for a teaching message: a JSON-style double-quoted string.
+
+    Examples:
+        >>> print(quoted('nott/"x"'))
+        "nott/\\"x\\""
+    """
+    return json.dumps(text, ensure_ascii=False)
+
+
+def validate_project_prefix(project_prefix: str | None) -> str | None:
+    """Reject a prefix that can match nothing, with the reference's teaching messages.
+
+    ``None`` means unfenced. A prefix that is blank after trimming, or that ends with the
+    subtree separator ``/``, raises :class:`~memframe.errors.DigestParameterError`.
+    Nothing else is normalised: ``" nott"`` is accepted and simply matches nothing.
+
+    Examples:
+        >>> validate_project_prefix("nott")
+        'nott'
+        >>> validate_project_prefix("nott//")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.DigestParameterError: project_prefix "nott//" ends with the subtree separator and can match no project id — pass "nott" (the engine adds "/" itself: it matches the prefix exactly or prefix + "/...")
+    """
+    if project_prefix is None:
+        return None
+    if not isinstance(project_prefix, str):
+        raise InvalidInputError(
+            f"project_prefix must be a string or None, got {type(project_prefix).__name__}"
+        )
+    if not project_prefix.strip(_WHITE_SPACE):
+        raise DigestParameterError(
+            "project_prefix is empty — it can match no project id; omit the field to search "
+            'unfenced, or pass a subtree root like "nott"'
+        )
+    if project_prefix.endswith("/"):
+        raise DigestParameterError(
+            f"project_prefix {quoted(project_prefix)} ends with the subtree separator and can "
+            f"match no project id — pass {quoted(project_prefix.rstrip('/'))} (the engine adds "
+            f'"/" itself: it matches the prefix exactly or prefix + "/...")'
+        )
+    return project_prefix
+
+
+def validate_headlines(headlines: object) -> int:
+    """The list cap N: a non-negative int (``bool`` is refused).
+
+    Examples:
+        >>> validate_headlines(3)
+        3
+        >>> validate_headlines("ten")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.InvalidInputError: headlines requires a non-negative integer, got "ten"
+    """
+    if isinstance(headlines, bool) or not isinstance(headlines, int) or headlines < 0:
+        shown = quoted(headlines) if isinstance(headlines, str) else repr(headlines)
+        raise InvalidInputError(f"headlines requires a non-negative integer, got {shown}")
+    return headlines
+
+
+def validate_now(now: object) -> _dt.datetime:
+    """An aware datetime, converted to UTC."""
+    if not isinstance(now, _dt.datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(
+            f"now must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {now!r}"
+        )
+    return now.astimezone(_dt.UTC)

@@ -1,0 +1,77 @@
+"""One exception hierarchy. Every message says what was wrong and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemframeError",
+    "StoreError",
+    "NotAStoreError",
+    "StoreExistsError",
+    "GenerationNotFoundError",
+    "CorruptStoreError",
+    "ReadOnlyStoreError",
+    "ConcurrentCommitError",
+    "InvalidInputError",
+    "SchemaValidationError",
+    "UnknownCapsuleError",
+    "SessionError",
+    "DigestParameterError",
+]
+
+
+class MemframeError(Exception):
+    """Base of every error memframe raises on purpose."""
+
+
+class StoreError(MemframeError):
+    """Something about the store on disk."""
+
+
+class NotAStoreError(StoreError):
+    """The path is not a memframe store."""
+
+
+class StoreExistsError(StoreError):
+    """`Store.create` was pointed at a path that already holds something."""
+
+
+class GenerationNotFoundError(StoreError):
+    """A generation (or an instant) that the store's log does not have."""
+
+
+class CorruptStoreError(StoreError):
+    """A log or partition file that cannot be read as the format says."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write verb was called on a frozen view (`store.at(g)` / `store.as_of(t)`)."""
+
+
+class ConcurrentCommitError(StoreError):
+    """Other writers kept winning the race for the next generation."""
+
+
+class InvalidInputError(MemframeError, ValueError):
+    """Bad arguments or rows given to a verb; nothing was written."""
+
+
+class SchemaValidationError(InvalidInputError):
+    """A frame failed its table's schema; names the column and the first bad row."""
+
+    def __init__(self, message: str, *, table: str, column: str | None, row: int | None):
+        super().__init__(message)
+        self.table = table
+        self.column = column
+        self.row = row
+
+
+class UnknownCapsuleError(InvalidInputError):
+    """A verb named a capsule id the store does not hold (or no longer shows)."""
+
+
+class SessionError(InvalidInputError):
+    """A session verb that does not fit the session's state (unknown, finished, ...)."""
+
+
+class DigestParameterError(MemframeError, ValueError):
+    """A digest parameter that can match nothing (reference 1.1 teaching errors)."""

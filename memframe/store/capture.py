@@ -1,0 +1,822 @@
+"""The write verbs. Each verb adds rows to a `Commit`; the store lands a commit as one generation.
+
+A verb validates everything before it adds a row, so a refused call writes nothing. The
+journal rows of a commit are chained at the end (reference 4.14): one row per mutation.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.errors import (
+    InvalidInputError,
+    SessionError,
+    UnknownCapsuleError,
+)
+from memframe.text import fold_terms, rfc3339_text
+
+if TYPE_CHECKING:
+    from memframe.store.index import Indexes
+    from memframe.store.log import Part, Snapshot
+
+DEFAULT_PROJECT = "default"
+DEFAULT_CONFIDENCE = 0.6
+DEFAULT_AUTHORITY = "agent-inferred"
+SESSION_FINISH_SOURCE = "memory_session_finish"
+
+INGEST_COLUMNS = (
+    "content",
+    "source",
+    "anchor",
+    "project_id",
+    "kind",
+    "confidence",
+    "created_at",
+    "valid_from",
+    "valid_to",
+    "authority_class",
+    "instruction_taint",
+    "conversation_id",
+    "author",
+)
+_STRING_COLUMNS = ("content", "source", "anchor", "project_id", "kind", "authority_class",
+                   "conversation_id", "author")
+_TIME_COLUMNS = ("created_at", "valid_from", "valid_to")
+
+
+def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputError:
+    listed = ", ".join(repr(a) for a in allowed)
+    return InvalidInputError(f"unknown {what} {value!r}; allowed: {listed}")
+
+
+def capsule_number(capsule_id: str) -> int | None:
+    if not isinstance(capsule_id, str) or not capsule_id.startswith("cap-"):
+        return None
+    digits = capsule_id[4:]
+    if not digits.isdigit() or digits.startswith("0"):
+        return None
+    return int(digits)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def chain_line(audit_seq: int, at: str, actor: str, action: str, subject: str, reason: str | None) -> str:
+    """The canonical line of one journal row (reference 4.14)."""
+    return json.dumps(
+        {"seq": audit_seq, "at": at, "actor": actor, "action": action, "subject": subject,
+         "reason": reason},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def chain_hash(prev_hash: str, line: str) -> str:
+    return hashlib.sha256((prev_hash + line).encode("utf-8")).hexdigest()
+
+
+class Commit:
+    """Rows one generation will add, built by verbs against a pinned snapshot."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        indexes: Indexes,
+        *,
+        now: datetime.datetime,
+        actor: str,
+        rewrite_part: Callable[[Part, Mapping[str, Any]], pl.DataFrame],
+    ):
+        self.snapshot = snapshot
+        self.indexes = indexes
+        self.now = now
+        self.actor = actor
+        self._rewrite_part = rewrite_part
+        self.seq = int(snapshot.counter("seq"))
+        self.capsules = int(snapshot.counter("capsules"))
+        self.sessions = int(snapshot.counter("sessions"))
+        self.frames: dict[str, list[pl.DataFrame]] = {}
+        self.derived: dict[str, tuple[list[pl.DataFrame], bool, int | None]] = {}
+        self.rewrites: dict[str, tuple[Part, pl.DataFrame]] = {}
+        self.watermarks: dict[str, Any] = dict(snapshot.watermarks)
+        self.operations: list[str] = []
+        self._journal: list[tuple[datetime.datetime, str, str, str | None]] = []
+        # what this commit adds, so later verbs of one transaction see it
+        self._new_hashes: dict[str, str] = {}
+        self._new_relations: set[tuple[str, str, str]] = set()
+        self._new_forgets: dict[str, str] = {}
+        self._new_processing: set[str] = set()
+        self._new_sessions: dict[str, list[Any]] = {}  # sid -> [project, finished]
+        self._erase_pending: set[str] = set()
+
+    # -- generic appends ------------------------------------------------------------------
+    @property
+    def empty(self) -> bool:
+        return not (self.frames or self.derived or self.rewrites or self._journal
+                    or self.watermarks != dict(self.snapshot.watermarks))
+
+    def _take_seq(self, n: int) -> pl.Series:
+        start = self.seq + 1
+        self.seq += n
+        return pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("seq")
+
+    def append(self, table: str, frame: pl.DataFrame) -> pl.DataFrame:
+        """Assign ``seq`` to ``frame``'s rows, validate them, and stage them for ``table``."""
+        if frame.height == 0:
+            return frame
+        frame = frame.with_columns(self._take_seq(frame.height)).select(S.table_schema(table).names())
+        frame = S.validate_frame(table, frame)
+        self.frames.setdefault(table, []).append(frame)
+        return frame
+
+    def _now_frame(self, n: int) -> pl.Series:
+        return pl.Series("at", [self.now] * n, dtype=S.TIMESTAMP)
+
+    def journal(self, action: str, subject: str, reason: str | None = None) -> None:
+        self._journal.append((self.now, action, subject, reason))
+
+    def journal_many(self, action: str, subjects: Sequence[str], reasons: Sequence[str | None] | None = None) -> None:
+        reasons = reasons if reasons is not None else [None] * len(subjects)
+        self._journal.extend((self.now, action, s, r) for s, r in zip(subjects, reasons, strict=True))
+
+    def write_derived(self, table: str, frame: pl.DataFrame, *, replace: bool,
+                      row_group_rows: int | None = None) -> None:
+        """Stage rows of a derived (projection) table; ``replace`` drops its current parts."""
+        frames, old_replace, rg = self.derived.get(table, ([], False, row_group_rows))
+        if replace:
+            frames = []
+        frames.append(frame)
+        self.derived[table] = (frames, replace or old_replace, row_group_rows or rg)
+
+    def set_watermark(self, name: str, value: Any) -> None:
+        self.watermarks[name] = value
+
+    # -- finishing ------------------------------------------------------------------------
+    def journal_frame(self) -> pl.DataFrame | None:
+        """Chain the staged journal rows onto the store's chain (reference 4.14)."""
+        if not self._journal:
+            return None
+        audit_seq = int(self.snapshot.counter("audit_seq"))
+        prev = str(self.snapshot.counter("chain", ""))
+        cols: dict[str, list[Any]] = {k: [] for k in
+                                      ("audit_seq", "at", "actor", "action", "subject", "reason",
+                                       "chained_hash")}
+        text_cache: dict[datetime.datetime, str] = {}
+        for at, action, subject, reason in self._journal:
+            audit_seq += 1
+            at_text = text_cache.get(at)
+            if at_text is None:
+                at_text = text_cache[at] = rfc3339_text(at)
+            prev = chain_hash(prev, chain_line(audit_seq, at_text, self.actor, action, subject, reason))
+            for key, value in (("audit_seq", audit_seq), ("at", at), ("actor", self.actor),
+                               ("action", action), ("subject", subject), ("reason", reason),
+                               ("chained_hash", prev)):
+                cols[key].append(value)
+        frame = pl.DataFrame(
+            cols,
+            schema={"audit_seq": pl.Int64, "at": S.TIMESTAMP, "actor": pl.String,
+                    "action": pl.String, "subject": pl.String, "reason": pl.String,
+                    "chained_hash": pl.String},
+        )
+        staged = self.append("journal", frame)
+        self._journal = []
+        self._chain_tail = (audit_seq, prev)
+        return staged
+
+    def counters(self) -> dict[str, Any]:
+        audit_seq, chain = getattr(
+            self, "_chain_tail",
+            (int(self.snapshot.counter("audit_seq")), str(self.snapshot.counter("chain", ""))),
+        )
+        return {"seq": self.seq, "capsules": self.capsules, "sessions": self.sessions,
+                "audit_seq": audit_seq, "chain": chain}
+
+    # -- state lookups that see this commit's own rows -------------------------------------
+    def capsule_exists(self, capsule_id: str) -> bool:
+        n = capsule_number(capsule_id)
+        return n is not None and 1 <= n <= self.capsules
+
+    def forget_mode(self, capsule_id: str) -> str | None:
+        return self._new_forgets.get(capsule_id) or self.indexes.forget_mode(capsule_id)
+
+    def require_capsule(self, capsule_id: str, *, live: bool = True, what: str = "capsule") -> None:
+        if not self.capsule_exists(capsule_id):
+            raise UnknownCapsuleError(
+                f"{what} {capsule_id!r} is not in this store (ids run cap-1..cap-{self.capsules}); "
+                f"ingest it first or check the id"
+            )
+        if live and self.forget_mode(capsule_id) is not None:
+            raise UnknownCapsuleError(
+                f"{what} {capsule_id!r} was forgotten ({self.forget_mode(capsule_id)}); "
+                f"a forgotten capsule takes no new facts"
+            )
+
+    def relation_exists(self, kind: str, from_id: str, to_id: str) -> bool:
+        key = (kind, from_id, to_id)
+        return key in self._new_relations or self.indexes.relation_exists(key)
+
+    def existing_ids_for_hashes(self, hashes: Sequence[str]) -> list[str | None]:
+        found = self.indexes.capsules_for_hashes(hashes)
+        return [self._new_hashes.get(h) or f for h, f in zip(hashes, found, strict=True)]
+
+    def session(self, sid: str) -> list[Any] | None:
+        if sid in self._new_sessions:
+            return self._new_sessions[sid]
+        state = self.indexes.session(sid)
+        return None if state is None else list(state)
+
+    def is_absorbed(self, capsule_id: str) -> bool:
+        return capsule_id in self._new_processing or self.indexes.is_absorbed(capsule_id)
+
+
+# ---- verbs ---------------------------------------------------------------------------------
+
+def _to_frame(rows: Any) -> pl.DataFrame:
+    if isinstance(rows, pl.LazyFrame):
+        rows = rows.collect()
+    if isinstance(rows, pl.DataFrame):
+        return rows
+    if isinstance(rows, Mapping):
+        rows = [rows]
+    if not isinstance(rows, list | tuple) or not all(isinstance(r, Mapping) for r in rows):
+        raise InvalidInputError(
+            "ingest takes a dict, a list of dicts or a polars DataFrame of capsule rows; "
+            f"got {type(rows).__name__}"
+        )
+    if not rows:
+        return pl.DataFrame()
+    unknown = sorted({k for r in rows for k in r} - set(INGEST_COLUMNS))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown capsule field(s) {', '.join(unknown)}; allowed: {', '.join(INGEST_COLUMNS)}"
+        )
+    columns: dict[str, list[Any]] = {k: [r.get(k) for r in rows] for k in
+                                     {k for r in rows for k in r}}
+    try:
+        return pl.DataFrame(columns, strict=False)
+    except (TypeError, pl.exceptions.PolarsError) as exc:
+        raise InvalidInputError(f"capsule rows could not be read as columns: {exc}") from None
+
+
+def _time_column(frame: pl.DataFrame, name: str) -> pl.Series:
+    col = frame[name]
+    if col.dtype == pl.String:
+        try:
+            return col.str.to_datetime(time_unit="ns", time_zone="UTC")
+        except pl.exceptions.PolarsError:
+            bad = col.drop_nulls()[0] if col.drop_nulls().len() else None
+            raise InvalidInputError(
+                f"{name}: {bad!r} is not an RFC3339 timestamp (e.g. 2026-07-23T12:00:00Z)"
+            ) from None
+    if isinstance(col.dtype, pl.Datetime):
+        if col.dtype.time_zone is None:
+            col = col.dt.replace_time_zone("UTC")  # naive means UTC
+        return col.dt.convert_time_zone("UTC").cast(S.TIMESTAMP)
+    if col.dtype == pl.Null:
+        return col.cast(S.TIMESTAMP)
+    raise InvalidInputError(
+        f"{name} has dtype {col.dtype}; give datetimes or RFC3339 strings"
+    )
+
+
+def _first_bad(mask: pl.Series) -> int:
+    return int(mask.arg_true()[0])
+
+
+def ingest(c: Commit, rows: Any) -> list[str]:
+    """Capsules in, ids out (existing ids for content already stored)."""
+    frame = _to_frame(rows)
+    if frame.height == 0:
+        return []
+    unknown = sorted(set(frame.columns) - set(INGEST_COLUMNS))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown capsule column(s) {', '.join(unknown)}; allowed: {', '.join(INGEST_COLUMNS)}"
+        )
+    missing = [k for k in ("content", "source", "anchor") if k not in frame.columns]
+    if missing:
+        raise InvalidInputError(
+            f"capsule rows lack mandatory field(s) {', '.join(missing)}: every capsule needs "
+            f"its content and its provenance (source and anchor)"
+        )
+    for name in _STRING_COLUMNS:
+        if name in frame.columns and frame[name].dtype not in (pl.String, pl.Null):
+            raise InvalidInputError(
+                f"column {name} has dtype {frame[name].dtype}; it must hold strings"
+            )
+    n = frame.height
+    for name in ("content", "source", "anchor"):
+        blank = frame[name].cast(pl.String).fill_null("").str.strip_chars() == ""
+        if blank.any():
+            row = _first_bad(blank)
+            missing_here = [k for k in ("content", "source", "anchor")
+                            if (frame[k].cast(pl.String).fill_null("")[row].strip() == "")]
+            raise InvalidInputError(
+                f"capsule row {row} lacks {', '.join(missing_here)}: content, source and anchor "
+                f"are mandatory and must not be blank"
+            )
+    now = pl.Series("now", [c.now], dtype=S.TIMESTAMP)
+    created = _time_column(frame, "created_at") if "created_at" in frame.columns else None
+    if created is None:
+        created = pl.repeat(now[0], n, dtype=S.TIMESTAMP, eager=True)
+    else:
+        created = created.fill_null(now[0])
+    valid_from = _time_column(frame, "valid_from").fill_null(created) if "valid_from" in frame.columns else created
+    valid_to = (_time_column(frame, "valid_to") if "valid_to" in frame.columns
+                else pl.repeat(None, n, dtype=S.TIMESTAMP, eager=True))
+
+    def text(name: str, default: str | None) -> pl.Series:
+        if name not in frame.columns:
+            return pl.repeat(default, n, dtype=pl.String, eager=True)
+        col = frame[name].cast(pl.String)
+        return col.fill_null(default) if default is not None else col
+
+    project = text("project_id", DEFAULT_PROJECT)
+    blank_project = project.str.strip_chars() == ""
+    if blank_project.any():
+        raise InvalidInputError(
+            f"capsule row {_first_bad(blank_project)} has a blank project_id; omit it for "
+            f"{DEFAULT_PROJECT!r} or name a project such as 'team/api'"
+        )
+    authority = text("authority_class", DEFAULT_AUTHORITY)
+    bad = ~authority.is_in(S.AUTHORITY_CLASSES)
+    if bad.any():
+        raise _vocab_error("authority_class", authority[_first_bad(bad)], S.AUTHORITY_CLASSES)
+    kind = text("kind", None)
+    bad = kind.is_not_null() & ~kind.is_in(S.CLASSIFICATION_KINDS)
+    if bad.any():
+        raise _vocab_error("kind", kind[_first_bad(bad)], S.CLASSIFICATION_KINDS)
+    if "confidence" in frame.columns:
+        if not frame["confidence"].dtype.is_numeric() and frame["confidence"].dtype != pl.Null:
+            raise InvalidInputError(
+                f"confidence has dtype {frame['confidence'].dtype}; give a number in 0..1"
+            )
+        confidence = frame["confidence"].cast(pl.Float64).fill_null(DEFAULT_CONFIDENCE)
+    else:
+        confidence = pl.repeat(DEFAULT_CONFIDENCE, n, dtype=pl.Float64, eager=True)
+    bad = ~confidence.is_between(0.0, 1.0) | confidence.is_nan()
+    if bad.any():
+        raise InvalidInputError(
+            f"capsule row {_first_bad(bad)} has confidence {confidence[_first_bad(bad)]}; "
+            f"confidence must be in 0..1 (default {DEFAULT_CONFIDENCE})"
+        )
+    bad = valid_to.is_not_null() & (valid_to < valid_from)
+    if bad.any():
+        raise InvalidInputError(
+            f"capsule row {_first_bad(bad)} has valid_to before valid_from; a capsule cannot "
+            f"expire before it becomes valid"
+        )
+    if "instruction_taint" in frame.columns:
+        if frame["instruction_taint"].dtype not in (pl.Boolean, pl.Null):
+            raise InvalidInputError(
+                f"instruction_taint has dtype {frame['instruction_taint'].dtype}; give booleans"
+            )
+        taint = frame["instruction_taint"].fill_null(False)
+    else:
+        taint = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+
+    content = frame["content"].cast(pl.String)
+    hashes = [sha256_hex(t) for t in content.to_list()]
+    existing = c.existing_ids_for_hashes(hashes)
+
+    # within one call, the first occurrence of a content wins
+    new_rows: list[int] = []
+    first_of: dict[str, int] = {}
+    ids: list[str | None] = list(existing)
+    for i, h in enumerate(hashes):
+        if ids[i] is not None:
+            continue
+        if h in first_of:
+            continue
+        first_of[h] = i
+        new_rows.append(i)
+    start = c.capsules + 1
+    for k, i in enumerate(new_rows):
+        ids[i] = f"cap-{start + k}"
+    for i, h in enumerate(hashes):
+        if ids[i] is None:
+            ids[i] = ids[first_of[h]]
+    if not new_rows:
+        return [str(i) for i in ids]
+    c.capsules += len(new_rows)
+    take = pl.Series(new_rows, dtype=pl.UInt32)
+    new_ids = [ids[i] for i in new_rows]
+    capsules = pl.DataFrame(
+        {
+            "id": pl.Series(new_ids, dtype=pl.String),
+            "created_at": created.gather(take),
+            "project_id": project.gather(take),
+            "content": content.gather(take),
+            "content_chars": content.gather(take).str.len_chars().cast(pl.Int64),
+            "source": frame["source"].cast(pl.String).gather(take),
+            "anchor": frame["anchor"].cast(pl.String).gather(take),
+            "source_hash": pl.Series([hashes[i] for i in new_rows], dtype=pl.String),
+            "confidence": confidence.gather(take),
+            "valid_from": valid_from.gather(take),
+            "valid_to": valid_to.gather(take),
+            "authority_class": authority.gather(take),
+            "instruction_taint": taint.gather(take),
+            "conversation_id": text("conversation_id", None).gather(take),
+            "author": text("author", None).gather(take),
+        }
+    )
+    c.append("capsules", capsules)
+    for i in new_rows:
+        c._new_hashes[hashes[i]] = ids[i]  # type: ignore[assignment]
+    kinds = kind.gather(take)
+    classified = [(cid, k) for cid, k in zip(new_ids, kinds.to_list(), strict=True) if k is not None]
+    c.journal_many("memory_ingest", new_ids)
+    if classified:
+        cids = [cid for cid, _ in classified]
+        _append_classifications(c, cids, [k for _, k in classified], "project")
+        c.journal_many("memory_classify", cids, [f"kind={k}" for _, k in classified])
+    c.operations.append("ingest")
+    return [str(i) for i in ids]
+
+
+def _append_classifications(c: Commit, ids: list[str], kinds: list[str], scope: str) -> None:
+    c.append(
+        "classifications",
+        pl.DataFrame(
+            {"at": c._now_frame(len(ids)), "capsule_id": ids, "kind": kinds,
+             "scope": [scope] * len(ids)},
+            schema_overrides={"capsule_id": pl.String, "kind": pl.String, "scope": pl.String},
+        ),
+    )
+
+
+def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "manual") -> bool:
+    """Record an edge; False (and nothing written) when the edge already exists."""
+    if kind not in S.RELATION_KINDS:
+        raise _vocab_error("relation kind", kind, S.RELATION_KINDS)
+    if origin not in S.RELATION_ORIGINS:
+        raise _vocab_error("relation origin", origin, S.RELATION_ORIGINS)
+    if from_id == to_id:
+        raise InvalidInputError(f"a {kind} edge from {from_id!r} to itself says nothing; name two capsules")
+    # falsifies may come from an outcome (out-<n>), which the store does not hold
+    if not (kind == "falsifies" and isinstance(from_id, str) and from_id.startswith("out-")):
+        c.require_capsule(from_id, live=False, what="relation endpoint")
+    c.require_capsule(to_id, live=False, what="relation endpoint")
+    if c.relation_exists(kind, from_id, to_id):
+        return False
+    c.append(
+        "relations",
+        pl.DataFrame(
+            {"at": c._now_frame(1), "kind": [kind], "from_id": [from_id], "to_id": [to_id],
+             "origin": [origin]},
+        ),
+    )
+    c._new_relations.add((kind, from_id, to_id))
+    c.journal("memory_relate", from_id, f"{kind} {to_id}")
+    c.operations.append("relate")
+    return True
+
+
+def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> bool:
+    """Tombstone a capsule; redact/purge also erase its content bytes from the data files."""
+    if mode not in S.FORGET_MODES:
+        raise _vocab_error("forget mode", mode, S.FORGET_MODES)
+    c.require_capsule(capsule_id, live=False)
+    previous = c.forget_mode(capsule_id)
+    erase = mode in ("redact", "purge")
+    if previous is not None and (not erase or previous in ("redact", "purge")):
+        return False  # already forgotten at least this thoroughly
+    c.append(
+        "forgets",
+        pl.DataFrame({"at": c._now_frame(1), "capsule_id": [capsule_id], "mode": [mode],
+                      "reason": pl.Series([reason], dtype=pl.String)}),
+    )
+    c._new_forgets[capsule_id] = mode
+    if erase:
+        _erase_content(c, capsule_id)
+    c.journal("memory_forget", capsule_id, reason)
+    c.operations.append("forget")
+    return True
+
+
+def _erase_content(c: Commit, capsule_id: str) -> None:
+    """Null the content of one capsule in the partition that holds it (rewritten)."""
+    staged = c.frames.get("capsules", [])
+    for i, frame in enumerate(staged):
+        if capsule_id in frame["id"]:
+            staged[i] = frame.with_columns(
+                pl.when(pl.col("id") == capsule_id).then(None).otherwise(pl.col("content"))
+                .alias("content")
+            )
+            return
+    number = capsule_number(capsule_id)
+    assert number is not None
+    part = c.indexes.capsule_part(c.snapshot, number)
+    key = part.path
+    if key in c.rewrites:
+        part, frame = c.rewrites[key]
+    else:
+        frame = c._rewrite_part(part, {})
+    frame = frame.with_columns(
+        pl.when(pl.col("id") == capsule_id).then(None).otherwise(pl.col("content")).alias("content")
+    )
+    c.rewrites[key] = (part, frame)
+
+
+def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
+    ids = [capsule_ids] if isinstance(capsule_ids, str) else list(capsule_ids)
+    if not ids:
+        return 0
+    counts: dict[str, int] = {}
+    for cid in ids:
+        c.require_capsule(cid, live=True)
+        counts[cid] = counts.get(cid, 0) + 1
+    c.append(
+        "recalls",
+        pl.DataFrame({"at": c._now_frame(len(counts)), "capsule_id": list(counts),
+                      "count": list(counts.values())},
+                     schema_overrides={"count": pl.Int64}),
+    )
+    c.operations.append("record_recall")
+    return len(counts)
+
+
+def record_miss(c: Commit, terms: Sequence[str] | str, outcome: str) -> list[str]:
+    if outcome not in S.MISS_OUTCOMES:
+        raise _vocab_error("miss outcome", outcome, S.MISS_OUTCOMES)
+    raw = [terms] if isinstance(terms, str) else list(terms)
+    bad = [t for t in raw if not isinstance(t, str)]
+    if bad:
+        raise InvalidInputError(f"miss terms must be strings; got {bad[0]!r}")
+    folded = fold_terms(raw)
+    if folded:
+        c.append(
+            "recall_misses",
+            pl.DataFrame({"at": c._now_frame(len(folded)), "term": folded,
+                          "outcome": [outcome] * len(folded)}),
+        )
+        c.operations.append("record_miss")
+    return folded
+
+
+def record_lane_override(c: Commit, forced: str, auto_pick: str) -> None:
+    if (forced, auto_pick) not in S.LANE_PAIRS:
+        allowed = ", ".join(f"({f}, {a})" for f, a in S.LANE_PAIRS)
+        raise InvalidInputError(
+            f"lane pair ({forced}, {auto_pick}) is not an override the router records; "
+            f"allowed (forced, auto_pick): {allowed}"
+        )
+    c.append("lane_overrides",
+             pl.DataFrame({"at": c._now_frame(1), "forced": [forced], "auto_pick": [auto_pick]}))
+    c.operations.append("record_lane_override")
+
+
+def classify(c: Commit, capsule_id: str, kind: str | None = None, tier: str | None = None,
+             scope: str = "project") -> None:
+    if kind is None and tier is None:
+        raise InvalidInputError("classify needs a kind, a tier, or both")
+    if kind is not None and kind not in S.CLASSIFICATION_KINDS:
+        raise _vocab_error("kind", kind, S.CLASSIFICATION_KINDS)
+    if tier is not None and tier not in S.TIERS:
+        raise _vocab_error("tier", tier, S.TIERS)
+    if scope not in S.CLASSIFICATION_SCOPES:
+        raise _vocab_error("classification scope", scope, S.CLASSIFICATION_SCOPES)
+    c.require_capsule(capsule_id, live=True)
+    if kind is not None:
+        _append_classifications(c, [capsule_id], [kind], scope)
+        c.journal("memory_classify", capsule_id, f"kind={kind}")
+    if tier is not None:
+        c.append("tiers", pl.DataFrame({"at": c._now_frame(1), "capsule_id": [capsule_id],
+                                        "tier": [tier]}))
+        c.journal("memory_tier", capsule_id, f"tier={tier}")
+    c.operations.append("classify")
+
+
+def session_start(c: Commit, project: str = DEFAULT_PROJECT, session_id: str | None = None) -> str:
+    if not isinstance(project, str) or not project.strip():
+        raise InvalidInputError("session_start needs a non-blank project id, e.g. 'team/api'")
+    if session_id is None:
+        sid = f"sess-{c.sessions + 1}"
+        c.sessions += 1
+    else:
+        if not isinstance(session_id, str) or not session_id.startswith("sess-"):
+            raise InvalidInputError(f"session ids look like 'sess-<n>'; got {session_id!r}")
+        if c.session(session_id) is not None:
+            raise SessionError(f"session {session_id} already exists; start a new one without an id")
+        sid = session_id
+        c.sessions += 1
+    c.append("brackets", pl.DataFrame({"at": c._now_frame(1), "session_id": [sid],
+                                       "event": ["start"], "project_id": [project],
+                                       "summary": pl.Series([None], dtype=pl.String)}))
+    c._new_sessions[sid] = [project, False]
+    c.journal("memory_session_start", sid, None)
+    c.operations.append("session_start")
+    return sid
+
+
+def session_finish(c: Commit, sid: str, handoff: str | None = None) -> str | None:
+    state = c.session(sid)
+    if state is None:
+        raise SessionError(f"session {sid!r} was never started; start one with session_start(project)")
+    project, finished = state
+    if finished:
+        raise SessionError(f"session {sid} is already finished; a session finishes once")
+    handoff_id = None
+    if handoff is not None:
+        if not isinstance(handoff, str) or not handoff.strip():
+            raise InvalidInputError(
+                "the handoff is blank; pass the text the next session should read, or omit it "
+                "(the session stays open)"
+            )
+        (handoff_id,) = ingest(c, {"content": handoff, "source": SESSION_FINISH_SOURCE,
+                                   "anchor": sid, "project_id": project})
+    c.append("brackets", pl.DataFrame({"at": c._now_frame(1), "session_id": [sid],
+                                       "event": ["finish"], "project_id": [project],
+                                       "summary": pl.Series([None], dtype=pl.String)}))
+    c._new_sessions[sid] = [project, True]
+    c.journal("memory_session_finish", sid, handoff_id)
+    c.operations.append("session_finish")
+    return handoff_id
+
+
+def record_git_scan(c: Commit, source_key: str, cursor: str,
+                    corroborations: Iterable[Mapping[str, Any]] = ()) -> int:
+    if not isinstance(source_key, str) or ":" not in source_key:
+        raise InvalidInputError(f"source keys look like 'git:<repo path>'; got {source_key!r}")
+    source = source_key.split(":", 1)[0]
+    if source not in S.CORROBORATION_SOURCES:
+        raise _vocab_error("source", source, S.CORROBORATION_SOURCES)
+    if not isinstance(cursor, str) or not cursor:
+        raise InvalidInputError("the scan cursor (the head sha) must be a non-empty string")
+    rows = [dict(r) for r in corroborations]
+    allowed = {"capsule_id", "kind", "ref", "verdict", "detail"}
+    for i, r in enumerate(rows):
+        extra = set(r) - allowed
+        lacking = {"capsule_id", "kind", "ref", "verdict"} - set(r)
+        if extra or lacking:
+            raise InvalidInputError(
+                f"corroboration {i}: fields {sorted(lacking)} missing / {sorted(extra)} unknown; "
+                f"each row has capsule_id, kind, ref, verdict (and optional detail)"
+            )
+        if r["kind"] not in S.CORROBORATION_KINDS:
+            raise _vocab_error("corroboration kind", r["kind"], S.CORROBORATION_KINDS)
+        if r["verdict"] not in S.CORROBORATION_VERDICTS:
+            raise _vocab_error("corroboration verdict", r["verdict"], S.CORROBORATION_VERDICTS)
+        c.require_capsule(r["capsule_id"], live=False)
+    if rows:
+        c.append("corroborations", pl.DataFrame({
+            "at": c._now_frame(len(rows)),
+            "capsule_id": [r["capsule_id"] for r in rows],
+            "source": [source] * len(rows),
+            "kind": [r["kind"] for r in rows],
+            "ref": [str(r["ref"]) for r in rows],
+            "verdict": [r["verdict"] for r in rows],
+            "detail": pl.Series([r.get("detail") for r in rows], dtype=pl.String),
+        }))
+    c.append("source_cursors", pl.DataFrame({"at": c._now_frame(1), "source_key": [source_key],
+                                             "cursor": [cursor]}))
+    c.journal("memory_git_scan", source_key, cursor)
+    c.operations.append("record_git_scan")
+    return len(rows)
+
+
+def record_summary(c: Commit, conversation_id: str, summary: str) -> None:
+    """Land a summary the language seam returned (the engine never writes prose itself)."""
+    if not isinstance(summary, str) or not summary.strip():
+        raise InvalidInputError(f"the summary for {conversation_id!r} is blank; return text or None")
+    c.append("summaries", pl.DataFrame({"at": c._now_frame(1), "conversation_id": [conversation_id],
+                                        "summary": [summary]}))
+    c.operations.append("summarize")
+
+
+def absorb(c: Commit, member_ids: Sequence[str], into_id: str) -> None:
+    """Mark members absorbed by a rollup: processing rows and abstracted_into edges."""
+    c.append("processing", pl.DataFrame({
+        "at": c._now_frame(len(member_ids)), "capsule_id": list(member_ids),
+        "abstracted_into_memory_id": [into_id] * len(member_ids)}))
+    c._new_processing.update(member_ids)
+    for mid in member_ids:
+        relate(c, mid, into_id, "abstracted_into")
+
+
+# ---- bulk: the verbs' vectorised form ------------------------------------------------------
+
+# table -> (journal action, subject column, reason expression) for audited event tables
+_AUDITED: dict[str, tuple[str, str, pl.Expr | None]] = {
+    "relations": ("memory_relate", "from_id", pl.concat_str([pl.col("kind"), pl.col("to_id")],
+                                                            separator=" ")),
+    "forgets": ("memory_forget", "capsule_id", pl.col("reason")),
+    "classifications": ("memory_classify", "capsule_id", pl.lit("kind=") + pl.col("kind")),
+    "tiers": ("memory_tier", "capsule_id", pl.lit("tier=") + pl.col("tier")),
+}
+BULK_TABLES = ("relations", "forgets", "recalls", "classifications", "tiers", "recall_misses",
+               "lane_overrides", "corroborations", "source_cursors", "summaries")
+_CAPSULE_REFS = {"forgets": ["capsule_id"], "recalls": ["capsule_id"],
+                 "classifications": ["capsule_id"], "tiers": ["capsule_id"],
+                 "corroborations": ["capsule_id"], "relations": ["from_id", "to_id"]}
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "relations": {"origin": "manual"},
+    "forgets": {"mode": "tombstone", "reason": None},
+    "recalls": {"count": 1},
+    "classifications": {"scope": "project"},
+    "corroborations": {"source": "git", "detail": None},
+}
+
+
+def append_events(c: Commit, table: str, rows: Any) -> int:
+    """Append many event rows of one table at once (the bulk form of the verbs).
+
+    Rows get ``seq`` here and ``at`` from the clock unless they carry their own. Capsule
+    references must exist; relation edges already stored (or repeated) are skipped;
+    audited tables get one journal row per row written; erasing forgets rewrite the
+    partitions holding the content. Returns the number of rows written.
+    """
+    if table not in BULK_TABLES:
+        raise InvalidInputError(
+            f"bulk append takes one of {', '.join(BULK_TABLES)}; capsules go through ingest, "
+            f"sessions through session_start/session_finish"
+        )
+    frame = _to_frame(rows) if not isinstance(rows, pl.DataFrame) else rows
+    if frame.height == 0:
+        return 0
+    schema = S.table_schema(table)
+    allowed = [name for name in schema.names() if name != "seq"]
+    unknown = sorted(set(frame.columns) - set(allowed))
+    if unknown:
+        raise InvalidInputError(f"{table}: unknown column(s) {', '.join(unknown)}; "
+                                f"allowed: {', '.join(allowed)}")
+    defaults = {"at": None, **_DEFAULTS.get(table, {})}
+    lacking = [n for n in allowed if n not in frame.columns and n not in defaults]
+    if lacking:
+        raise InvalidInputError(f"{table}: missing column(s) {', '.join(lacking)}")
+    fill = []
+    for name, value in defaults.items():
+        if name not in frame.columns:
+            fill.append(pl.lit(value, dtype=schema[name]).alias(name))
+    frame = frame.with_columns(fill) if fill else frame
+    frame = frame.with_columns(
+        _time_column(frame, "at").fill_null(pl.lit(c.now, dtype=S.TIMESTAMP)).alias("at")
+    )
+    try:
+        frame = frame.with_columns(
+            [pl.col(n).cast(schema[n]) for n in allowed if n != "at"]
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise InvalidInputError(f"{table}: a column has the wrong type: {exc}") from None
+    for column in _CAPSULE_REFS.get(table, []):
+        ids = frame[column]
+        nums = ids.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+        ok = nums.is_not_null() & nums.is_between(1, c.capsules) & ids.str.starts_with("cap-")
+        if table == "relations" and column == "from_id":
+            ok = ok | ((frame["kind"] == "falsifies") & ids.str.starts_with("out-"))
+        if not ok.all():
+            row = _first_bad(~ok)
+            raise UnknownCapsuleError(
+                f"{table} row {row}: {column} {ids[row]!r} is not in this store "
+                f"(ids run cap-1..cap-{c.capsules})"
+            )
+    if table == "relations":
+        bad = ~frame["kind"].is_in(S.RELATION_KINDS)
+        if bad.any():
+            raise _vocab_error("relation kind", frame["kind"][_first_bad(bad)], S.RELATION_KINDS)
+        self_loop = frame["from_id"] == frame["to_id"]
+        if self_loop.any():
+            raise InvalidInputError(f"relations row {_first_bad(self_loop)} is an edge to itself")
+        frame = frame.unique(["kind", "from_id", "to_id"], keep="first", maintain_order=True)
+        keep = [not c.relation_exists(k, f, t) for k, f, t in
+                frame.select("kind", "from_id", "to_id").iter_rows()]
+        frame = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+        c._new_relations.update(frame.select("kind", "from_id", "to_id").iter_rows())
+    if table == "lane_overrides":
+        pairs = pl.DataFrame(S.LANE_PAIRS, schema=["forced", "auto_pick"], orient="row")
+        bad = frame.join(pairs, on=["forced", "auto_pick"], how="anti")
+        if bad.height:
+            raise InvalidInputError(f"lane pair ({bad['forced'][0]}, {bad['auto_pick'][0]}) is "
+                                    f"not an override the router records")
+    if table == "recall_misses":
+        folded = frame["term"].to_list()
+        if [fold_terms([t]) for t in folded] != [[t] for t in folded]:
+            raise InvalidInputError("recall_misses terms must be folded already "
+                                    "(memframe.text.fold_term) and hold an alphanumeric")
+    if table == "forgets":
+        frame = frame.unique("capsule_id", keep="first", maintain_order=True)
+        fresh = [c.forget_mode(cid) is None for cid in frame["capsule_id"]]
+        frame = frame.filter(pl.Series(fresh, dtype=pl.Boolean))
+    if frame.height == 0:
+        return 0
+    staged = c.append(table, frame.select(allowed))
+    if table == "forgets":
+        for cid, mode in staged.select("capsule_id", "mode").iter_rows():
+            c._new_forgets[cid] = mode
+            if mode in ("redact", "purge"):
+                _erase_content(c, cid)
+    if table in _AUDITED:
+        action, subject, reason = _AUDITED[table]
+        audit = staged.select(pl.col(subject), (reason if reason is not None else pl.lit(None))
+                              .cast(pl.String).alias("reason"))
+        c.journal_many(action, audit[subject].to_list(), audit["reason"].to_list())
+    c.operations.append(f"append:{table}")
+    return staged.height

@@ -1,0 +1,137 @@
+"""Partition files: writing them, and reading a table at a generation as Polars frames.
+
+Readers go through the file list of the pinned generation, never a directory glob, so a
+crashed writer's files are never read.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from memframe.errors import CorruptStoreError, GenerationNotFoundError
+from memframe.store.log import Part
+
+# Free text never goes into row-group statistics: a min/max in a file footer would
+# outlive the erasure of the row it came from.
+_NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
+ROW_GROUP_ROWS = 64 * 1024
+
+
+def part_path(table: str, generation: int, n: int) -> str:
+    """A fresh, unique relative path for a new partition of ``table``."""
+    return f"{table}/part-{generation:020d}-{n:04d}-{secrets.token_hex(6)}.parquet"
+
+
+def write_part(
+    root: Path,
+    relpath: str,
+    frame: pl.DataFrame,
+    *,
+    row_group_rows: int = ROW_GROUP_ROWS,
+    fsync: bool = True,
+) -> Part:
+    """Write ``frame`` as one immutable Parquet file; return its log entry."""
+    path = root / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = frame.to_arrow()
+    stats = [name for name in table.column_names if name not in _NO_STATISTICS]
+    with open(path, "xb") as fh:
+        pq.write_table(
+            table,
+            fh,
+            row_group_size=max(1, row_group_rows),
+            write_statistics=stats,
+            compression="zstd",
+        )
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    seq_lo = seq_hi = None
+    if "seq" in frame.columns and frame.height:
+        seq_lo, seq_hi = int(frame["seq"].min()), int(frame["seq"].max())
+    return Part(path=relpath, rows=frame.height, seq_lo=seq_lo, seq_hi=seq_hi)
+
+
+def _paths(root: Path, parts: Sequence[Part]) -> list[str]:
+    return [str(root / p.path) for p in parts]
+
+
+def scan(root: Path, parts: Sequence[Part], schema: pl.Schema) -> pl.LazyFrame:
+    """A LazyFrame over exactly ``parts`` (an empty frame of ``schema`` if none)."""
+    if not parts:
+        return pl.LazyFrame(schema=schema)
+    missing = [p.path for p in parts if not (root / p.path).exists()]
+    if missing:
+        raise GenerationNotFoundError(
+            f"partition {missing[0]} of this generation is gone from {root} (vacuumed after "
+            f"a later generation replaced it); time travel reaches back only to the last vacuum"
+        )
+    return pl.scan_parquet(_paths(root, parts), schema=schema)
+
+
+def read(root: Path, parts: Sequence[Part], schema: pl.Schema, columns: Iterable[str] | None = None) -> pl.DataFrame:
+    frame = scan(root, parts, schema)
+    if columns is not None:
+        frame = frame.select(list(columns))
+    try:
+        return frame.collect()
+    except (pl.exceptions.ComputeError, OSError) as exc:
+        raise CorruptStoreError(f"cannot read a partition under {root}: {exc}") from None
+
+
+def read_matching(
+    root: Path,
+    parts: Sequence[Part],
+    schema: pl.Schema,
+    column: str,
+    values: Iterable[str],
+    columns: Sequence[str] | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Rows whose ``column`` is in ``values``, reading only row groups that can hold them.
+
+    Row groups are pruned with their min/max statistics. Returns the rows and the number
+    of Parquet rows actually read (``rows_visited``).
+    """
+    wanted = sorted(set(values))
+    want_cols = list(columns) if columns is not None else list(schema)
+    read_cols = list(dict.fromkeys([*want_cols, column]))
+    empty = pl.DataFrame(schema={c: schema[c] for c in want_cols})
+    if not wanted or not parts:
+        return empty, 0
+    lo, hi = wanted[0], wanted[-1]
+    pieces: list[pl.DataFrame] = []
+    visited = 0
+    for part in parts:
+        path = root / part.path
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+        meta = pf.metadata
+        col_index = pf.schema_arrow.get_field_index(column)
+        groups: list[int] = []
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            stats = rg.column(col_index).statistics if col_index >= 0 else None
+            if stats is not None and stats.has_min_max:
+                if stats.max < lo or stats.min > hi:
+                    continue
+                if not any(stats.min <= v <= stats.max for v in wanted):
+                    continue
+            groups.append(g)
+        if not groups:
+            continue
+        visited += sum(meta.row_group(g).num_rows for g in groups)
+        table = pf.read_row_groups(groups, columns=read_cols)
+        pieces.append(pl.from_arrow(table).cast({c: schema[c] for c in read_cols}))
+    if not pieces:
+        return empty, visited
+    rows = pl.concat(pieces, how="vertical").filter(pl.col(column).is_in(wanted))
+    return rows.select(want_cols), visited

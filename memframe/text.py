@@ -1,0 +1,171 @@
+"""Pure text laws shared by the store, the digest and the audits.
+
+* ``fold_term``: how a missed recall term is folded (reference 4.7).
+* ``headline``: the single-line headline law (reference 2.7).
+* ``rfc3339``: timestamps on the wire (reference 2.5), as a Polars expression.
+"""
+
+from __future__ import annotations
+
+import datetime
+import unicodedata
+from collections.abc import Iterable
+
+import polars as pl
+
+__all__ = [
+    "fold_term",
+    "fold_terms",
+    "fold_expr",
+    "headline",
+    "rfc3339",
+    "rfc3339_text",
+    "HEADLINE_CHARS",
+]
+
+HEADLINE_CHARS = 140
+
+# Unicode White_Space (what Rust's str::trim strips), not Python's wider isspace().
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+# Latin letters whose base letter is not reachable by canonical decomposition.
+_LATIN_EXTRA = {"ø": "o", "ł": "l", "đ": "d", "ħ": "h", "ı": "i", "ŧ": "t", "ƀ": "b", "ƶ": "z"}
+
+
+def _build_fold_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    # Latin-1 Supplement, Latin Extended-A and -B: strip combining marks to the ASCII base.
+    for code in range(0x00C0, 0x0250):
+        ch = chr(code)
+        low = ch.lower()
+        if len(low) != 1:
+            continue
+        base = unicodedata.normalize("NFD", low)[0]
+        if base != low and base.isascii() and base.isalpha():
+            table[low] = base
+    table.update(_LATIN_EXTRA)
+    return table
+
+
+_FOLD = _build_fold_table()
+_FOLD_TRANSLATE = str.maketrans(_FOLD)
+
+
+def fold_term(term: str) -> str:
+    """Fold one term: trim, Unicode lowercase, Latin diacritic fold.
+
+    Examples:
+        >>> fold_term("  Retrieval ")
+        'retrieval'
+        >>> fold_term("Ça Łódź Ñandú")
+        'ca lodz nandu'
+    """
+    return term.strip(_WHITE_SPACE).lower().translate(_FOLD_TRANSLATE)
+
+
+def _has_alphanumeric(term: str) -> bool:
+    return any(ch.isalnum() for ch in term)
+
+
+def fold_terms(terms: Iterable[str]) -> list[str]:
+    """Fold the terms of one query as the miss ledger records them (reference 4.7).
+
+    Each term is folded; terms with no alphanumeric character are dropped, and a term
+    that repeats within the call keeps only its first occurrence.
+
+    Examples:
+        >>> fold_terms(["Retreival", "retreival", "--", "Café"])
+        ['retreival', 'cafe']
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for raw in terms:
+        term = fold_term(raw)
+        if not _has_alphanumeric(term) or term in seen:
+            continue
+        seen.add(term)
+        out.append(term)
+    return out
+
+
+def fold_expr(expr: pl.Expr) -> pl.Expr:
+    """`fold_term` as a Polars expression (for vocabularies tokenised in Polars)."""
+    keys = list(_FOLD)
+    return (
+        expr.str.strip_chars(_WHITE_SPACE)
+        .str.to_lowercase()
+        .str.replace_many(keys, [_FOLD[k] for k in keys])
+    )
+
+
+# Line boundaries of the headline law, CRLF first so it wins over a lone CR.
+_BOUNDARIES = ("\r\n", "\n", "\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029")
+
+
+def headline(content: str, limit: int = HEADLINE_CHARS) -> str:
+    """The single-line headline of a text (reference 2.7).
+
+    Examples:
+        >>> headline("x\\n")
+        'x'
+        >>> headline("a\\nb")
+        'a…'
+        >>> headline("\\nabc")
+        '…'
+        >>> len(headline("y" * 150))
+        141
+    """
+    cut = len(content)
+    width = 0
+    for boundary in _BOUNDARIES:
+        at = content.find(boundary, 0, cut + len(boundary))
+        if at != -1 and (at < cut or (at == cut and len(boundary) > width)):
+            cut, width = at, len(boundary)
+    first = content[:cut]
+    more = width > 0 and cut + width < len(content)
+    head = first[:limit]
+    return head + "…" if len(first) > limit or more else head
+
+
+def rfc3339(expr: pl.Expr) -> pl.Expr:
+    """Format a UTC Datetime column as RFC3339 with ``Z`` and trimmed fractional zeros.
+
+    Examples:
+        >>> import polars as pl
+        >>> s = pl.Series(["2026-07-21T23:36:24.016162617Z", "2026-07-23T12:00:00Z"])
+        >>> t = s.str.to_datetime(time_unit="ns", time_zone="UTC")
+        >>> pl.select(rfc3339(pl.lit(t))).to_series().to_list()
+        ['2026-07-21T23:36:24.016162617Z', '2026-07-23T12:00:00Z']
+    """
+    expr = expr.dt.convert_time_zone("UTC")
+    whole = expr.dt.strftime("%Y-%m-%dT%H:%M:%S")
+    nanos = expr.dt.nanosecond()
+    fraction = (
+        pl.when(nanos == 0)
+        .then(pl.lit(""))
+        .otherwise(
+            pl.lit(".")
+            + nanos.cast(pl.String).str.zfill(9).str.strip_chars_end("0")
+        )
+    )
+    return whole + fraction + pl.lit("Z")
+
+
+def rfc3339_text(instant: datetime.datetime) -> str:
+    """`rfc3339` for one Python datetime (microsecond precision; naive means UTC).
+
+    Examples:
+        >>> import datetime as dt
+        >>> rfc3339_text(dt.datetime(2026, 7, 23, 12, 0, 0, 250000, tzinfo=dt.timezone.utc))
+        '2026-07-23T12:00:00.25Z'
+    """
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=datetime.timezone.utc)
+    instant = instant.astimezone(datetime.timezone.utc)
+    text = instant.strftime("%Y-%m-%dT%H:%M:%S")
+    if instant.microsecond:
+        text += "." + f"{instant.microsecond:06d}".rstrip("0")
+    return text + "Z"
