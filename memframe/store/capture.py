@@ -164,8 +164,10 @@ class Commit:
         """Chain the staged journal rows onto the store's chain (reference 4.14)."""
         if not self._journal:
             return None
-        audit_seq = int(self.snapshot.counter("audit_seq"))
-        prev = str(self.snapshot.counter("chain", ""))
+        audit_seq, prev = getattr(
+            self, "_chain_tail",
+            (int(self.snapshot.counter("audit_seq")), str(self.snapshot.counter("chain", ""))),
+        )
         cols: dict[str, list[Any]] = {k: [] for k in
                                       ("audit_seq", "at", "actor", "action", "subject", "reason",
                                        "chained_hash")}
@@ -190,6 +192,28 @@ class Commit:
         self._journal = []
         self._chain_tail = (audit_seq, prev)
         return staged
+
+    def append_journal(self, frame: pl.DataFrame) -> None:
+        """Append journal rows that already carry their audit_seq and chained_hash (imports).
+
+        The rows must continue the store's chain: audit_seq picks up after the last one,
+        and the chain tail becomes the last row's hash. Verbs' own journal rows of this
+        commit (if any) are chained after them.
+        """
+        if self._journal:
+            raise InvalidInputError("append imported journal rows before any verb of the commit")
+        if frame.height == 0:
+            return
+        frame = frame.sort("audit_seq")
+        first = int(frame["audit_seq"][0])
+        expected = int(getattr(self, "_chain_tail", (self.snapshot.counter("audit_seq"), ""))[0]) + 1
+        if first != expected:
+            raise InvalidInputError(
+                f"imported journal starts at audit_seq {first}; this store's journal continues "
+                f"at {expected}"
+            )
+        staged = self.append("journal", frame)
+        self._chain_tail = (int(staged["audit_seq"][-1]), str(staged["chained_hash"][-1]))
 
     def counters(self) -> dict[str, Any]:
         audit_seq, chain = getattr(
