@@ -163,8 +163,8 @@ def rfc3339_text(instant: datetime.datetime) -> str:
         '2026-07-23T12:00:00.25Z'
     """
     if instant.tzinfo is None:
-        instant = instant.replace(tzinfo=datetime.timezone.utc)
-    instant = instant.astimezone(datetime.timezone.utc)
+        instant = instant.replace(tzinfo=datetime.UTC)
+    instant = instant.astimezone(datetime.UTC)
     text = instant.strftime("%Y-%m-%dT%H:%M:%S")
     if instant.microsecond:
         text += "." + f"{instant.microsecond:06d}".rstrip("0")

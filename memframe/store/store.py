@@ -18,14 +18,13 @@ import polars as pl
 from memframe import schema as S
 from memframe.errors import (
     ConcurrentCommitError,
-    GenerationNotFoundError,
     InvalidInputError,
     MemframeError,
     ReadOnlyStoreError,
 )
 from memframe.store import capture, tables
 from memframe.store.index import Indexes
-from memframe.store.log import LOG_DIR, MARKER, Log, Part, Snapshot
+from memframe.store.log import Log, Part, Snapshot
 
 if TYPE_CHECKING:
     from memframe.projections import Memory
@@ -504,44 +503,37 @@ class Store(StoreView):
             tx.land()
 
     # -- maintenance ----------------------------------------------------------------------
-    def vacuum(self) -> dict[str, int]:
-        """Remove files no generation needs now: crash orphans and replaced partitions.
+    def vacuum(self, *, grace_seconds: float = 60.0) -> dict[str, int]:
+        """Remove files the newest generation does not name: crash orphans, replaced parts.
 
-        After a vacuum, time travel reaches back only to generations whose files remain.
-        Returns counts of removed files.
+        A partition named for a generation that is already committed but not referenced
+        now is garbage (replaced by compaction/erasure, or a losing writer's leftover). A
+        partition for a future generation may belong to a writer still committing, so it is
+        removed only once older than ``grace_seconds``. After a vacuum, time travel reaches
+        back only to generations whose files remain.
+
+        Returns:
+            Counts of removed ``partitions`` and ``temporary`` files.
         """
         with self._lock:
             snap = self._refresh()
             keep = {p.path for parts in snap.tables.values() for p in parts}
-            removed_parts = removed_tmp = 0
-            grace = time.time() - 60  # a concurrent writer's fresh files are not orphans yet
+            cutoff = time.time() - grace_seconds
+            removed = {"partitions": 0, "temporary": 0}
             for dirpath, _dirs, files in os.walk(self._log.root):
-                rel_dir = os.path.relpath(dirpath, self._log.root)
                 for name in files:
-                    full = os.path.join(dirpath, name)
-                    if rel_dir == LOG_DIR or rel_dir == "." and name == MARKER:
-                        if name.startswith(".tmp-") and os.path.getmtime(full) < grace:
-                            os.unlink(full)
-                            removed_tmp += 1
-                        continue
-                    rel = "/".join(Path(rel_dir, name).parts) if rel_dir != "." else name
-                    if rel == MARKER:
-                        continue
-                    if rel not in keep and (name.endswith(".parquet") or name.startswith(".tmp-")):
-                        if rel.endswith(".parquet") and os.path.getmtime(full) >= grace \
-                                and not self._replaced(rel, snap):
-                            continue
-                        os.unlink(full)
-                        removed_parts += 1
-            return {"partitions": removed_parts, "temporary": removed_tmp}
-
-    def _replaced(self, rel: str, snap: Snapshot) -> bool:
-        """Whether a generation <= snap named ``rel`` (so it is replaced, not in flight)."""
-        try:
-            gen = int(Path(rel).name.split("-")[1])
-        except (IndexError, ValueError):
-            return False
-        return gen <= snap.generation
+                    full = Path(dirpath, name)
+                    rel = full.relative_to(self._log.root).as_posix()
+                    if name.startswith(".tmp-"):
+                        if full.stat().st_mtime < cutoff:
+                            full.unlink(missing_ok=True)
+                            removed["temporary"] += 1
+                    elif name.endswith(".parquet") and rel not in keep:
+                        if _part_generation(name) > snap.generation and full.stat().st_mtime >= cutoff:
+                            continue  # possibly a writer still committing
+                        full.unlink(missing_ok=True)
+                        removed["partitions"] += 1
+            return removed
 
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
         """Merge runs of small partitions of a table into one, changing no row.
@@ -556,7 +548,7 @@ class Store(StoreView):
                     f"unknown table {name!r}; compact one of: {', '.join(S.CANONICAL_TABLES)}"
                 )
         with self._lock:
-            for attempt in range(_MAX_ATTEMPTS):
+            for _attempt in range(_MAX_ATTEMPTS):
                 snap = self._refresh()
                 merged: dict[str, int] = {}
                 runs: list[tuple[str, list[Part]]] = []
@@ -601,6 +593,14 @@ class Store(StoreView):
                 for path in written:
                     path.unlink(missing_ok=True)
             raise ConcurrentCommitError("compact kept losing the race to other writers; retry")
+
+
+def _part_generation(name: str) -> int:
+    """The generation a partition file was written for (``part-<generation>-...``)."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
 
 
 class _Transaction:
