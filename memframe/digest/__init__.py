@@ -1,0 +1,25 @@
+"""The session-start digest (spec 001, ``spec/digest-reference.md``).
+
+``digest(store)`` pins one generation, reads each table it needs once, and assembles
+the sections in the wire order of reference 4.0. Section families live in their own
+modules: :mod:`~memframe.digest.capsules` (total, by_project, handoff, newest,
+most_recalled), :mod:`~memframe.digest.counters` (relations, sessions, audit events),
+:mod:`~memframe.digest.telemetry` (the fail-open legs), :mod:`~memframe.digest.planning`
+(dag, mission, unanchored) and :mod:`~memframe.digest.ledger` (tiers, journal,
+archive_candidates).
+"""
+
+from __future__ import annotations
+
+from memframe.digest.batch import digest_many, per_project_digests
+from memframe.digest.core import HEADLINES_DEFAULT, digest, digest_tables
+from memframe.digest.result import Digest
+
+__all__ = [
+    "digest",
+    "digest_tables",
+    "Digest",
+    "per_project_digests",
+    "digest_many",
+    "HEADLINES_DEFAULT",
+]

@@ -1,0 +1,154 @@
+"""The assembler: one function per family of sections, composed in wire order (4.0)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from memframe.digest import counters, ledger, telemetry
+from memframe.digest.capsules import capsule_sections
+from memframe.digest.inputs import DigestInputs, digest_failed
+from memframe.digest.planning import (
+    dag_section,
+    mission_graph,
+    mission_sections,
+    unanchored_sections,
+)
+from memframe.digest.scope import explode_roots, fence, population, subtree_roots
+from memframe.errors import MemframeError
+
+__all__ = ["LABEL", "FRAMING", "global_sections", "compose", "assemble", "assemble_roots"]
+
+LABEL = "ADVISORY_NOT_AUTHORITY"
+FRAMING = "DATA"
+
+
+def _tombstoned(inputs: DigestInputs) -> pl.Series:
+    return inputs.tables["forgets"].get_column("capsule_id").unique().sort()
+
+
+def global_sections(inputs: DigestInputs, n: int) -> dict:
+    """Every store-global section, computed once (fail-closed ones raise)."""
+    try:
+        tables = inputs.tables
+        opened, open_ids = counters.open_sessions(tables["brackets"], n)
+        tombstoned = _tombstoned(inputs)
+        return {
+            "relations": counters.relations_total(tables["relations"]),
+            "open_sessions": opened,
+            "open_session_ids": open_ids,
+            "audit_events": counters.audit_events(tables["journal"]),
+            "dag": dag_section(tables["relations"], tombstoned, n),
+            "tiers": ledger.tiers_section(inputs.state),
+            "journal": ledger.journal_section(tables["journal"], inputs.state),
+            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now),
+            "_mission_graph": mission_graph(tables["relations"], tombstoned),
+            **_fail_open_sections(inputs),
+        }
+    except MemframeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail closed with the reference's prefix
+        raise digest_failed(exc) from exc
+
+
+def _fail_open_sections(inputs: DigestInputs) -> dict:
+    optional = inputs.optional
+    out: dict = {}
+    try:
+        out["recall_misses"] = telemetry.recall_misses_total(optional["recall_misses"])
+    except Exception:  # noqa: BLE001
+        out["recall_misses"] = 0
+    for key, build in (
+        ("_recent_failures", lambda: telemetry.recent_failures(optional["recall_misses"], False)),
+        ("lane_overrides_total", lambda: telemetry.lane_overrides_total(optional["lane_overrides"])),
+        (
+            "sources",
+            lambda: telemetry.sources_section(
+                optional["source_cursors"], optional["corroborations"]
+            ),
+        ),
+    ):
+        try:
+            out[key] = build()
+        except Exception:  # noqa: BLE001 - fail open: the key is omitted
+            out[key] = None
+    return out
+
+
+def compose(
+    capsules: dict,
+    glob: dict,
+    mission: dict | None,
+    unanchored: int | None,
+    fenced: bool,
+) -> dict:
+    """One digest body, keys in the order and with the omissions of reference 4.0."""
+    body: dict = {"label": LABEL, "framing": FRAMING}
+    body.update(capsules)
+    for key in ("relations", "open_sessions", "open_session_ids", "audit_events", "recall_misses"):
+        body[key] = glob[key]
+    if not fenced and glob["_recent_failures"] is not None:
+        body["recent_failures"] = glob["_recent_failures"]
+    if glob["lane_overrides_total"]:
+        body["lane_overrides_total"] = glob["lane_overrides_total"]
+    if glob["sources"] is not None:
+        body["sources"] = glob["sources"]
+    body["dag"] = glob["dag"]
+    if mission is not None:
+        body["mission"] = mission
+    if unanchored:
+        body["unanchored"] = unanchored
+    for key in ("tiers", "journal", "archive_candidates"):
+        body[key] = glob[key]
+    return body
+
+
+def _bodies(
+    inputs: DigestInputs,
+    n: int,
+    scoped: pl.DataFrame,
+    scopes: Sequence[str],
+    fenced: bool,
+) -> dict[str, dict]:
+    glob = global_sections(inputs, n)
+    graph = glob["_mission_graph"]
+    try:
+        caps = capsule_sections(scoped, scopes, n, inputs.now)
+        missions = mission_sections(scoped, graph, scopes, n, inputs.now)
+    except Exception as exc:  # noqa: BLE001
+        raise digest_failed(exc) from exc
+    try:
+        unanchored = unanchored_sections(scoped, graph, scopes)
+    except Exception:  # noqa: BLE001 - advisory nudge: fail open
+        unanchored = dict.fromkeys(scopes)
+    return {
+        scope: compose(caps[scope], glob, missions[scope], unanchored[scope], fenced)
+        for scope in scopes
+    }
+
+
+def assemble(inputs: DigestInputs, n: int, project_prefix: str | None) -> dict:
+    """The digest body for one fence (None = unfenced)."""
+    try:
+        scoped = fence(population(inputs.state), project_prefix)
+    except Exception as exc:  # noqa: BLE001
+        raise digest_failed(exc) from exc
+    scope = "" if project_prefix is None else project_prefix
+    return _bodies(inputs, n, scoped, [scope], project_prefix is not None)[scope]
+
+
+def assemble_roots(inputs: DigestInputs, n: int, depth: int) -> dict[str, dict]:
+    """Digest bodies for every project subtree root at ``depth``, in one pass.
+
+    Each body equals ``assemble(inputs, n, root)``.
+    """
+    try:
+        alive = population(inputs.state)
+        roots = subtree_roots(alive, depth)
+        scoped = explode_roots(alive, roots, depth)
+    except Exception as exc:  # noqa: BLE001
+        raise digest_failed(exc) from exc
+    if not roots:
+        return {}
+    return _bodies(inputs, n, scoped, roots, True)

@@ -1,0 +1,181 @@
+"""Digests in bulk: many stores in parallel processes, or many project fences of one
+store in one pass."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memframe.digest.assemble import assemble_roots
+from memframe.digest.core import HEADLINES_DEFAULT, digest, read_pinned
+from memframe.digest.params import validate_headlines
+from memframe.digest.result import Digest
+from memframe.errors import InvalidInputError
+
+__all__ = ["per_project_digests", "digest_many", "BatchReport"]
+
+
+def per_project_digests(
+    store: Any,
+    depth: int,
+    *,
+    headlines: int = HEADLINES_DEFAULT,
+    now: _dt.datetime | None = None,
+) -> dict[str, Digest]:
+    """One fenced digest per project subtree root at ``depth``, computed in one pass.
+
+    The roots are the distinct project ids (of non-tombstoned capsules) cut at ``depth``
+    ``/``-separated segments: with ``team/api/v2`` and ``team`` at depth 2 the roots are
+    ``team`` and ``team/api``. Capsule state and the store-global sections are computed
+    once; the fenced sections are group-bys over the roots (a capsule counts under every
+    root whose fence holds it). Each digest is byte-identical to
+    ``digest(store, project_prefix=root)`` at the same generation. A cut that is not a
+    valid prefix (blank, or ending with ``/`` because of an empty segment) is skipped.
+    ``rows_visited`` of each digest is the whole batch's read.
+
+    Examples:
+        >>> import datetime as dt, os, tempfile
+        >>> import memframe as mf
+        >>> clock = lambda: dt.datetime(2026, 7, 23, 12, tzinfo=dt.UTC)
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"), clock=clock)
+        >>> _ = store.ingest([{"content": c, "source": "s", "anchor": "a", "project_id": p}
+        ...                   for c, p in [("a", "team/api"), ("b", "team/web"), ("c", "solo")]])
+        >>> digests = per_project_digests(store, 1)
+        >>> sorted(digests), digests["team"].to_dict()["total"]
+        (['solo', 'team'], 2)
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidInputError(f"depth must be a positive integer, got {depth!r}")
+    n = validate_headlines(headlines)
+    inputs = read_pinned(store, now)
+    bodies = assemble_roots(inputs, n, depth)
+    return {
+        root: Digest(
+            body,
+            rows_visited=inputs.rows_visited,
+            generation=inputs.generation,
+            project_prefix=root,
+            headlines=n,
+        )
+        for root, body in bodies.items()
+    }
+
+
+@dataclass
+class BatchReport:
+    """What :func:`digest_many` did.
+
+    Attributes:
+        digests: store path -> its Digest, for every store that digested.
+        failures: store path -> error text (``ExceptionType: message``), for the others.
+        written: store path -> the JSON file written (when ``out_dir`` was given).
+    """
+
+    digests: dict[str, Digest] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    written: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every store digested."""
+        return not self.failures
+
+
+def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
+    import memframe
+
+    store = memframe.Store.open(path)
+    return digest(store, **kwargs)
+
+
+def _write(out_dir: Path, name: str, text: str) -> Path:
+    target = out_dir / f"{name}.json"
+    tmp = out_dir / f".{name}.json.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def digest_many(
+    store_paths: Iterable[str | os.PathLike[str]],
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    processes: int | None = None,
+    progress: bool = True,
+    **kwargs: Any,
+) -> BatchReport:
+    """Digest many stores, each in its own worker process.
+
+    Args:
+        store_paths: the store directories.
+        out_dir: when given, each digest's ``to_json()`` is written to
+            ``<out_dir>/<store directory name>.json`` (directory names must be unique).
+        processes: worker processes (default: CPU count, at most one per store).
+        progress: show a progress bar on stderr (only when stderr is a terminal).
+        **kwargs: passed to :func:`memframe.digest` (``headlines``, ``project_prefix``,
+            ``now``, ``known_hash``).
+
+    Returns:
+        A :class:`BatchReport`; a failing store is reported there and never stops the
+        batch.
+
+    Examples:
+        >>> import datetime as dt, os, tempfile
+        >>> import memframe as mf
+        >>> root = tempfile.mkdtemp()
+        >>> for name in ("a", "b"):
+        ...     _ = mf.Store.create(os.path.join(root, name))
+        >>> report = digest_many([os.path.join(root, n) for n in ("a", "b", "missing")],
+        ...                      progress=False, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+        >>> sorted(os.path.basename(p) for p in report.digests), len(report.failures)
+        (['a', 'b'], 1)
+    """
+    from tqdm.auto import tqdm
+
+    paths = [str(Path(p)) for p in store_paths]
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        names = [Path(p).name for p in paths]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise InvalidInputError(
+                f"out_dir needs unique store directory names; {duplicates[0]!r} appears more "
+                f"than once: digest those stores into separate out_dir folders"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+    report = BatchReport()
+    if not paths:
+        return report
+    workers = max(1, min(processes or os.cpu_count() or 1, len(paths)))
+    bar = tqdm(
+        total=len(paths),
+        desc="digest",
+        unit="store",
+        file=sys.stderr,
+        disable=not (progress and sys.stderr.isatty()),
+    )
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_digest_one, path, kwargs): path for path in paths}
+        for future in as_completed(futures):
+            path = futures[future]
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - report and keep going
+                report.failures[path] = f"{type(exc).__name__}: {exc}"
+            else:
+                report.digests[path] = result
+                if out is not None:
+                    report.written[path] = _write(out, Path(path).name, result.to_json())
+            bar.update(1)
+    bar.close()
+    report.digests = {p: report.digests[p] for p in paths if p in report.digests}
+    report.failures = {p: report.failures[p] for p in paths if p in report.failures}
+    return report

@@ -1,0 +1,126 @@
+"""``digest`` and ``digest_tables``: validate, pin, read once, assemble."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from memframe.digest.assemble import assemble
+from memframe.digest.inputs import DigestInputs, inputs_from_tables, read_inputs
+from memframe.digest.params import (
+    HEADLINES_DEFAULT,
+    validate_headlines,
+    validate_now,
+    validate_project_prefix,
+)
+from memframe.digest.result import Digest
+from memframe.errors import InvalidInputError
+
+__all__ = ["digest", "digest_tables", "read_pinned", "Digest", "HEADLINES_DEFAULT"]
+
+
+def _pin(store: Any) -> Any:
+    pinned = getattr(store, "pinned", None)
+    return pinned() if callable(pinned) else store
+
+
+def _check_known_hash(known_hash: object) -> None:
+    if known_hash is not None and not isinstance(known_hash, str):
+        raise InvalidInputError(f"known_hash must be a hex string or None, got {known_hash!r}")
+
+
+def read_pinned(store: Any, now: _dt.datetime | None) -> DigestInputs:
+    view = _pin(store)
+    if now is None:
+        now = view.now()
+    return read_inputs(view, validate_now(now))
+
+
+def digest(
+    store: Any,
+    headlines: int = HEADLINES_DEFAULT,
+    project_prefix: str | None = None,
+    known_hash: str | None = None,
+    now: _dt.datetime | None = None,
+) -> Digest:
+    """The session-start digest of a store (or of a frozen view of one).
+
+    Args:
+        store: a ``Store`` or a frozen view (``store.at(g)``, ``store.as_of(t)``); one
+            generation is pinned for the whole call.
+        headlines: the list cap N (default 10); a non-negative int. Totals stay exact.
+        project_prefix: fence the capsule sections to ``p`` and ``p/...``; blank or
+            ``/``-terminated prefixes are rejected before anything is read.
+        known_hash: the ``hash`` of a digest the caller already holds; when it matches,
+            the result is ``unchanged`` and carries no bodies.
+        now: the instant for the ``expired`` flags and ``archive_candidates``; defaults
+            to the store's clock.
+
+    Returns:
+        A :class:`Digest`.
+
+    Raises:
+        DigestParameterError: a ``project_prefix`` that can match nothing.
+        InvalidInputError: a bad ``headlines``, ``known_hash`` or ``now``.
+        MemframeError: ``memory_digest failed: ...`` when a fail-closed read fails.
+
+    Examples:
+        >>> import datetime as dt, os, tempfile
+        >>> import memframe as mf
+        >>> clock = lambda: dt.datetime(2026, 7, 23, 12, tzinfo=dt.UTC)
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"), clock=clock)
+        >>> d = mf.digest(store)
+        >>> d.to_json()[:60]
+        '{"label":"ADVISORY_NOT_AUTHORITY","framing":"DATA","total":0'
+        >>> _ = store.ingest({"content": "first note", "source": "chat", "anchor": "a"})
+        >>> mf.digest(store, headlines=1).to_dict()["newest"][0]["headline"]
+        'first note'
+        >>> mf.digest(store, known_hash=d.hash).unchanged
+        False
+    """
+    n = validate_headlines(headlines)
+    prefix = validate_project_prefix(project_prefix)
+    _check_known_hash(known_hash)
+    inputs = read_pinned(store, now)
+    body = assemble(inputs, n, prefix)
+    return Digest(
+        body,
+        known_hash=known_hash,
+        rows_visited=inputs.rows_visited,
+        generation=inputs.generation,
+        project_prefix=prefix,
+        headlines=n,
+    )
+
+
+def digest_tables(
+    tables: Mapping[str, pl.LazyFrame | pl.DataFrame],
+    *,
+    now: _dt.datetime,
+    headlines: int = HEADLINES_DEFAULT,
+    project_prefix: str | None = None,
+    known_hash: str | None = None,
+) -> Digest:
+    """The digest of hand-made canonical tables (name -> frame; missing tables are empty).
+
+    Examples:
+        >>> import datetime as dt
+        >>> d = digest_tables({}, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+        >>> d.to_dict()["dag"]["status"], d.rows_visited
+        ('ok', 0)
+    """
+    n = validate_headlines(headlines)
+    prefix = validate_project_prefix(project_prefix)
+    _check_known_hash(known_hash)
+    inputs = inputs_from_tables(tables, validate_now(now))
+    body = assemble(inputs, n, prefix)
+    return Digest(
+        body,
+        known_hash=known_hash,
+        rows_visited=inputs.rows_visited,
+        project_prefix=prefix,
+        headlines=n,
+    )

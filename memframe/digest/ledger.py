@@ -1,0 +1,162 @@
+"""Store-global audit and upkeep sections: tiers (reference 4.13), journal (4.14) and
+archive_candidates (4.15)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+
+import polars as pl
+
+from memframe.schema import TIERS, TIMESTAMP
+from memframe.taint import has_finding
+from memframe.text import rfc3339
+
+__all__ = [
+    "tiers_section",
+    "chain_lines",
+    "verify_chain",
+    "out_of_band",
+    "journal_section",
+    "archive_candidates",
+    "FORGET_ACTIONS",
+    "ARCHIVE_AFTER_DAYS",
+]
+
+FORGET_ACTIONS = ("memory_forget", "memory_merge")
+ARCHIVE_AFTER_DAYS = 180
+
+
+def tiers_section(state: pl.DataFrame) -> dict:
+    """Effective-tier counts of the non-tombstoned capsules, store-wide.
+
+    Examples:
+        >>> import polars as pl
+        >>> s = pl.DataFrame({"status": ["live", "superseded", "tombstoned"],
+        ...                   "tier": ["active", "archived", "active"]})
+        >>> tiers_section(s)
+        {'active': 1, 'archived': 1, 'quarantined': 0}
+    """
+    counts = (
+        state.filter(pl.col("status") != "tombstoned")
+        .group_by(pl.col("tier").fill_null("active"))
+        .len()
+    )
+    found = dict(zip(counts["tier"].to_list(), counts["len"].to_list(), strict=True))
+    return {tier: int(found.get(tier, 0)) for tier in TIERS}
+
+
+def chain_lines(journal: pl.DataFrame) -> pl.Series:
+    """The canonical line of each journal row, in the frame's order (reference 4.14):
+    compact JSON ``{"seq","at","actor","action","subject","reason"}``, reason an
+    explicit null when absent, ``at`` as RFC3339 text."""
+    return journal.select(
+        pl.struct(
+            pl.col("audit_seq").alias("seq"),
+            rfc3339(pl.col("at")).alias("at"),
+            pl.col("actor"),
+            pl.col("action"),
+            pl.col("subject"),
+            pl.col("reason"),
+        ).struct.json_encode()
+    ).to_series()
+
+
+def _sha256_hex(values: pl.Series) -> pl.Series:
+    return pl.Series(
+        [hashlib.sha256(v.encode("utf-8")).hexdigest() for v in values.to_list()],
+        dtype=pl.String,
+    )
+
+
+def verify_chain(journal: pl.DataFrame) -> dict:
+    """Walk the hash chain in audit order; ``{"chain": "ok", "verified": n}`` or
+    ``{"chain": "broken", "broken_seq": s}`` at the first row whose stored hash differs
+    from ``sha256(previous stored hash + line)``.
+
+    Examples:
+        >>> import datetime as dt, hashlib, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> line = '{"seq":1,"at":"2026-01-01T00:00:00Z","actor":"a","action":"memory_ingest","subject":"cap-1","reason":null}'
+        >>> j = pl.DataFrame({"seq": [1], "audit_seq": [1], "at": [t], "actor": ["a"],
+        ...     "action": ["memory_ingest"], "subject": ["cap-1"], "reason": [None],
+        ...     "chained_hash": [hashlib.sha256(line.encode()).hexdigest()]},
+        ...     schema_overrides={"reason": pl.String})
+        >>> verify_chain(j)
+        {'chain': 'ok', 'verified': 1}
+        >>> verify_chain(j.with_columns(pl.lit("deadbeef").alias("chained_hash")))
+        {'chain': 'broken', 'broken_seq': 1}
+    """
+    if journal.height == 0:
+        return {"chain": "ok", "verified": 0}
+    ordered = journal.sort(["audit_seq", "seq"])
+    previous = ordered.get_column("chained_hash").shift(1).fill_null("")
+    expected = _sha256_hex(previous + chain_lines(ordered))
+    stored = ordered.get_column("chained_hash")
+    mismatch = (stored != expected).fill_null(True)
+    if mismatch.any():
+        first = mismatch.arg_true()[0]
+        return {"chain": "broken", "broken_seq": int(ordered["audit_seq"][first])}
+    return {"chain": "ok", "verified": ordered.height}
+
+
+def out_of_band(journal: pl.DataFrame, state: pl.DataFrame) -> int:
+    """Coverage misses: non-tombstoned capsules no audit row names as subject, plus
+    tombstoned capsules with no ``memory_forget``/``memory_merge`` row naming them."""
+    subjects = journal.select(pl.col("subject").alias("id")).unique()
+    forgotten = (
+        journal.filter(pl.col("action").is_in(list(FORGET_ACTIONS)))
+        .select(pl.col("subject").alias("id"))
+        .unique()
+    )
+    kept = state.filter(pl.col("status") != "tombstoned").select("id")
+    gone = state.filter(pl.col("status") == "tombstoned").select("id")
+    return (
+        kept.join(subjects, on="id", how="anti").height
+        + gone.join(forgotten, on="id", how="anti").height
+    )
+
+
+def journal_section(journal: pl.DataFrame, state: pl.DataFrame) -> dict:
+    """``{"chain", "verified"|"broken_seq", "out_of_band"}`` (reference 4.14)."""
+    section = verify_chain(journal)
+    section["out_of_band"] = out_of_band(journal, state)
+    return section
+
+
+def archive_candidates(state: pl.DataFrame, now: _dt.datetime) -> int:
+    """How many records the consolidation planner would propose archiving (4.15).
+
+    A non-tombstoned capsule counts when it is superseded, its effective tier is
+    ``active``, it does not pass the quarantine guard (tainted AND externally-imported
+    AND the taint scanner finds something), and either ``valid_to < now`` or it is more
+    than 180 whole days old with no recall.
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> now = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
+        >>> s = pl.DataFrame({"status": ["superseded"], "tier": ["active"],
+        ...     "superseded": [True], "valid_to": [None],
+        ...     "created_at": [dt.datetime(2025, 1, 1, tzinfo=dt.UTC)], "recall_count": [0],
+        ...     "instruction_taint": [False], "authority_class": ["observed-fact"],
+        ...     "content": ["old"]}, schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
+        >>> archive_candidates(s, now)
+        1
+    """
+    now_lit = pl.lit(now).cast(TIMESTAMP)
+    expired = pl.col("valid_to").is_not_null() & (pl.col("valid_to") < now_lit)
+    stale = ((now_lit - pl.col("created_at")) >= pl.duration(days=ARCHIVE_AFTER_DAYS + 1)) & (
+        pl.col("recall_count").fill_null(0) == 0
+    )
+    shortlist = state.filter(
+        (pl.col("status") != "tombstoned")
+        & pl.col("superseded")
+        & (pl.col("tier").fill_null("active") == "active")
+        & (expired | stale)
+    )
+    guarded = (
+        pl.col("instruction_taint")
+        & (pl.col("authority_class") == "externally-imported")
+        & has_finding(pl.col("content"))
+    )
+    return shortlist.filter(~guarded).height

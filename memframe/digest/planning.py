@@ -1,0 +1,95 @@
+"""The graph sections: dag (reference 4.10), mission (4.11) and unanchored (4.12).
+
+The graph work lives in :mod:`memframe.graph`; this module applies the fences.
+``dag``, the mission cycle check and the mission ``children`` counts are store-global;
+the mission roots and ``unanchored`` honour ``project_prefix``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+import polars as pl
+
+from memframe.digest.capsules import headline_rows
+from memframe.digest.scope import SCOPE, per_scope, top_per_scope
+from memframe.graph import MissionGraph, blocks_dag, mission_graph
+
+__all__ = ["dag_section", "mission_graph", "mission_sections", "unanchored_sections"]
+
+
+def dag_section(relations: pl.DataFrame, tombstoned: pl.Series, n: int) -> dict:
+    """The store-global blocks-DAG section (see :func:`memframe.graph.blocks_dag`).
+
+    Examples:
+        >>> import polars as pl
+        >>> rel = pl.DataFrame({"kind": ["blocks"], "from_id": ["cap-1"], "to_id": ["cap-2"]})
+        >>> dag_section(rel, pl.Series([], dtype=pl.String), 10)["ready"]
+        ['cap-1']
+    """
+    return blocks_dag(relations, tombstoned, n)
+
+
+def _anchored(graph: MissionGraph) -> pl.Expr:
+    return pl.col("id").is_in(graph.grounded_from.implode())
+
+
+def mission_sections(
+    scoped: pl.DataFrame,
+    graph: MissionGraph,
+    scopes: Sequence[str],
+    n: int,
+    now: _dt.datetime,
+) -> dict[str, dict | None]:
+    """``mission`` for every scope: the global cycle, or the fenced roots, or None.
+
+    Roots are live ``epic`` capsules of the scope with no live-parent anchoring
+    ``grounded_in`` edge, newest first, capped at ``n``; each carries ``children``,
+    the store-wide count of live children. None (omit the key) when acyclic with no
+    root in the scope.
+    """
+    if graph.cycle is not None:
+        return {scope: dict(graph.cycle) for scope in scopes}
+    roots = (
+        scoped.filter(
+            (pl.col("kind") == "epic").fill_null(False)
+            & ~pl.col("superseded")
+            & ~_anchored(graph)
+        )
+        .sort("seq", descending=True)
+        .pipe(top_per_scope, n)
+        .join(graph.children, on="id", how="left")
+        .with_columns(pl.col("children").fill_null(0))
+    )
+    lists = {
+        scope: headline_rows(part, now, extra=(("children", pl.col("children").cast(pl.Int64)),))
+        for scope, part in per_scope(roots).items()
+    }
+    return {
+        scope: ({"status": "ok", "roots": lists[scope]} if lists.get(scope) else None)
+        for scope in scopes
+    }
+
+
+def unanchored_sections(
+    scoped: pl.DataFrame,
+    graph: MissionGraph,
+    scopes: Sequence[str],
+) -> dict[str, int | None]:
+    """``unanchored`` for every scope: live planning nodes with no live anchor, or None.
+
+    A planning node is a capsule classified ``task`` or one whose content opens with an
+    ACTIVE() thread label (whatever its kind). None (omit the key) at 0.
+    """
+    counts = (
+        scoped.filter(
+            ((pl.col("kind") == "task").fill_null(False) | pl.col("thread").is_not_null())
+            & ~pl.col("superseded")
+            & ~_anchored(graph)
+        )
+        .group_by(SCOPE)
+        .len()
+    )
+    found = dict(zip(counts[SCOPE].to_list(), counts["len"].to_list(), strict=True))
+    return {scope: (found.get(scope) or None) for scope in scopes}

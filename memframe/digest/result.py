@@ -1,0 +1,200 @@
+"""The ``Digest`` object: the wire body plus its hash, frames and HTML view."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import polars as pl
+
+from memframe.digest.capsules import HEADLINE_KEYS
+from memframe.digest.html import render_html
+
+__all__ = ["Digest", "wire_json"]
+
+_HEADLINE_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String(),
+    "project_id": pl.String(),
+    "instruction_taint": pl.Boolean(),
+    "created_at": pl.String(),
+    "headline": pl.String(),
+    "tier": pl.String(),
+    "expired": pl.Boolean(),
+    "kind": pl.String(),
+    "superseded": pl.Boolean(),
+}
+assert tuple(_HEADLINE_SCHEMA) == HEADLINE_KEYS
+
+
+def wire_json(body: Any) -> str:
+    """The compact wire text: ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))``.
+
+    Examples:
+        >>> wire_json({"label": "ADVISORY_NOT_AUTHORITY", "total": 0, "h": "é"})
+        '{"label":"ADVISORY_NOT_AUTHORITY","total":0,"h":"é"}'
+    """
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _headline_frame(rows: list[dict], extra: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+    schema = dict(_HEADLINE_SCHEMA)
+    schema.update(extra or {})
+    return pl.DataFrame(
+        [{key: row.get(key) for key in schema} for row in rows], schema=schema, orient="row"
+    ) if rows else pl.DataFrame(schema=schema)
+
+
+class Digest:
+    """A session-start digest of one store generation (spec 001).
+
+    Attributes:
+        hash: sha256 hex of the full wire text (also when ``unchanged``).
+        unchanged: True when the caller's ``known_hash`` equals ``hash``. Such a digest
+            carries no bodies: ``to_dict()`` is ``{"unchanged": True, "hash": hash}``,
+            ``to_json()`` its compact text and ``frames`` is empty.
+        rows_visited: Parquet rows read to answer (sum of the partition row counts of
+            every table the call read).
+        generation: the store generation the digest was taken at (None for hand-made
+            tables).
+        project_prefix: the fence, or None.
+        headlines: the list cap N.
+
+    Examples:
+        >>> d = Digest({"label": "ADVISORY_NOT_AUTHORITY", "total": 0})
+        >>> d.to_json()
+        '{"label":"ADVISORY_NOT_AUTHORITY","total":0}'
+        >>> Digest(d.to_dict(), known_hash=d.hash).to_dict() == {"unchanged": True, "hash": d.hash}
+        True
+    """
+
+    def __init__(
+        self,
+        body: dict,
+        *,
+        known_hash: str | None = None,
+        rows_visited: int = 0,
+        generation: int | None = None,
+        project_prefix: str | None = None,
+        headlines: int = 10,
+    ):
+        self._json = wire_json(body)
+        self.hash = hashlib.sha256(self._json.encode("utf-8")).hexdigest()
+        self.unchanged = known_hash is not None and known_hash == self.hash
+        self._body = body
+        self.rows_visited = int(rows_visited)
+        self.generation = generation
+        self.project_prefix = project_prefix
+        self.headlines = headlines
+
+    def to_dict(self) -> dict:
+        """The wire body as insertion-ordered dicts (a fresh copy), or the unchanged stub."""
+        if self.unchanged:
+            return {"unchanged": True, "hash": self.hash}
+        return json.loads(self._json)
+
+    def to_json(self) -> str:
+        """The compact wire text of :meth:`to_dict` (byte-identical per generation)."""
+        if self.unchanged:
+            return wire_json(self.to_dict())
+        return self._json
+
+    @property
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """The lists of the digest as Polars frames (empty when ``unchanged``).
+
+        Keys: ``summary`` (one row of the scalar sections), ``by_project``, ``handoff``,
+        ``newest``, ``most_recalled``, ``open_sessions``, ``recent_failures``,
+        ``sources``, ``dag`` (``list``: ready/blocked/done/cycle, ``id``),
+        ``mission`` (roots, or the cycle as ``id`` rows).
+        """
+        if self.unchanged:
+            return {}
+        body = self.to_dict()
+        dag = body["dag"]
+        dag_rows = (
+            [("cycle", i) for i in dag["cycle"]]
+            if dag["status"] == "cycle"
+            else [(k, i) for k in ("ready", "blocked", "done") for i in dag[k]]
+        )
+        mission = body.get("mission")
+        if mission is not None and mission["status"] == "cycle":
+            mission_frame = pl.DataFrame({"id": mission["cycle"]}, schema={"id": pl.String})
+        else:
+            mission_frame = _headline_frame(
+                mission["roots"] if mission else [], {"children": pl.Int64()}
+            )
+        summary = {
+            "total": body["total"],
+            "relations": body["relations"],
+            "open_sessions": body["open_sessions"],
+            "audit_events": body["audit_events"],
+            "recall_misses": body["recall_misses"],
+            "lane_overrides_total": body.get("lane_overrides_total"),
+            "unanchored": body.get("unanchored"),
+            "dag_status": dag["status"],
+            "mission_status": mission["status"] if mission else None,
+            **{f"tier_{k}": v for k, v in body["tiers"].items()},
+            "journal_chain": body["journal"]["chain"],
+            "journal_out_of_band": body["journal"]["out_of_band"],
+            "archive_candidates": body["archive_candidates"],
+        }
+        return {
+            "summary": pl.DataFrame(
+                [summary],
+                schema_overrides={"lane_overrides_total": pl.Int64, "unanchored": pl.Int64,
+                                  "mission_status": pl.String},
+            ),
+            "by_project": pl.DataFrame(
+                body["by_project"],
+                schema={"project_id": pl.String, "count": pl.Int64, "live": pl.Int64},
+                orient="row",
+            ) if body["by_project"] else pl.DataFrame(
+                schema={"project_id": pl.String, "count": pl.Int64, "live": pl.Int64}
+            ),
+            "handoff": _headline_frame(body.get("handoff", [])),
+            "newest": _headline_frame(body["newest"]),
+            "most_recalled": _headline_frame(
+                body["most_recalled"],
+                {"recall_count": pl.Int64(), "last_recalled_at": pl.String()},
+            ),
+            "open_sessions": pl.DataFrame(
+                {"session_id": body["open_session_ids"]}, schema={"session_id": pl.String}
+            ),
+            "recent_failures": pl.DataFrame(
+                body.get("recent_failures", {}).get("recall_misses", []),
+                schema={"term": pl.String, "outcome": pl.String, "at": pl.String},
+                orient="row",
+            ) if "recent_failures" in body else pl.DataFrame(
+                schema={"term": pl.String, "outcome": pl.String, "at": pl.String}
+            ),
+            "sources": pl.DataFrame(
+                body["sources"]["sources"],
+                schema={"source_key": pl.String, "cursor": pl.String, "at": pl.String,
+                        "corroborated": pl.Int64, "drifted": pl.Int64, "missing": pl.Int64,
+                        "mentions": pl.Int64},
+                orient="row",
+            ) if "sources" in body else pl.DataFrame(
+                schema={"source_key": pl.String, "cursor": pl.String, "at": pl.String,
+                        "corroborated": pl.Int64, "drifted": pl.Int64, "missing": pl.Int64,
+                        "mentions": pl.Int64}
+            ),
+            "dag": pl.DataFrame(dag_rows, schema={"list": pl.String, "id": pl.String},
+                                orient="row"),
+            "mission": mission_frame,
+        }
+
+    def _repr_html_(self) -> str:
+        title = "memframe digest" + (
+            f" — project_prefix {self.project_prefix}" if self.project_prefix is not None else ""
+        )
+        return render_html(self.to_dict(), title=title)
+
+    def __repr__(self) -> str:
+        state = "unchanged" if self.unchanged else f"total={self._body.get('total')}"
+        return f"<Digest generation={self.generation} {state} hash={self.hash[:12]}…>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Digest) and other.to_json() == self.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
