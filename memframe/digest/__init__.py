@@ -11,6 +11,10 @@ archive_candidates).
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from memframe.digest.batch import digest_many, per_project_digests
 from memframe.digest.core import HEADLINES_DEFAULT, digest, digest_tables
 from memframe.digest.result import Digest
@@ -23,3 +27,15 @@ __all__ = [
     "digest_many",
     "HEADLINES_DEFAULT",
 ]
+
+
+class _DigestPackage(types.ModuleType):
+    """The package shares its name with the function ``memframe.digest``: importing the
+    package rebinds ``memframe.digest`` to it, so the package is callable and calling it
+    is calling :func:`digest`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Digest:
+        return digest(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _DigestPackage
