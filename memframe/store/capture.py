@@ -352,7 +352,9 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     if created is None:
         created = pl.repeat(now[0], n, dtype=S.TIMESTAMP, eager=True)
     else:
-        created = created.fill_null(now[0])
+        created = pl.select(
+            pl.lit(created).fill_null(pl.lit(c.now, dtype=S.TIMESTAMP))
+        ).to_series()
     valid_from = _time_column(frame, "valid_from").fill_null(created) if "valid_from" in frame.columns else created
     valid_to = (_time_column(frame, "valid_to") if "valid_to" in frame.columns
                 else pl.repeat(None, n, dtype=S.TIMESTAMP, eager=True))

@@ -1,0 +1,90 @@
+"""Bad input, verb by verb: a MemframeError that names what was wrong; nothing written."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import memframe as mf
+from memframe.errors import MemframeError
+
+
+@pytest.fixture
+def seeded(store):
+    store.ingest([{"content": "a", "source": "s", "anchor": "x"},
+                  {"content": "b", "source": "s", "anchor": "y"}])
+    store.forget("cap-2")
+    store.session_start("p")
+    return store
+
+
+CASES = [
+    ("missing provenance", lambda s: s.ingest({"content": "c"}), "source, anchor"),
+    ("blank anchor", lambda s: s.ingest({"content": "c", "source": "s", "anchor": " "}), "anchor"),
+    ("missing content", lambda s: s.ingest({"source": "s", "anchor": "x"}), "content"),
+    ("unknown field", lambda s: s.ingest({"content": "c", "source": "s", "anchor": "x",
+                                          "colour": "red"}), "colour"),
+    ("confidence out of range", lambda s: s.ingest({"content": "c", "source": "s", "anchor": "x",
+                                                    "confidence": 1.5}), "0..1"),
+    ("unknown kind", lambda s: s.ingest({"content": "c", "source": "s", "anchor": "x",
+                                         "kind": "rumour"}), "allowed: 'fact'"),
+    ("unknown authority", lambda s: s.ingest({"content": "c", "source": "s", "anchor": "x",
+                                              "authority_class": "oracle"}), "observed-fact"),
+    ("valid_to before valid_from", lambda s: s.ingest({
+        "content": "c", "source": "s", "anchor": "x", "valid_from": "2026-01-02T00:00:00Z",
+        "valid_to": "2026-01-01T00:00:00Z"}), "valid_to before valid_from"),
+    ("bad timestamp", lambda s: s.ingest({"content": "c", "source": "s", "anchor": "x",
+                                          "created_at": "yesterday"}), "RFC3339"),
+    ("wrong dtype in a frame", lambda s: s.ingest(pl.DataFrame({
+        "content": ["c"], "source": ["s"], "anchor": [7]})), "anchor has dtype Int64"),
+    ("wrong confidence dtype", lambda s: s.ingest(pl.DataFrame({
+        "content": ["c"], "source": ["s"], "anchor": ["x"], "confidence": ["high"]})), "confidence"),
+    ("not rows", lambda s: s.ingest(42), "dict, a list of dicts or a polars DataFrame"),
+    ("unknown relation kind", lambda s: s.relate("cap-1", "cap-2", "likes"), "allowed"),
+    ("relation to a missing capsule", lambda s: s.relate("cap-1", "cap-3", "blocks"), "cap-3"),
+    ("relation from a malformed id", lambda s: s.relate("cap-01", "cap-1", "blocks"), "cap-01"),
+    ("self edge", lambda s: s.relate("cap-1", "cap-1", "blocks"), "itself"),
+    ("unknown forget mode", lambda s: s.forget("cap-1", mode="burn"), "burn"),
+    ("recall of a forgotten capsule", lambda s: s.record_recall(["cap-2"]), "forgotten"),
+    ("recall of a missing capsule", lambda s: s.record_recall(["cap-9"]), "cap-9"),
+    ("unknown miss outcome", lambda s: s.record_miss(["x"], "grounded"), "missing_evidence"),
+    ("non-string miss term", lambda s: s.record_miss([3], "abstain"), "strings"),
+    ("unknown lane pair", lambda s: s.record_lane_override("term", "term"), "(term, fused)"),
+    ("unknown tier", lambda s: s.classify("cap-1", tier="gold"), "quarantined"),
+    ("unknown classification", lambda s: s.classify("cap-1", kind="gossip"), "failure_pattern"),
+    ("classify nothing", lambda s: s.classify("cap-1"), "kind, a tier"),
+    ("blank session project", lambda s: s.session_start("  "), "project"),
+    ("finish an unknown session", lambda s: s.session_finish("sess-9"), "never started"),
+    ("blank handoff", lambda s: s.session_finish("sess-1", handoff="   "), "blank"),
+    ("bad source key", lambda s: s.record_git_scan("repo", "sha"), "git:"),
+    ("bad corroboration verdict", lambda s: s.record_git_scan("git:/r", "sha", [
+        {"capsule_id": "cap-1", "kind": "mention", "ref": "r", "verdict": "maybe"}]), "drifted"),
+    ("bulk unknown table", lambda s: s.append("capsules", {"x": [1]}), "ingest"),
+    ("bulk bad column", lambda s: s.append("tiers", {"capsule_id": ["cap-1"], "tier": ["gold"]}),
+     "tiers.tier"),
+]
+
+
+@pytest.mark.parametrize("name,call,needle", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused_with_a_teaching_error_and_nothing_is_written(seeded, name, call, needle):
+    generation = seeded.generation
+    files = sorted(p.name for p in seeded.path.rglob("*"))
+    with pytest.raises(MemframeError) as info:
+        call(seeded)
+    assert needle in str(info.value)
+    assert seeded.generation == generation
+    assert sorted(p.name for p in seeded.path.rglob("*")) == files
+
+
+def test_a_path_that_is_not_a_store(tmp_path):
+    (tmp_path / "memframe.json").write_text('{"format": "other"}')
+    with pytest.raises(mf.errors.NotAStoreError, match="names format 'other'"):
+        mf.Store.open(tmp_path)
+
+
+def test_a_naive_clock_is_refused(tmp_path):
+    import datetime as dt
+
+    store = mf.Store.create(tmp_path / "s", clock=lambda: dt.datetime(2026, 1, 1))
+    with pytest.raises(MemframeError, match="naive datetime"):
+        store.ingest({"content": "c", "source": "s", "anchor": "x"})

@@ -1,0 +1,73 @@
+"""Forget: tombstone hides; redact and purge erase the content bytes from every file."""
+
+from __future__ import annotations
+
+import pytest
+
+from memframe.errors import InvalidInputError, UnknownCapsuleError
+
+SECRET = "the launch code is zebra-4471-quokka"
+
+
+def files_containing(root, needle: bytes) -> list[str]:
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and needle in path.read_bytes():
+            hits.append(str(path.relative_to(root)))
+    return hits
+
+
+def test_tombstone_hides_but_keeps_the_bytes(store):
+    store.ingest([{"content": SECRET, "source": "s", "anchor": "a"},
+                  {"content": "other", "source": "s", "anchor": "b"}])
+    store.forget("cap-1", reason="stale")
+    state = store.capsule_state().collect()
+    assert state["status"].to_list() == ["tombstoned", "live"]
+    assert state["forget_mode"].to_list() == ["tombstone", None]
+    assert files_containing(store.path, SECRET.encode())
+
+
+@pytest.mark.parametrize("mode", ["redact", "purge"])
+def test_erasure_leaves_no_file_holding_the_content(store, mode):
+    # the secret shares a partition with rows that must survive the rewrite
+    store.ingest([{"content": "keep me", "source": "s", "anchor": "a"},
+                  {"content": SECRET, "source": "s", "anchor": "b", "conversation_id": "c1"},
+                  {"content": "keep me too", "source": "s", "anchor": "c"}])
+    store.relate("cap-3", "cap-1", "blocks")
+    assert files_containing(store.path, SECRET.encode())
+    g = store.generation
+    store.forget("cap-2", mode=mode, reason="pii")
+    state = store.capsule_state().collect()
+    assert state["content"].to_list() == ["keep me", None, "keep me too"]
+    assert state["content_chars"].to_list() == [7, len(SECRET), 11]  # recorded at ingest
+    assert state["status"].to_list() == ["live", "tombstoned", "live"]
+    # time travel still shows the content until the replaced partition is vacuumed
+    assert store.at(g).table("capsules").collect()["content"][1] == SECRET
+    store.vacuum()
+    assert files_containing(store.path, SECRET.encode()) == []
+    assert files_containing(store.path, SECRET[:12].encode()) == []
+
+
+def test_erasure_inside_the_commit_that_ingested_it(store):
+    with store.transaction():
+        store.ingest({"content": SECRET, "source": "s", "anchor": "b"})
+        store.forget("cap-1", mode="purge")
+    store.vacuum()
+    assert files_containing(store.path, SECRET.encode()) == []
+    assert store.capsule_state().collect()["status"].to_list() == ["tombstoned"]
+
+
+def test_forget_escalates_but_never_repeats(store):
+    store.ingest({"content": SECRET, "source": "s", "anchor": "b"})
+    store.forget("cap-1")
+    g = store.generation
+    store.forget("cap-1")
+    assert store.generation == g
+    store.forget("cap-1", mode="purge")
+    assert store.generation == g + 1
+    store.vacuum()
+    assert files_containing(store.path, SECRET.encode()) == []
+    with pytest.raises(InvalidInputError, match="allowed: 'tombstone'"):
+        store.forget("cap-1", mode="shred")
+    with pytest.raises(UnknownCapsuleError):
+        store.forget("cap-2")

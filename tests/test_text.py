@@ -1,0 +1,69 @@
+"""Text laws: miss-term folding (reference 4.7) and the headline law (reference 2.7)."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memframe.text import fold_expr, fold_term, fold_terms, headline, rfc3339
+
+terms = st.lists(st.text(max_size=12), max_size=8)
+
+
+@given(terms)
+def test_folded_terms_are_fixed_points_unique_and_alphanumeric(raw):
+    folded = fold_terms(raw)
+    assert len(folded) == len(set(folded))
+    for term in folded:
+        assert fold_term(term) == term
+        assert any(ch.isalnum() for ch in term)
+        assert term == term.strip()
+
+
+@given(terms)
+def test_folding_keeps_query_order_of_first_occurrences(raw):
+    folded = fold_terms(raw)
+    firsts = []
+    for t in raw:
+        f = fold_term(t)
+        if f not in firsts and any(ch.isalnum() for ch in f):
+            firsts.append(f)
+    assert folded == firsts
+
+
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=20))
+def test_the_polars_fold_matches_the_python_fold(raw):
+    got = pl.Series(raw, dtype=pl.String).to_frame("t").select(fold_expr(pl.col("t")))["t"]
+    assert got.to_list() == [fold_term(t) for t in raw]
+
+
+def test_latin_diacritics_fold_to_their_base_letter():
+    assert fold_term("À ç Ñ ø Ł") == "a c n o l"
+    assert fold_terms(["Retreival", "RETREIVAL", "  ", "-+-"]) == ["retreival"]
+
+
+def test_headline_examples_from_the_reference():
+    assert headline("x\n") == "x"
+    assert headline("a\nb") == "a…"
+    assert headline("\nabc") == "…"
+    assert headline("y" * 150) == "y" * 140 + "…"
+    assert headline("y" * 140) == "y" * 140
+    assert headline("a\r\n") == "a"
+    assert headline("a\r\nb") == "a…"
+    for sep in ["\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"]:
+        assert headline(f"secret-first{sep}inject-second") == "secret-first…"
+
+
+@given(st.text(max_size=300))
+def test_headline_is_one_line_of_at_most_141_chars(text):
+    h = headline(text)
+    assert len(h) <= 141
+    assert not any(b in h for b in ["\n", "\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"])
+    assert text.startswith(h.removesuffix("…"))
+
+
+def test_rfc3339_trims_fractional_zeros_and_keeps_nanoseconds():
+    raw = ["2026-07-21T23:36:24.016162617Z", "2026-07-23T12:00:00Z", "2026-07-23T12:00:00.5Z"]
+    s = pl.Series(raw).str.to_datetime(time_unit="ns", time_zone="UTC")
+    assert pl.select(rfc3339(pl.lit(s))).to_series().to_list() == raw
