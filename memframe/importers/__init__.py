@@ -1,0 +1,14 @@
+"""Other engines' stores -> a memframe store.
+
+Today: nMEMORY's SQLite file (schema v20), imported once or incrementally.
+"""
+
+from __future__ import annotations
+
+from memframe.importers.nmemory import (
+    ImportReport,
+    ImportSourceError,
+    import_nmemory,
+)
+
+__all__ = ["import_nmemory", "ImportReport", "ImportSourceError"]
