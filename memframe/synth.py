@@ -1,0 +1,1166 @@
+"""Deterministic synthetic stores: sample data, tests and benchmarks.
+
+`synthesize` writes a store with the shape of a real agent's memory: a project tree,
+bursty conversations over weeks, bracket sessions with handoffs (some left open),
+``ACTIVE(<thread>):`` thread handoffs chained with ``supersedes``, supersede chains,
+tombstones (some redacted or purged), a blocks-DAG with witnesses, ``grounded_in``
+missions (epics and tasks), Zipf-distributed recalls, recall misses that are typos of
+words the capsules really contain, lane overrides, git corroborations, tiers, expiring
+capsules and timestamps with up to nine fractional digits.
+
+Everything is a pure function of the arguments: every random draw comes from a
+``random.Random`` seeded with ``(seed, component)`` and every frame is built with
+order-preserving Polars operations, so the same arguments give the same tables. Rows are
+written through the store in bulk commits (``Store.ingest`` with large frames,
+``Store.append`` for event tables); only sessions and git scans use the one-row verbs.
+
+`miss_truth` returns the generator's ground truth for the recall-miss ledger (which
+typo came from which word), so an offline miss audit can be scored against it.
+`sample_store_path` finds the bundled sample store (``data/sample-store``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from memframe.errors import InvalidInputError, MemframeError
+from memframe.store import Store
+from memframe.text import rfc3339
+
+__all__ = [
+    "synthesize",
+    "miss_truth",
+    "sample_store_path",
+    "SynthParams",
+    "VOCABULARY",
+    "ABSENT_WORDS",
+    "PROJECTS",
+    "THREADS",
+    "DEFAULT_CLOCK_START",
+    "typo_of",
+]
+
+DEFAULT_CLOCK_START = datetime.datetime(2026, 5, 4, 9, 0, tzinfo=datetime.UTC)
+_NS = 1_000_000_000
+_DAY_NS = 86_400 * _NS
+_TS = pl.Datetime("ns", "UTC")
+
+# Words the capsules talk about. Pairwise at least 3 edits apart (optimal string
+# alignment distance), so a one-edit typo has exactly one nearest word.
+VOCABULARY: tuple[str, ...] = tuple("""
+retrieval latency migration deployment schema rollback kubernetes postgres
+index cache throughput handoff embedding tokenizer scheduler backlog
+replica snapshot checksum manifest certificate gateway webhook payload
+session cursor partition compaction vacuum journal ledger tombstone
+quarantine archive audit witness sprint release hotfix
+pipeline artifact container sidecar ingress firewall bastion tunnel
+monitoring alerting dashboard runbook oncall incident postmortem outage
+budget forecast invoice billing quota tenant onboarding signup
+frontend backend router middleware serializer validator parser compiler
+linter formatter bundler sourcemap storybook component stylesheet
+accessibility localization timezone calendar reminder notification
+mailbox template renderer thumbnail upload download storage
+encryption rotation secret credential keychain permission scope
+analytics telemetry sampling histogram percentile benchmark profiler
+regression flakiness coverage harness mocking sandbox staging
+production canary rollout feature toggle experiment cohort
+retention churn pricing discount coupon refund dispute ticket
+escalation triage priority severity assignee reviewer approval merge
+conflict branch commit changelog upgrade deprecation
+dependency license compliance privacy consent deletion export
+importer crawler scraper ranking relevance synonym
+vector cluster shard follower heartbeat timeout
+backoff circuit breaker bulkhead throttle debounce queue worker
+""".split())
+
+# Real words a recall asked for that no capsule holds (misses that are not typos).
+ABSENT_WORDS: tuple[str, ...] = (
+    "kafka", "terraform", "grafana", "graphql", "websocket", "airflow", "snowflake",
+    "mongodb", "elastic", "nginx", "ansible", "jenkins", "datadog", "zipkin", "cafe",
+)
+
+# (project_id, weight, components used in file anchors)
+PROJECTS: tuple[tuple[str, float, tuple[str, ...]], ...] = (
+    ("team", 0.07, ("docs", "planning")),
+    ("team/api", 0.20, ("handlers", "auth", "models", "search")),
+    ("team/web", 0.16, ("pages", "components", "styles")),
+    ("team/mobile", 0.07, ("screens", "sync")),
+    ("ops", 0.06, ("policies",)),
+    ("ops/infra", 0.15, ("terraform_modules", "clusters", "network")),
+    ("ops/oncall", 0.08, ("runbooks", "alerts")),
+    ("research", 0.08, ("notes",)),
+    ("research/evals", 0.08, ("suites", "reports")),
+    ("default", 0.05, ("misc",)),
+)
+
+# ACTIVE(<thread>) labels of the thread handoffs.
+THREADS: tuple[str, ...] = (
+    "scrub", "ingest-backfill", "auth-rotation", "perf-budget", "release-train",
+    "schema-v2", "flaky-ci", "cost-review", "search-relevance", "pager-noise",
+    "data-retention", "mobile-sync", "edge-cache", "billing-export", "evals-refresh",
+)
+
+_AUTHORS = ("agent:planner", "agent:builder", "agent:reviewer", "agent:oncall",
+            "user:ana", "user:kofi", "user:mei", "user:ravi")
+_AUTHOR_W = (0.22, 0.30, 0.12, 0.08, 0.08, 0.08, 0.06, 0.06)
+_VERBS = ("tune", "split", "pin", "retire", "document", "measure", "simplify", "harden",
+          "rewrite", "trace", "batch", "shard", "drop", "rename", "gate")
+_KINDS = ("fact", "decision", "procedure", "doc", "brainstorm", "constraint", "capability",
+          "failure_pattern", None)
+_KIND_W = (0.33, 0.12, 0.12, 0.08, 0.08, 0.05, 0.05, 0.05, 0.12)
+# (source, weight, authority class)
+_SOURCES = (("conversation", 0.56), ("note", 0.14), ("file", 0.15), ("git-commit", 0.08),
+            ("web", 0.05), ("import", 0.02))
+_FORGET_REASONS = ("duplicate of a newer note", "stale after the migration", "user asked to forget",
+                   "wrong project", "superseded by the runbook")
+_ERASE_REASONS = ("contained a credential", "personal data", "pasted a secret by mistake")
+_LANES = (("term", "fused"), ("vector", "fused"), ("vector", "term"), ("fused", "term"))
+_LANE_W = (0.45, 0.25, 0.2, 0.1)
+_REPOS = ("git:/srv/repos/memframe-demo", "git:/srv/repos/infra")
+
+# Templates of plain capsules, per kind: literal text and word slots w1..w6, "verb", "comp".
+_TEMPLATES: dict[str | None, tuple[str, ...]] = {
+    "fact": ("The ", "w1", " ", "w2", " uses ", "w3", " for ", "w4", " in ", "comp"),
+    "decision": ("Decided to ", "verb", " the ", "w1", " ", "w2", " before the ", "w3", " ",
+                 "w4"),
+    "procedure": ("To ", "verb", " the ", "w1", " ", "w2", ": run the ", "w3", " step, then "
+                  "check ", "w4"),
+    "doc": ("Notes on ", "w1", " and ", "w2", " for the ", "comp", " ", "w3"),
+    "brainstorm": ("Idea: ", "verb", " ", "w1", " through ", "w2", " and ", "w3", "?"),
+    "constraint": ("Never ", "verb", " ", "w1", " ", "w2", " without a ", "w3", " ", "w4"),
+    "capability": ("We can now ", "verb", " ", "w1", " ", "w2", " with the ", "w3"),
+    "failure_pattern": ("The ", "w1", " ", "w2", " fails when ", "w3", " ", "w4",
+                        " exceeds its budget"),
+    None: ("Saw ", "w1", " ", "w2", " next to ", "w3", " in ", "comp"),
+}
+_DETAIL = ("\nDetails: ", "w5", " ", "w6", " affects the ", "w2", "; see ", "anchor")
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthParams:
+    """The sizes a synthetic store derives from its capsule count.
+
+    Examples:
+        >>> p = SynthParams.for_capsules(3000)
+        >>> (p.capsules, p.epics, p.sessions, p.span_days)
+        (3000, 15, 30, 40)
+    """
+
+    capsules: int
+    span_days: int
+    sessions: int
+    threads: int
+    epics: int
+    tasks: int
+    misses: int
+    lane_overrides: int
+    rollups: int = 2
+
+    @classmethod
+    def for_capsules(cls, capsules: int) -> SynthParams:
+        """Sizes for a store of ``capsules`` capsules (at least 200)."""
+        if not isinstance(capsules, int) or isinstance(capsules, bool) or capsules < 200:
+            raise InvalidInputError(
+                f"a synthetic store needs at least 200 capsules to hold its structure; "
+                f"got {capsules!r}"
+            )
+        n = capsules
+        return cls(
+            capsules=n,
+            span_days=min(365, 28 + n // 250),
+            sessions=_clamp(n // 100, 6, 40),
+            threads=_clamp(n // 500, 3, len(THREADS)),
+            epics=_clamp(n // 200, 3, 500),
+            tasks=_clamp(n // 40, 12, 5000),
+            misses=_clamp(n // 25, 40, 20000),
+            lane_overrides=_clamp(n // 200, 5, 5000),
+        )
+
+
+def _clamp(x: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, x))
+
+
+def _rng(seed: int, part: str) -> random.Random:
+    return random.Random(f"memframe-synth:{seed}:{part}")
+
+
+def _uniform(rng: random.Random, n: int) -> pl.Series:
+    r = rng.random
+    return pl.Series([r() for _ in range(n)], dtype=pl.Float64)
+
+
+def _pick(u: pl.Series | pl.Expr, weights: Sequence[float]) -> pl.Expr:
+    """Index into ``weights`` for uniforms ``u`` (inverse CDF), as an expression."""
+    total = float(sum(weights))
+    cum = list(itertools.accumulate(w / total for w in weights))
+    expr = u if isinstance(u, pl.Expr) else pl.lit(u)
+    out = pl.lit(len(weights) - 1, dtype=pl.Int64)
+    for i in range(len(weights) - 2, -1, -1):
+        out = pl.when(expr < cum[i]).then(pl.lit(i, dtype=pl.Int64)).otherwise(out)
+    return out
+
+
+def _lookup(values: Sequence[Any] | pl.Series, index: pl.Expr) -> pl.Expr:
+    """``values[index]`` per row, as an expression (index: an integer expression)."""
+    return index.cast(pl.Int64).replace_strict(
+        dict(enumerate(list(values))), return_dtype=pl.String, default=None)
+
+
+def _zipf_cdf(n: int, s: float) -> pl.Series:
+    weights = pl.int_range(1, n + 1, eager=True).cast(pl.Float64).pow(-s)
+    return weights.cum_sum() / weights.sum()
+
+
+def _zipf_index(u: pl.Series, cdf: pl.Series) -> pl.Series:
+    """Zipf ranks (0-based) for uniforms ``u`` by search in the cumulative weights."""
+    idx = cdf.search_sorted(u, side="right").cast(pl.Int64)
+    return idx.clip(0, cdf.len() - 1)
+
+
+def _ns(instant: datetime.datetime) -> int:
+    instant = instant.astimezone(datetime.UTC)
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    delta = instant - epoch
+    return (delta.days * 86_400 + delta.seconds) * _NS + delta.microseconds * 1000
+
+
+def _dt(ns: int) -> datetime.datetime:
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return epoch + datetime.timedelta(microseconds=ns // 1000)
+
+
+# ---- typos -------------------------------------------------------------------------------
+
+_KEY_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_NEIGHBOURS: dict[str, str] = {}
+for _r, _row in enumerate(_KEY_ROWS):
+    for _i, _ch in enumerate(_row):
+        near = [_row[j] for j in (_i - 1, _i + 1) if 0 <= j < len(_row)]
+        for _other in (_r - 1, _r + 1):
+            if 0 <= _other < len(_KEY_ROWS):
+                near.extend(_KEY_ROWS[_other][j] for j in (_i - 1, _i)
+                            if 0 <= j < len(_KEY_ROWS[_other]))
+        _NEIGHBOURS[_ch] = "".join(sorted(set(near)))
+
+_TYPO_OPS = ("transpose", "delete", "substitute", "insert")
+_TYPO_W = (0.35, 0.25, 0.25, 0.15)
+
+
+def _literal_tokens() -> frozenset[str]:
+    words: set[str] = set(VOCABULARY) | set(ABSENT_WORDS) | set(_VERBS)
+    texts = [piece for t in (*_TEMPLATES.values(), _DETAIL) for piece in t]
+    texts += [p for p, _, comps in PROJECTS for p in (p, *comps)] + list(THREADS)
+    texts += ["epic", "task", "handoff", "closed", "next", "goal", "status", "summary", "ref",
+              "details", "see", "rollup", "of", "conv", "file", "note", "import", "legacy"]
+    for text in texts:
+        token = ""
+        for ch in text.lower() + " ":
+            if ch.isalnum():
+                token += ch
+            elif token:
+                words.add(token)
+                token = ""
+    return frozenset(words)
+
+
+_TOKENS = _literal_tokens()
+
+
+def typo_of(word: str, rng: random.Random) -> tuple[str, str]:
+    """One realistic one-edit typo of ``word`` and the edit's name.
+
+    The edit is an adjacent transposition, a deletion, a keyboard-neighbour substitution
+    or an insertion (at most 2 Levenshtein edits; one optimal-string-alignment edit).
+    The typo is never a word any synthetic capsule contains.
+
+    Examples:
+        >>> import random
+        >>> typo, edit = typo_of("retrieval", random.Random(1))
+        >>> typo != "retrieval" and edit in ("transpose", "delete", "substitute", "insert")
+        True
+    """
+    for _ in range(64):
+        op = rng.choices(_TYPO_OPS, _TYPO_W)[0]
+        i = rng.randrange(len(word))
+        if op == "transpose":
+            if i + 1 >= len(word) or word[i] == word[i + 1]:
+                continue
+            typo = word[:i] + word[i + 1] + word[i] + word[i + 2:]
+        elif op == "delete":
+            typo = word[:i] + word[i + 1:]
+        elif op == "substitute":
+            near = _NEIGHBOURS.get(word[i], "")
+            if not near:
+                continue
+            typo = word[:i] + rng.choice(near) + word[i + 1:]
+        else:
+            near = _NEIGHBOURS.get(word[i], "") + word[i]
+            typo = word[:i] + rng.choice(near) + word[i:]
+        if typo != word and len(typo) >= 4 and typo not in _TOKENS:
+            return typo, op
+    raise MemframeError(f"no typo found for {word!r}")  # unreachable for the vocabulary
+
+
+def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime) -> pl.DataFrame:
+    """The recall-miss rows, in write order: at, term, outcome, word, edit."""
+    rng = _rng(seed, "misses")
+    start = _ns(clock_start)
+    span = params.span_days * _DAY_NS
+    word_cdf = list(itertools.accumulate(1.0 / (k + 1) ** 0.8 for k in range(len(VOCABULARY))))
+    order = list(VOCABULARY)
+    rng.shuffle(order)  # which words are popular in queries
+    rows: list[tuple[int, str, str, str | None, str]] = []
+    for _ in range(params.misses):
+        u = rng.random()
+        if u < 0.72:
+            word = rng.choices(order, cum_weights=word_cdf)[0]
+            term, edit = typo_of(word, rng)
+            outcome = "abstain" if rng.random() < 0.8 else "missing_evidence"
+        elif u < 0.85:
+            word = rng.choices(order, cum_weights=word_cdf)[0]
+            term, edit = word, "exact"
+            outcome = "missing_evidence"
+        else:
+            term, word, edit = rng.choice(ABSENT_WORDS), None, "absent"
+            outcome = "abstain"
+        at = start + int(rng.random() * span)
+        rows.append((at, term, outcome, word, edit))
+    rows.sort(key=lambda r: r[0])
+    # one query recorded through the verb at the end (its terms are folded by the store)
+    word = order[0]
+    typo, edit = typo_of(word, rng)
+    end = start + span
+    rows.append((end, typo, "abstain", word, edit))
+    rows.append((end, "cafe", "abstain", None, "absent"))
+    return pl.DataFrame(
+        rows, schema={"at": pl.Int64, "term": pl.String, "outcome": pl.String,
+                      "word": pl.String, "edit": pl.String}, orient="row",
+    ).with_columns(pl.col("at").cast(_TS))
+
+
+def miss_truth(seed: int = 0, *, capsules: int = 3000,
+               clock_start: datetime.datetime = DEFAULT_CLOCK_START) -> pl.DataFrame:
+    """The ground truth of a synthetic store's recall-miss ledger, row for row.
+
+    One row per ``recall_misses`` row, in seq order: ``at``, ``term`` (folded),
+    ``outcome``, ``word`` (the vocabulary word the term was meant to be, null for a
+    real word no capsule holds) and ``edit`` (``transpose``/``delete``/``substitute``/
+    ``insert`` for a typo, ``exact`` for a correctly spelled word, ``absent``).
+
+    Args:
+        seed: the seed given to `synthesize`.
+        capsules: the capsule count given to `synthesize`.
+        clock_start: the clock start given to `synthesize`.
+
+    Examples:
+        >>> truth = miss_truth(0, capsules=3000)
+        >>> truth.columns
+        ['at', 'term', 'outcome', 'word', 'edit']
+        >>> truth.filter(pl.col("edit") == "transpose").height > 0
+        True
+    """
+    return _miss_plan(seed, SynthParams.for_capsules(capsules), clock_start)
+
+
+# ---- the capsule plan --------------------------------------------------------------------
+
+def _template_expr(pieces: Sequence[str]) -> pl.Expr:
+    parts = [pl.col(p) if p in ("w1", "w2", "w3", "w4", "w5", "w6", "verb", "comp", "anchor")
+             else pl.lit(p) for p in pieces]
+    return pl.concat_str(parts)
+
+
+def _words(u: pl.Series, cdf: pl.Series, order: pl.Series) -> pl.Series:
+    return order.gather(_zipf_index(u, cdf))
+
+
+def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
+    """``n`` plain capsules in bursty conversations (no content yet: word slots)."""
+    rng = _rng(seed, "conversations")
+    project_cdf = list(itertools.accumulate(w for _, w, _ in PROJECTS))
+    convs: list[tuple[int, int, int, int, bool, int]] = []
+    total = 0
+    k = 0
+    while total < n:
+        standalone = rng.random() < 0.12
+        size = 1 if standalone else 1 + min(int(rng.expovariate(1 / 13)), 120)
+        size = min(size, n - total)
+        project = rng.choices(range(len(PROJECTS)), cum_weights=project_cdf)[0]
+        author = rng.choices(range(len(_AUTHORS)), _AUTHOR_W)[0]
+        days = span // _DAY_NS
+        day = int(rng.random() * days)
+        weekday = (DEFAULT_CLOCK_START.weekday() + day) % 7
+        if weekday >= 5 and rng.random() < 0.7:  # fewer conversations at weekends
+            day = min(day + 7 - weekday, days - 1)
+        at = start + day * _DAY_NS + int((7 + rng.random() * 14) * 3600 * _NS)
+        convs.append((k, size, project, author, standalone, at))
+        total += size
+        k += 1
+    conv = pl.DataFrame(
+        convs, orient="row",
+        schema={"conv": pl.Int64, "size": pl.Int64, "project": pl.Int64, "author": pl.Int64,
+                "standalone": pl.Boolean, "conv_start": pl.Int64},
+    )
+    ids = [f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-"
+           f"{8 + rng.getrandbits(2):x}{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
+           for _ in range(conv.height)]
+    conv = conv.with_columns(
+        pl.when(pl.col("standalone")).then(None).otherwise(pl.Series(ids))
+        .alias("conversation_id")
+    )
+    rows = conv.with_columns(pl.int_ranges(0, "size").alias("k")).explode("k")
+    rng = _rng(seed, "rows")
+    u_gap, u_pause, u_pause_len, u_nanos, u_prec, u_late, u_late_len = (
+        _uniform(rng, n) for _ in range(7)
+    )
+    gap_s = (-(1.0 - u_gap).log()) * 75.0
+    pause = u_pause < 0.05
+    gap_s = pl.select(
+        pl.when(pl.lit(pause)).then(3600.0 * (1.0 + 7.0 * pl.lit(u_pause_len)))
+        .otherwise(pl.lit(gap_s))
+    ).to_series()
+    gap_ns = (gap_s * _NS).cast(pl.Int64) + (u_nanos * 999_999_999).cast(pl.Int64) % 1000
+    rows = rows.with_columns(
+        pl.when(pl.col("k") == 0).then(0).otherwise(pl.lit(gap_ns)).alias("gap"),
+        pl.lit(u_prec).alias("u_prec"),
+        pl.lit(u_late).alias("u_late"),
+        pl.lit(u_late_len).alias("u_late_len"),
+    ).with_columns(
+        (pl.col("conv_start") + pl.col("gap").cum_sum().over("conv")).alias("created_ns")
+    )
+    return rows.select("conv", "k", "project", "author", "conversation_id", "created_ns",
+                       "u_prec", "u_late", "u_late_len", "standalone")
+
+
+def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime,
+                  dag_cycle: bool) -> pl.DataFrame:
+    """Every capsule the store will ingest in bulk, in ingest order (column ``pos``).
+
+    Roles: plain, epic, task, thread (ACTIVE rows), close (a thread closer).
+    """
+    start = _ns(clock_start)
+    span = params.span_days * _DAY_NS
+    end = start + span
+    handoffs = _session_plan(seed, params, clock_start)["handoff"].drop_nulls().len()
+    cycle_tasks = 3 if dag_cycle else 0
+    rng = _rng(seed, "structure")
+
+    # -- epics, tasks, thread rows: structured capsules with their own times
+    structured: list[dict[str, Any]] = []
+    epic_project: list[int] = []
+    for e in range(params.epics):
+        p = rng.choices(range(len(PROJECTS)), [w for _, w, _ in PROJECTS])[0]
+        epic_project.append(p)
+        t = start + int(rng.random() * 0.7 * span)
+        parent = None
+        same = [i for i in range(e) if epic_project[i] == p]
+        if same and rng.random() < 0.3:
+            parent = rng.choice(same)
+        structured.append({"role": "epic", "no": e, "project": p, "created_ns": t,
+                           "parent_epic": parent, "thread": None, "step": None})
+    epic_time = [s["created_ns"] for s in structured]
+    for t_no in range(params.tasks + cycle_tasks):
+        cyc = t_no >= params.tasks
+        if cyc:
+            e = 0
+        else:
+            e = t_no % params.epics if t_no < params.epics * 2 else rng.randrange(params.epics)
+        anchored = cyc or rng.random() < 0.85
+        t = epic_time[e] + int(rng.random() * (end - epic_time[e]) * 0.8) + _NS
+        structured.append({"role": "task", "no": t_no, "project": epic_project[e],
+                           "created_ns": t, "parent_epic": e if anchored else None,
+                           "thread": None, "step": None})
+    for th in range(params.threads):
+        p = rng.choices(range(len(PROJECTS)), [w for _, w, _ in PROJECTS])[0]
+        steps = rng.randint(2, 5)
+        t = start + int(rng.random() * 0.6 * span)
+        for s in range(steps):
+            structured.append({"role": "thread", "no": th, "project": p, "created_ns": t,
+                               "parent_epic": None, "thread": th, "step": s})
+            t += int((0.5 + rng.random() * 3) * _DAY_NS)
+        if th % 3 == 2:  # closed out of the lead: a non-ACTIVE row supersedes the newest
+            structured.append({"role": "close", "no": th, "project": p,
+                               "created_ns": min(t, end - _NS), "parent_epic": None,
+                               "thread": th, "step": steps})
+    struct = pl.DataFrame(structured, schema={
+        "role": pl.String, "no": pl.Int64, "project": pl.Int64, "created_ns": pl.Int64,
+        "parent_epic": pl.Int64, "thread": pl.Int64, "step": pl.Int64})
+    struct = struct.with_columns(pl.col("created_ns").clip(start, end - _NS))
+
+    n_plain = params.capsules - handoffs - params.rollups - struct.height
+    if n_plain < 100:
+        raise InvalidInputError(f"{params.capsules} capsules leave too few plain rows")
+    plain = _plain_rows(seed, n_plain, start, span).with_columns(
+        pl.lit("plain").alias("role"))
+    plain = plain.with_columns(pl.col("created_ns").clip(start, end - _NS))
+
+    rows = pl.concat([
+        plain,
+        struct.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("conv"), pl.lit(None, dtype=pl.Int64).alias("k"),
+            pl.lit(0, dtype=pl.Int64).alias("author"),
+            pl.lit(None, dtype=pl.String).alias("conversation_id"),
+            pl.lit(0.5).alias("u_prec"), pl.lit(1.0).alias("u_late"),
+            pl.lit(0.0).alias("u_late_len"), pl.lit(False).alias("standalone"),
+        ),
+    ], how="diagonal")
+    # ingest order: creation time, except ~3% that arrive late (imports, offline clients)
+    rows = rows.with_columns(
+        (pl.col("created_ns") + pl.when(pl.col("u_late") < 0.03)
+         .then((pl.col("u_late_len") * 6 * 3600 * _NS).cast(pl.Int64)).otherwise(0))
+        .alias("arrive_ns")
+    ).with_row_index("plan_row").sort(["arrive_ns", "plan_row"]).drop("plan_row")
+    rows = rows.with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
+    return _fill_capsules(seed, rows, params, start, end)
+
+
+def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: int,
+                   end: int) -> pl.DataFrame:
+    """Content, provenance and the other ingest columns for the planned rows."""
+    n = rows.height
+    rng = _rng(seed, "content")
+    vocab_order = list(VOCABULARY)
+    rng.shuffle(vocab_order)
+    order = pl.Series(vocab_order)
+    cdf = _zipf_cdf(len(vocab_order), 0.9)
+    u = {name: _uniform(rng, n) for name in
+         ("w2", "w3", "w4", "w5", "w6", "verb", "comp", "kind", "source", "auth", "conf",
+          "detail", "valid", "valid_len", "line", "sha")}
+    vocab = pl.Series(VOCABULARY)
+    comps = [(i, c) for i, (_, _, cs) in enumerate(PROJECTS) for c in cs]
+    comp_frame = pl.DataFrame({"project": [i for i, _ in comps], "comp": [c for _, c in comps]})
+    comp_frame = comp_frame.with_columns(
+        pl.int_range(pl.len()).over("project").alias("ci"),
+        pl.len().over("project").alias("nc"),
+    )
+    rows = rows.with_columns(
+        vocab.gather(pl.Series(rows["pos"] % len(VOCABULARY))).alias("w1"),  # every word used
+        *[_words(u[w], cdf, order).alias(w) for w in ("w2", "w3", "w4", "w5", "w6")],
+        pl.Series(_VERBS).gather((u["verb"] * len(_VERBS)).cast(pl.Int64)).alias("verb"),
+        pl.lit(u["comp"]).alias("u_comp"),
+        _pick(u["kind"], _KIND_W).alias("kind_i"),
+        _pick(u["source"], [w for _, w in _SOURCES]).alias("source_i"),
+        pl.lit(u["auth"]).alias("u_auth"),
+        (0.35 + pl.lit(u["conf"]) * 0.6).round(2).alias("confidence"),
+        (pl.lit(u["detail"]) < 0.4).alias("has_detail"),
+        pl.lit(u["valid"]).alias("u_valid"),
+        pl.lit(u["valid_len"]).alias("u_valid_len"),
+        (pl.lit(u["line"]) * 900 + 1).cast(pl.Int64).alias("line"),
+        (pl.lit(u["sha"]) * 0xFFFFFFF).cast(pl.Int64).alias("sha"),
+    )
+    nc = comp_frame.group_by("project", maintain_order=True).agg(pl.len().alias("nc"))
+    rows = (
+        rows.join(nc, on="project", how="left", maintain_order="left")
+        .with_columns((pl.col("u_comp") * pl.col("nc")).cast(pl.Int64).alias("ci"))
+        .join(comp_frame.select("project", "ci", "comp"), on=["project", "ci"], how="left",
+              maintain_order="left")
+    )
+    project_names = pl.Series([p for p, _, _ in PROJECTS])
+    source_names = pl.Series([s for s, _ in _SOURCES])
+    rows = rows.with_columns(
+        _lookup(project_names, pl.col("project")).alias("project_id"),
+        pl.when(pl.col("role") == "plain").then(_lookup(source_names, pl.col("source_i")))
+        .otherwise(pl.lit("conversation")).alias("source"),
+        _lookup(_AUTHORS, pl.col("author")).alias("author_name"),
+    ).with_columns(
+        pl.when(pl.col("conversation_id").is_null() & (pl.col("source") == "conversation"))
+        .then(pl.lit("note")).otherwise(pl.col("source")).alias("source"),
+    )
+    sha_hex = pl.col("sha").cast(pl.String)
+    rows = rows.with_columns(
+        pl.when(pl.col("source") == "conversation")
+        .then(pl.concat_str([pl.lit("conv:"), pl.col("conversation_id").fill_null("threads"),
+                             pl.lit("#"), pl.col("k").fill_null(pl.col("pos"))]))
+        .when(pl.col("source") == "file")
+        .then(pl.concat_str([pl.lit("file:"), pl.col("project_id"), pl.lit("/"), pl.col("comp"),
+                             pl.lit("/"), pl.col("w1"), pl.lit(".py#L"), pl.col("line")]))
+        .when(pl.col("source") == "git-commit")
+        .then(pl.concat_str([pl.lit("git:"), sha_hex]))
+        .when(pl.col("source") == "web")
+        .then(pl.concat_str([pl.lit("https://docs.example.com/"), pl.col("w1"), pl.lit("/"),
+                             pl.col("w2")]))
+        .when(pl.col("source") == "import")
+        .then(pl.concat_str([pl.lit("import:legacy/"), pl.col("pos")]))
+        .otherwise(pl.concat_str([pl.lit("note:"), pl.col("project_id")]))
+        .alias("anchor"),
+        pl.when(pl.col("source") == "import").then(pl.lit("externally-imported"))
+        .when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed-fact"))
+        .when(pl.col("u_auth") < 0.3).then(pl.lit("user-stated"))
+        .otherwise(pl.lit("agent-inferred")).alias("authority_class"),
+        (pl.col("source") == "import").alias("instruction_taint"),
+        _lookup(_KINDS, pl.col("kind_i")).alias("plain_kind"),
+    )
+    # content
+    first = pl.lit(None, dtype=pl.String)
+    for kind, pieces in _TEMPLATES.items():
+        cond = pl.col("plain_kind").is_null() if kind is None else pl.col("plain_kind") == kind
+        first = pl.when(cond).then(_template_expr(pieces)).otherwise(first)
+    serial = pl.concat_str([pl.lit(" (ref "), pl.col("pos") + 1, pl.lit(")")])
+    plain = pl.concat_str([first, serial]) + pl.when(pl.col("has_detail")).then(
+        _template_expr(_DETAIL)).otherwise(pl.lit(""))
+    thread = _lookup(THREADS, pl.col("thread").fill_null(0) % len(THREADS))
+    epic = pl.concat_str([pl.lit("Epic: "), pl.col("verb"), pl.lit(" the "), pl.col("w1"),
+                          pl.lit(" "), pl.col("w2"), pl.lit(" ("), pl.col("project_id"),
+                          pl.lit(")"), serial, pl.lit("\nGoal: every "), pl.col("w3"),
+                          pl.lit(" ships with a "), pl.col("w4"), pl.lit(" check")])
+    task = pl.concat_str([pl.lit("Task: "), pl.col("verb"), pl.lit(" "), pl.col("w1"),
+                          pl.lit(" "), pl.col("w2"), pl.lit(" for the "), pl.col("w3"), serial])
+    active = pl.concat_str([pl.lit("ACTIVE("), thread, pl.lit("): step "), pl.col("step") + 1,
+                            pl.lit(" - "), pl.col("verb"), pl.lit(" the "), pl.col("w1"),
+                            pl.lit(" "), pl.col("w2"), serial, pl.lit("\nnext: check the "),
+                            pl.col("w3"), pl.lit(" "), pl.col("w4")])
+    close = pl.concat_str([pl.lit("Closed thread "), thread, pl.lit(": the "), pl.col("w1"),
+                           pl.lit(" work landed"), serial])
+    rows = rows.with_columns(
+        pl.when(pl.col("role") == "plain").then(plain)
+        .when(pl.col("role") == "epic").then(epic)
+        .when(pl.col("role") == "task").then(task)
+        .when(pl.col("role") == "thread").then(active)
+        .otherwise(close).alias("content"),
+        # ingest-time kind for half of the plain rows; epics/tasks are classified later
+        pl.when((pl.col("role") == "plain") & (pl.col("u_auth") * 7 % 1 < 0.5))
+        .then(pl.col("plain_kind")).otherwise(None).alias("kind"),
+        # up to nine fractional digits, trimmed (whole seconds, ms, us or ns)
+        pl.when(pl.col("u_prec") < 0.35).then(pl.col("created_ns") // _NS * _NS)
+        .when(pl.col("u_prec") < 0.55).then(pl.col("created_ns") // 1_000_000 * 1_000_000)
+        .when(pl.col("u_prec") < 0.75).then(pl.col("created_ns") // 1000 * 1000)
+        .otherwise(pl.col("created_ns")).alias("created_ns"),
+    )
+    rows = rows.with_columns(
+        rfc3339(pl.col("created_ns").cast(_TS)).alias("created_at"),
+        pl.when(pl.col("u_valid") < 0.04)
+        .then((pl.col("created_ns") + (1 + pl.col("u_valid_len") * 44).cast(pl.Int64) * _DAY_NS)
+              .cast(_TS))
+        .otherwise(None).alias("valid_to"),
+    )
+    return rows.select(
+        "pos", "role", "no", "project", "parent_epic", "thread", "step", "conv",
+        "created_ns", "arrive_ns", "content", "source", "anchor", "project_id", "kind",
+        "confidence", "created_at", "valid_to", "authority_class", "instruction_taint",
+        "conversation_id", pl.col("author_name").alias("author"),
+    )
+
+
+def _session_plan(seed: int, params: SynthParams,
+                  clock_start: datetime.datetime) -> pl.DataFrame:
+    """Bracket sessions: project, start/finish instants, handoff text (or null)."""
+    rng = _rng(seed, "sessions")
+    start = _ns(clock_start)
+    span = params.span_days * _DAY_NS
+    rows = []
+    for s in range(params.sessions):
+        p = rng.choices(range(len(PROJECTS)), [w for _, w, _ in PROJECTS])[0]
+        t0 = start + int(rng.random() * 0.97 * span)
+        t1 = min(t0 + int((0.3 + rng.random() * 4) * 3600 * _NS), start + span - _NS)
+        u = rng.random()
+        status = "open" if u < 0.15 else ("closed" if u < 0.25 else "handoff")
+        w = rng.sample(VOCABULARY, 4)
+        verb = rng.choice(_VERBS)
+        handoff = (f"Handoff {s + 1}: finished the {w[0]} {w[1]} work in {PROJECTS[p][0]}.\n"
+                   f"Next: {verb} the {w[2]} before touching the {w[3]}."
+                   if status == "handoff" else None)
+        rows.append((s, PROJECTS[p][0], t0, None if status == "open" else t1, handoff))
+    return pl.DataFrame(rows, orient="row", schema={
+        "session": pl.Int64, "project_id": pl.String, "start_ns": pl.Int64,
+        "finish_ns": pl.Int64, "handoff": pl.String})
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+class _Clock:
+    """The store's injected clock; synthesis moves it forward as the timeline advances."""
+
+    def __init__(self, ns: int):
+        self.ns = ns
+
+    def set(self, ns: int) -> None:
+        self.ns = max(self.ns, ns)
+
+    def __call__(self) -> datetime.datetime:
+        return _dt(self.ns)
+
+
+def _progress(enabled: bool, total: int) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="capsule", desc="synth", leave=False)
+
+
+def synthesize(
+    path: str | Path,
+    *,
+    capsules: int = 3000,
+    seed: int = 0,
+    clock_start: datetime.datetime = DEFAULT_CLOCK_START,
+    dag_cycle: bool = False,
+    chunk_rows: int = 100_000,
+    progress: bool = False,
+) -> Store:
+    """Write a realistic synthetic store of exactly ``capsules`` capsules at ``path``.
+
+    The same arguments always give the same tables (row for row, seq for seq); only
+    partition file names differ between two runs.
+
+    Args:
+        path: a new or empty directory.
+        capsules: how many capsules the store holds (at least 200).
+        seed: selects the store; any int.
+        clock_start: the first instant of the timeline (aware datetime). The timeline
+            spans 4 weeks to a year depending on ``capsules``.
+        dag_cycle: also add one small blocks-cycle (3 tasks) to the DAG.
+        chunk_rows: the most capsules one ingest commit carries.
+        progress: show a progress bar (tqdm) while writing.
+
+    Returns:
+        The new store, opened with the system clock.
+
+    Examples:
+        >>> import tempfile, os
+        >>> from memframe.synth import synthesize
+        >>> store = synthesize(os.path.join(tempfile.mkdtemp(), "s"), capsules=400, seed=1)
+        >>> store.table("capsules").select(pl.len()).collect().item()
+        400
+    """
+    if clock_start.tzinfo is None:
+        raise InvalidInputError("clock_start must be an aware datetime (e.g. tzinfo=UTC)")
+    params = SynthParams.for_capsules(capsules)
+    start = _ns(clock_start)
+    end = start + params.span_days * _DAY_NS
+    plan = _capsule_plan(seed, params, clock_start, dag_cycle)
+    sessions = _session_plan(seed, params, clock_start)
+    clock = _Clock(start)
+    store = Store.create(path, clock=clock)
+    bar = _progress(progress, params.capsules)
+
+    # -- the timeline: windows of capsules, sessions in between ---------------------------
+    windows = max(6, math.ceil(plan.height / chunk_rows))
+    width = (end - start) // windows + 1
+    events = sorted(
+        [(int(r["start_ns"]), 0, r["session"]) for r in sessions.iter_rows(named=True)]
+        + [(int(r["finish_ns"]), 1, r["session"]) for r in sessions.iter_rows(named=True)
+           if r["finish_ns"] is not None]
+        + [(end - days * _DAY_NS, 2, i) for i, days in enumerate((9, 5, 2))]
+    )
+    scan_rng = _rng(seed, "scans")
+    sids: dict[int, str] = {}
+    handoff_ids: dict[int, str] = {}
+    ids: list[str] = []
+    ev = iter(events)
+    pending = next(ev, None)
+    ingest_cols = ["content", "source", "anchor", "project_id", "kind", "confidence",
+                   "created_at", "valid_to", "authority_class", "instruction_taint",
+                   "conversation_id", "author"]
+    for w in range(windows):
+        w_end = start + (w + 1) * width
+        while pending is not None and pending[0] < w_end:
+            t, what, s = pending
+            clock.set(t)
+            if what == 2:
+                _git_scan(store, scan_rng, s, plan.head(len(ids)), ids)
+                pending = next(ev, None)
+                continue
+            row = sessions.row(s, named=True)
+            if what == 0:
+                sids[s] = store.session_start(row["project_id"])
+            else:
+                hid = store.session_finish(sids[s], handoff=row["handoff"])
+                if hid is not None:
+                    handoff_ids[s] = hid
+                    if bar is not None:
+                        bar.update(1)
+            pending = next(ev, None)
+        window = plan.filter((pl.col("arrive_ns") >= w_end - width) & (pl.col("arrive_ns") < w_end)
+                             if w < windows - 1 else pl.col("arrive_ns") >= w_end - width)
+        clock.set(min(w_end, end))
+        for lo in range(0, window.height, chunk_rows):
+            chunk = window.slice(lo, chunk_rows).select(ingest_cols)
+            ids.extend(store.ingest(chunk))
+            if bar is not None:
+                bar.update(chunk.height)
+    if len(ids) != plan.height or len(set(ids)) != len(ids):
+        raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
+    plan = plan.with_columns(pl.Series("id", ids))
+    clock.set(end)
+    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock)
+    if bar is not None:
+        bar.update(params.rollups)
+        bar.close()
+    return Store.open(path)
+
+
+def _git_scan(store: Store, rng: random.Random, i: int, done: pl.DataFrame,
+              ids: list[str]) -> None:
+    """One scan of a repository: advance its cursor, record a few verdicts."""
+    anchored = done.with_columns(pl.Series("id", ids)).filter(
+        pl.col("source").is_in(["file", "git-commit"]))["id"]
+    sample = [anchored[int(rng.random() * anchored.len())] for _ in range(3)]
+    store.record_git_scan(_REPOS[i % 2 if i < 2 else 0], f"{rng.getrandbits(160):040x}", [
+        {"capsule_id": cid, "kind": "anchor_path", "ref": f"scan-{i}/{j}",
+         "verdict": ("corroborated", "drifted", "missing")[j % 3]}
+        for j, cid in enumerate(sample)])
+
+
+def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
+    return plan.filter(pl.col("role") == role)
+
+
+def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
+                  handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
+                  end: int, clock: _Clock) -> None:
+    rng = _rng(seed, "events")
+    at_of = plan.select("id", "created_ns")
+    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
+                                          "source", "authority_class", "kind")
+    epics = _ids_of(plan, "epic").sort("no")
+    tasks = _ids_of(plan, "task").sort("no")
+    threads = plan.filter(pl.col("role").is_in(["thread", "close"])).sort("thread", "step")
+
+    # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
+    n_plain = plain.height
+    u_forget = _uniform(rng, n_plain)
+    u_mode = _uniform(rng, n_plain)
+    conv_sizes = (plain.filter(pl.col("conv").is_not_null())
+                  .group_by("conv", maintain_order=True).agg(pl.col("id"), pl.len().alias("n"))
+                  .filter(pl.col("n") >= 4).sort("conv"))
+    members: list[list[str]] = []
+    for _ in range(params.rollups):
+        row = conv_sizes.row(int(rng.random() * conv_sizes.height), named=True)
+        members.append(row["id"][:4])
+    absorbed = {m for ms in members for m in ms}
+    max_erase = _clamp(n_plain // 500, 3, 200)
+    forgets = (
+        plain.with_columns(pl.lit(u_forget).alias("u"), pl.lit(u_mode).alias("m"))
+        .filter((pl.col("u") < 0.015) & ~pl.col("id").is_in(list(absorbed)))
+        .with_columns(
+            pl.when(pl.col("m") < 0.06).then(pl.lit("purge"))
+            .when(pl.col("m") < 0.18).then(pl.lit("redact"))
+            .otherwise(pl.lit("tombstone")).alias("mode")
+        )
+    )
+    erasing = forgets.filter(pl.col("mode") != "tombstone").head(max_erase)
+    forgets = pl.concat([forgets.filter(pl.col("mode") == "tombstone"), erasing]).sort("pos")
+    forgets = forgets.select("id", "pos", "created_ns", "mode")
+    if tasks.height > 10:  # one planned task was dropped: dead to the dag
+        dropped = tasks.slice(tasks.height // 2, 1).select(
+            "id", "pos", "created_ns", pl.lit("tombstone").alias("mode"))
+        forgets = pl.concat([forgets, dropped])
+    gone = set(forgets["id"].to_list())
+
+    # -- classifications: epics, tasks, later labels, re-labels ----------------------------
+    u_cls = _uniform(rng, n_plain)
+    later = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
+        pl.col("kind").is_null() & (pl.col("u") < 0.3))
+    relabel = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
+        pl.col("kind").is_not_null() & (pl.col("u") > 0.98))
+    kinds = pl.Series([k for k in _KINDS if k is not None])
+    cls = pl.concat([
+        epics.select("id", "created_ns", pl.lit("epic").alias("kind")),
+        tasks.select("id", "created_ns", pl.lit("task").alias("kind")),
+        later.select("id", "created_ns",
+                     _lookup(kinds, (pl.col("pos") * 7 + 3) % kinds.len()).alias("kind")),
+        relabel.select("id", "created_ns", _lookup(kinds, (pl.col("pos") * 5 + 1) % kinds.len())
+                       .alias("kind")),
+    ]).with_columns(
+        (pl.col("created_ns") + (pl.col("created_ns") % 7200) * _NS).clip(None, end).alias("at_ns"),
+        pl.when(pl.col("created_ns") % 20 == 0).then(pl.lit("global"))
+        .when(pl.col("created_ns") % 20 == 1).then(pl.lit("session"))
+        .otherwise(pl.lit("project")).alias("scope"),
+    ).sort("at_ns", "id")
+    store.append("classifications", cls.select(
+        pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"), "kind", "scope"))
+
+    # -- tiers: old capsules archived, tainted imports quarantined, a few restored ---------
+    u_tier = _uniform(rng, n_plain)
+    tier_base = plain.with_columns(pl.lit(u_tier).alias("u")).filter(~pl.col("id").is_in(gone))
+    archived = tier_base.filter((pl.col("created_ns") < end - 21 * _DAY_NS) & (pl.col("u") < 0.07))
+    quarantined = tier_base.filter((pl.col("authority_class") == "externally-imported")
+                                   & (pl.col("u") > 0.6))
+    restored = archived.filter(pl.col("u") < 0.004)
+    tiers = pl.concat([
+        archived.select("id", (pl.col("created_ns") + 14 * _DAY_NS).alias("at_ns"),
+                        pl.lit("archived").alias("tier")),
+        quarantined.select("id", (pl.col("created_ns") + _DAY_NS).alias("at_ns"),
+                           pl.lit("quarantined").alias("tier")),
+        restored.select("id", (pl.col("created_ns") + 20 * _DAY_NS).alias("at_ns"),
+                        pl.lit("active").alias("tier")),
+    ]).with_columns(pl.col("at_ns").clip(None, end)).sort("at_ns", "id")
+    store.append("tiers", tiers.select(pl.col("at_ns").cast(_TS).alias("at"),
+                                       pl.col("id").alias("capsule_id"), "tier"))
+
+    # -- relations -------------------------------------------------------------------------
+    store.append("relations", _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
+                                         handoff_ids, at_of, end))
+
+    # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
+    store.append("recalls", _recalls(seed, plan, gone, params, end))
+
+    # -- recall misses (ground truth in miss_truth) ----------------------------------------
+    misses = _miss_plan(seed, params, _dt(start))
+    bulk, verb = misses.head(misses.height - 2), misses.tail(2)
+    store.append("recall_misses", bulk.select("at", "term", "outcome"))
+    store.record_miss([verb["term"][0].capitalize(), "Café"], "abstain")
+
+    # -- lane overrides --------------------------------------------------------------------
+    u_lane, u_at = _uniform(rng, params.lane_overrides), _uniform(rng, params.lane_overrides)
+    lanes = pl.DataFrame({"li": pl.select(_pick(u_lane, _LANE_W)).to_series(),
+                          "at_ns": (start + u_at * (end - start)).cast(pl.Int64)}).sort("at_ns")
+    store.append("lane_overrides", lanes.select(
+        pl.col("at_ns").cast(_TS).alias("at"),
+        _lookup([f for f, _ in _LANES], pl.col("li")).alias("forced"),
+        _lookup([a for _, a in _LANES], pl.col("li")).alias("auto_pick")))
+
+    # -- git witness: bulk corroborations (the cursor scans ran on the timeline) -----------
+    corr = _corroborations(rng, plain, end)
+    store.append("corroborations", corr)
+    # -- summaries the language seam returned for some conversations -----------------------
+    convs = (plan.filter(pl.col("conversation_id").is_not_null())
+             .group_by("conversation_id", maintain_order=True)
+             .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
+             .filter(pl.col("n") >= 5).sort("created_ns", "conversation_id"))
+    picked = convs.gather_every(max(1, convs.height // 40))
+    store.append("summaries", picked.select(
+        (pl.col("created_ns") + 3600 * _NS).clip(None, end).cast(_TS).alias("at"),
+        "conversation_id",
+        pl.concat_str([pl.lit("Summary: "), pl.col("n"), pl.lit(" notes in "),
+                       pl.col("project_id"), pl.lit(" about "),
+                       _lookup(VOCABULARY, pl.col("n") % len(VOCABULARY))])
+        .alias("summary")))
+
+    # -- rollups (abstract) ----------------------------------------------------------------
+    for r, ms in enumerate(members):
+        _abstract(store, ms, f"Rollup {r + 1}: {len(ms)} notes on "
+                             f"{VOCABULARY[(r * 37) % len(VOCABULARY)]} folded into one")
+
+    # -- forgets last ----------------------------------------------------------------------
+    reasons = pl.Series(_FORGET_REASONS)
+    erase_reasons = pl.Series(_ERASE_REASONS)
+    store.append("forgets", forgets.select(
+        (pl.col("created_ns") + 2 * _DAY_NS).clip(None, end).cast(_TS).alias("at"),
+        pl.col("id").alias("capsule_id"), "mode",
+        pl.when(pl.col("mode") == "tombstone")
+        .then(_lookup(reasons, pl.col("pos") % reasons.len()))
+        .otherwise(_lookup(erase_reasons, pl.col("pos") % erase_reasons.len())).alias("reason"),
+    ).sort("at", "capsule_id"))
+
+
+def _abstract(store: Store, member_ids: list[str], content: str) -> None:
+    """Land a rollup through the projection door when present, else the same commit."""
+    fields = {"source": "abstract", "anchor": f"rollup:{member_ids[0]}"}
+    try:
+        memory = store.memory
+        abstract: Callable[..., Any] = memory.abstract
+    except (ImportError, AttributeError):
+        from memframe.store import capture
+
+        def land(c: Any) -> str:
+            (into,) = capture.ingest(c, {"content": content, **fields})
+            capture.absorb(c, member_ids, into)
+            return into
+
+        store._commit(land, "abstract")
+        return
+    abstract(member_ids, content, **fields)
+
+
+def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plain: pl.DataFrame,
+               epics: pl.DataFrame, tasks: pl.DataFrame, threads: pl.DataFrame,
+               sessions: pl.DataFrame, handoff_ids: dict[int, str], at_of: pl.DataFrame,
+               end: int) -> pl.DataFrame:
+    edges: list[pl.DataFrame] = []
+
+    def add(frame: pl.DataFrame, kind: str) -> None:
+        edges.append(frame.select("from_id", "to_id", pl.lit(kind).alias("kind")))
+
+    # supersede chains among plain capsules of one project: revisions of earlier notes
+    u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    ranked = plain.with_columns(
+        pl.int_range(pl.len()).over("project").alias("rank"),
+        pl.lit(u_rev).alias("u"), (pl.lit(u_back) * 30 + 1).cast(pl.Int64).alias("back"),
+    )
+    revisions = ranked.filter(pl.col("u") < 0.045).with_columns(
+        (pl.col("rank") - pl.col("back")).alias("target_rank"))
+    add(revisions.join(ranked.select("project", pl.col("rank").alias("target_rank"),
+                                     pl.col("id").alias("to_id")),
+                       on=["project", "target_rank"], how="inner", maintain_order="left")
+        .rename({"id": "from_id"}), "supersedes")
+    # thread handoffs: each update supersedes the previous one (one thread forgot to)
+    th = threads.with_columns(pl.col("id").shift(1).over("thread").alias("prev"))
+    chained = th.filter(pl.col("prev").is_not_null() & ~((pl.col("thread") == 1)
+                                                        & (pl.col("step") == 1)))
+    add(chained.select(pl.col("id").alias("from_id"), pl.col("prev").alias("to_id")), "supersedes")
+    # one bracket handoff corrected by the project's next handoff (stays visible, flagged)
+    by_project: dict[str, list[str]] = {}
+    for s, project in sessions.select("session", "project_id").iter_rows():
+        if s in handoff_ids:
+            by_project.setdefault(project, []).append(handoff_ids[s])
+    pairs = [(hs[1], hs[0]) for _, hs in sorted(by_project.items()) if len(hs) >= 2][:1]
+    if pairs:
+        add(pl.DataFrame(pairs, orient="row", schema=["from_id", "to_id"]), "supersedes")
+    # missions: sub-epics and tasks grounded in epics; half the threads grounded too
+    epic_ids = epics["id"]
+    sub = epics.filter(pl.col("parent_epic").is_not_null())
+    add(sub.select(pl.col("id").alias("from_id"),
+                   _lookup(epic_ids, pl.col("parent_epic")).alias("to_id")), "grounded_in")
+    grounded = tasks.filter(pl.col("parent_epic").is_not_null())
+    add(grounded.select(pl.col("id").alias("from_id"),
+                        _lookup(epic_ids, pl.col("parent_epic")).alias("to_id")), "grounded_in")
+    heads = threads.filter((pl.col("role") == "thread") & (pl.col("thread") % 2 == 0))
+    add(heads.select(pl.col("id").alias("from_id"),
+                     _lookup(epic_ids, pl.col("thread") % epic_ids.len()).alias("to_id")),
+        "grounded_in")
+    # the blocks-DAG: within an epic, earlier tasks block later ones; early ones witnessed
+    real = tasks.filter(pl.col("no") < params.tasks)
+    real = real.with_columns(pl.col("parent_epic").fill_null(-1 - pl.col("no") % 5))
+    seq = real.sort("parent_epic", "created_ns", "no").with_columns(
+        pl.int_range(pl.len()).over("parent_epic").alias("i"),
+        pl.len().over("parent_epic").alias("n"),
+    )
+    u_b1, u_b2 = _uniform(rng, seq.height), _uniform(rng, seq.height)
+    seq = seq.with_columns(pl.lit(u_b1).alias("u1"), pl.lit(u_b2).alias("u2"),
+                           pl.col("id").shift(1).over("parent_epic").alias("p1"),
+                           pl.col("id").shift(2).over("parent_epic").alias("p2"))
+    add(seq.filter(pl.col("p1").is_not_null() & (pl.col("u1") < 0.65))
+        .select(pl.col("p1").alias("from_id"), pl.col("id").alias("to_id")), "blocks")
+    add(seq.filter(pl.col("p2").is_not_null() & (pl.col("u2") < 0.25))
+        .select(pl.col("p2").alias("from_id"), pl.col("id").alias("to_id")), "blocks")
+    done = seq.filter(pl.col("i") < (pl.col("n") * 0.4).floor())
+    git = plain.filter(pl.col("source") == "git-commit").sort("created_ns", "id")
+    proof = done.sort("created_ns", "id").join_asof(git.select(pl.col("created_ns").alias("proof_ns"),
+                                      pl.col("id").alias("from_id")).sort("proof_ns"),
+                           left_on="created_ns", right_on="proof_ns", strategy="forward")
+    proof = proof.with_columns(pl.col("from_id").fill_null(git["id"][-1]))
+    add(proof.select("from_id", pl.col("id").alias("to_id")), "witnesses")
+    cyc = tasks.filter(pl.col("no") >= params.tasks)
+    if cyc.height == 3:
+        a, b, c = cyc["id"].to_list()
+        add(pl.DataFrame({"from_id": [a, b, c], "to_id": [b, c, a]}), "blocks")
+    # provenance edges among plain capsules of a conversation
+    conv = plain.filter(pl.col("conv").is_not_null()).with_columns(
+        pl.col("id").shift(1).over("conv").alias("prev"))
+    u_d = _uniform(rng, conv.height)
+    conv = conv.with_columns(pl.lit(u_d).alias("u")).filter(pl.col("prev").is_not_null())
+    add(conv.filter(pl.col("u") < 0.03).select(pl.col("id").alias("from_id"),
+                                               pl.col("prev").alias("to_id")), "derived_from")
+    add(conv.filter(pl.col("u") > 0.99).select(pl.col("prev").alias("from_id"),
+                                               pl.col("id").alias("to_id")), "part_of")
+    rel = pl.concat(edges).filter(pl.col("from_id") != pl.col("to_id"))
+    rel = rel.join(at_of.rename({"id": "from_id", "created_ns": "a"}), on="from_id",
+                   how="left", maintain_order="left").join(
+        at_of.rename({"id": "to_id", "created_ns": "b"}), on="to_id", how="left",
+        maintain_order="left")
+    rel = rel.with_columns(
+        (pl.max_horizontal("a", "b").fill_null(end) + 600 * _NS).clip(None, end).alias("at_ns"))
+    return rel.sort("at_ns", "kind", "from_id", "to_id").select(
+        pl.col("at_ns").cast(_TS).alias("at"), "kind", "from_id", "to_id")
+
+
+def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
+             end: int) -> pl.DataFrame:
+    rng = _rng(seed, "recalls")
+    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns")
+    order = list(range(pool.height))
+    rng.shuffle(order)  # popularity is independent of age and project
+    pool = pool.gather(order)
+    events = 2 * params.capsules
+    cdf = _zipf_cdf(pool.height, 1.1)
+    idx = _zipf_index(_uniform(rng, events), cdf)
+    delay = _uniform(rng, events)
+    hits = pool.gather(idx).with_columns(
+        (pl.col("created_ns") + (-(1.0 - pl.lit(delay)).log() * 3 * _DAY_NS).cast(pl.Int64))
+        .alias("at_ns"))
+    hits = hits.filter(pl.col("at_ns") < end)
+    agg = (hits.with_columns((pl.col("at_ns") // _DAY_NS).alias("day"))
+           .group_by("id", "day").agg(pl.col("at_ns").max(), pl.len().cast(pl.Int64).alias("count"))
+           .sort("at_ns", "id"))
+    return agg.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
+                      "count")
+
+
+def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.DataFrame:
+    anchored = plain.filter(pl.col("source").is_in(["file", "git-commit"]))
+    u, v = _uniform(rng, anchored.height), _uniform(rng, anchored.height)
+    picked = anchored.with_columns(pl.lit(u).alias("u"), pl.lit(v).alias("v")).filter(
+        pl.col("u") < 0.35)
+    rows = picked.select(
+        pl.col("id").alias("capsule_id"),
+        pl.when(pl.col("source") == "file").then(pl.lit("anchor_path"))
+        .otherwise(pl.lit("anchor_sha")).alias("kind"),
+        pl.concat_str([pl.lit("HEAD~"), pl.col("pos") % 97]).alias("ref"),
+        _verdict(pl.col("v")).alias("verdict"),
+        (pl.col("created_ns") + _DAY_NS).clip(None, end).alias("at_ns"),
+    )
+    content = picked.filter(pl.col("v") < 0.2).select(
+        pl.col("id").alias("capsule_id"), pl.lit("anchor_content").alias("kind"),
+        pl.concat_str([pl.lit("blob:"), pl.col("pos")]).alias("ref"),
+        _verdict(pl.col("u") * 2.8).alias("verdict"),
+        (pl.col("created_ns") + 2 * _DAY_NS).clip(None, end).alias("at_ns"))
+    mentions = plain.filter(pl.col("pos") % 53 == 7).select(
+        pl.col("id").alias("capsule_id"), pl.lit("mention").alias("kind"),
+        pl.concat_str([pl.lit("commit:"), pl.col("pos")]).alias("ref"),
+        pl.lit("corroborated").alias("verdict"),
+        (pl.col("created_ns") + 3 * _DAY_NS).clip(None, end).alias("at_ns"))
+    # a later scan re-judged some rows (latest per (capsule_id, kind, ref) wins)
+    rejudged = rows.filter(pl.col("at_ns") % 19 == 0).with_columns(
+        pl.lit("drifted").alias("verdict"), (pl.col("at_ns") + 5 * _DAY_NS).clip(None, end))
+    out = pl.concat([rows, content, mentions, rejudged]).sort("at_ns", "capsule_id", "kind")
+    return out.select(pl.col("at_ns").cast(_TS).alias("at"), "capsule_id", "kind", "ref",
+                      "verdict", pl.concat_str([pl.lit("scanned "), pl.col("ref")]).alias("detail"))
+
+
+def _verdict(u: pl.Expr) -> pl.Expr:
+    return (pl.when(u < 0.75).then(pl.lit("corroborated"))
+            .when(u < 0.9).then(pl.lit("drifted")).otherwise(pl.lit("missing")))
+
+
+# ---- the bundled sample store -------------------------------------------------------------
+
+SAMPLE_CAPSULES = 3000
+SAMPLE_SEED = 0
+
+
+def _candidates() -> Iterator[Path]:
+    try:
+        packaged = resources.files("memframe") / "_data" / "sample-store"
+        yield Path(str(packaged))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - namespace oddities
+        pass
+    yield Path(__file__).resolve().parent.parent / "data" / "sample-store"
+
+
+def sample_store_path() -> Path:
+    """Where the bundled sample store is (installed package data first, else the repo's).
+
+    Returns:
+        The directory of the sample store (``memframe/_data/sample-store`` in an
+        installed wheel, ``data/sample-store`` in a source checkout).
+
+    Raises:
+        MemframeError: neither place holds a store.
+
+    Examples:
+        >>> from memframe.synth import sample_store_path
+        >>> (sample_store_path() / "memframe.json").is_file()
+        True
+    """
+    tried = []
+    for path in _candidates():
+        if (path / "memframe.json").is_file():
+            return path
+        tried.append(str(path))
+    raise MemframeError(
+        "the bundled sample store is missing (looked in " + ", ".join(tried) + "); "
+        "regenerate it with `python scripts/make_sample_store.py` or pass a STORE"
+    )
