@@ -1,0 +1,160 @@
+"""The two callers of the session fold: the incremental cycle and the rebuild door.
+
+* ``run_cycle`` reads only the canonical rows whose ``seq`` is above the projection's
+  watermark (the partitions committed after it), folds them with the stored rows of the
+  conversations they touch (found by key lookup, never by scanning the projection), and
+  lands the changed rows and the new watermark in ONE commit. Nothing is stamped on a
+  canonical row; a cycle with nothing new writes nothing.
+* ``rebuild`` folds every canonical row and replaces the projection, with its watermark,
+  in one commit. It is a door, never run on a timer.
+
+Both run inside ``Store._commit``: on a lost race the function is run again against the
+newer generation, so each is a pure function of the commit's snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.projections import levels
+from memframe.projections.session import SESSION_SCHEMA, SessionRow, fold_sessions
+from memframe.store import StoreView, tables
+
+if TYPE_CHECKING:
+    from memframe.store import Store
+    from memframe.store.capture import Commit
+    from memframe.store.log import Part
+
+__all__ = ["CycleReport", "WATERMARK", "run_cycle", "rebuild"]
+
+NAME = "session"
+KEY = "conversation_id"
+#: the watermark key of the session projection in the generation log
+WATERMARK = "projections/session"
+
+_CAPSULE_COLUMNS = ["seq", "id", "created_at", "content_chars", "conversation_id"]
+_SUMMARY_COLUMNS = ["seq", "conversation_id", "summary"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleReport:
+    """What one cycle (or rebuild) did.
+
+    Attributes:
+        rows_visited: Parquet rows read (canonical partitions and projection row groups).
+        rows_folded: canonical rows folded in (capsules with a conversation and summaries).
+        rows_written: session rows written (changed or new ones; all of them for a rebuild).
+        watermark: the highest canonical ``seq`` folded so far.
+        generation: the generation that landed them (None when nothing was written).
+    """
+
+    rows_visited: int
+    rows_folded: int
+    rows_written: int
+    watermark: int
+    generation: int | None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return dataclasses.asdict(self)
+
+
+def _view_of(store: Store, commit: Commit) -> StoreView:
+    return StoreView(store._log, commit.snapshot, store._clock)
+
+
+def _read_parts(view: StoreView, table: str, parts: list[Part], columns: list[str]) -> pl.DataFrame:
+    return tables.read(view.path, parts, S.table_schema(table), columns)
+
+
+def _validated(rows: pl.DataFrame) -> pl.DataFrame:
+    SessionRow.validate(rows, lazy=False)
+    return rows
+
+
+def watermark_of(view: StoreView) -> int:
+    return int(view.watermarks.get(WATERMARK, 0) or 0)
+
+
+def _cycle(store: Store, commit: Commit) -> CycleReport:
+    view = _view_of(store, commit)
+    snap = commit.snapshot
+    mark = watermark_of(view)
+    cap_parts = [p for p in snap.parts("capsules") if (p.seq_hi or 0) > mark]
+    sum_parts = [p for p in snap.parts("summaries") if (p.seq_hi or 0) > mark]
+    if not cap_parts and not sum_parts:
+        return CycleReport(0, 0, 0, mark, None)
+    visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
+    new_mark = max(p.seq_hi or 0 for p in [*cap_parts, *sum_parts])
+    after = pl.col("seq") > mark
+    caps = _read_parts(view, "capsules", cap_parts, _CAPSULE_COLUMNS).filter(
+        after & pl.col(KEY).is_not_null())
+    sums = _read_parts(view, "summaries", sum_parts, _SUMMARY_COLUMNS).filter(after)
+    folded_in = caps.height + sums.height
+    touched = pl.concat([caps[KEY], sums[KEY]]).unique().to_list()
+    written = 0
+    if touched:
+        existing, n, level0 = levels.read_keys(view, NAME, SESSION_SCHEMA, KEY, touched,
+                                               full_level0=True)
+        visited += n
+        folded = fold_sessions(caps.lazy(), sums.lazy(), existing.lazy()).collect(
+            engine="in-memory")
+        changed = folded.join(existing.select(KEY, "hash"), on=[KEY, "hash"], how="anti")
+        if changed.height:
+            visited += levels.stage_merge(commit, view, NAME, SESSION_SCHEMA, KEY,
+                                          _validated(changed), level0)
+            written = changed.height
+    commit.set_watermark(WATERMARK, new_mark)
+    return CycleReport(visited, folded_in, written, new_mark, snap.generation + 1)
+
+
+def run_cycle(store: Store) -> CycleReport:
+    """Fold what was written since the watermark into the session projection (one commit).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest([{"content": "hi", "source": "conversation", "anchor": "a",
+        ...                    "conversation_id": "conv-1"}])
+        >>> report = run_cycle(store)
+        >>> report.rows_folded, report.rows_written
+        (1, 1)
+        >>> run_cycle(store).generation is None  # nothing new: nothing written
+        True
+    """
+    return store._commit(lambda c: _cycle(store, c), "memory_projections")
+
+
+def _rebuild(store: Store, commit: Commit) -> CycleReport:
+    view = _view_of(store, commit)
+    snap = commit.snapshot
+    cap_parts = list(snap.parts("capsules"))
+    sum_parts = list(snap.parts("summaries"))
+    visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
+    caps = tables.scan(view.path, cap_parts, S.table_schema("capsules")).select(
+        _CAPSULE_COLUMNS)
+    sums = tables.scan(view.path, sum_parts, S.table_schema("summaries")).select(
+        _SUMMARY_COLUMNS)
+    rows = fold_sessions(caps, sums).collect(engine="in-memory")
+    folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
+    levels.stage_replace(commit, NAME, _validated(rows), KEY)
+    mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
+    commit.set_watermark(WATERMARK, mark)
+    return CycleReport(visited, folded_in, rows.height, mark, snap.generation + 1)
+
+
+def rebuild(store: Store) -> CycleReport:
+    """Fold every canonical row and replace the session projection in one commit.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a",
+        ...                   "conversation_id": "conv-1"})
+        >>> rebuild(store).rows_written
+        1
+    """
+    return store._commit(lambda c: _rebuild(store, c), "memory_rebuild_projections")
