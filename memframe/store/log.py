@@ -184,7 +184,14 @@ class Log:
                 ckpts.append(int(m.group(1)))
         return gens, ckpts
 
-    def latest_generation(self) -> int:
+    def latest_generation(self, known: int | None = None) -> int:
+        """The newest generation. With ``known`` (a generation already seen), probe forward
+        from it instead of listing the log, so the cost follows new commits, not history."""
+        if known is not None:
+            g = known
+            while os.path.exists(self.log_dir / gen_name(g + 1)):
+                g += 1
+            return g
         gens, _ = self._listing()
         return max(gens, default=0)
 
@@ -205,6 +212,12 @@ class Log:
         ``base`` (an older snapshot of this store, e.g. a handle's cache) is used instead
         of a checkpoint when it is closer.
         """
+        if (base is not None and generation is not None
+                and 0 <= generation - base.generation <= CHECKPOINT_EVERY):
+            snap = base  # a short tail: replay it without listing the log
+            for g in range(base.generation + 1, generation + 1):
+                snap = snap.apply(self.read_entry(g))
+            return snap
         gens, ckpts = self._listing()
         latest = max(gens, default=0)
         target = latest if generation is None else generation

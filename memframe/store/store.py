@@ -247,7 +247,7 @@ class Store(StoreView):
     # -- pinning --------------------------------------------------------------------------
     def _refresh(self) -> Snapshot:
         with self._lock:
-            latest = self._log.latest_generation()
+            latest = self._log.latest_generation(known=self._snap.generation)
             if latest != self._snap.generation:
                 self._snap = self._log.snapshot(latest, base=self._snap)
             return self._snap
