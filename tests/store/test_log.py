@@ -164,3 +164,13 @@ def test_readers_ignore_files_no_generation_names(store):
     stray = store.path / "capsules" / "part-00000000000000000009-0000-000000000000.parquet"
     store.table("capsules").collect().write_parquet(stray)
     assert store.table("capsules").collect().height == 1
+
+
+def test_a_store_shows_itself_in_a_terminal_and_a_notebook(tmp_path, clock):
+    store = mf.Store.create(tmp_path / "<b>odd'name", clock=clock)
+    store.ingest([row("a"), row("b")])
+    text = repr(store)
+    assert "generation=1" in text and "capsules" in text and "2 rows" in text
+    page = store._repr_html_()
+    assert "<b>odd" not in page and "&lt;b&gt;odd&#x27;name" in page
+    assert "<td>capsules</td><td style='text-align:right'>2</td>" in page
