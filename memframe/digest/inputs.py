@@ -149,7 +149,10 @@ def _build(
         optional[name] = frame
         visited += row_count(name, frame)
     try:
-        state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect()
+        # joins + sort over frames already in memory: the in-memory engine is the faster one
+        state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
+            engine="in-memory"
+        )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(f"capsule state: {exc}") from exc
     return DigestInputs(

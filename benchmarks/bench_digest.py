@@ -1,0 +1,178 @@
+"""Time ``mf.digest`` on a synthetic store against a plain scan and an equivalent DuckDB query.
+
+One run, printed ratios (no repetitions, no warm-up beyond one untimed digest):
+
+* ``scan``: reading the columns the capsule sections need (capsules, relations,
+  recalls, classifications, forgets) with Polars, nothing computed;
+* ``duckdb``: the capsule sections (total, by_project, newest top N, most_recalled top N
+  with usage, handoff candidates) as DuckDB SQL over the same Parquet files;
+* ``digest``: the full digest (every section, journal hash chain included).
+
+Usage::
+
+    python3 benchmarks/bench_digest.py                  # 100k capsules (default)
+    python3 benchmarks/bench_digest.py --capsules 1M    # or 10M; needs time and memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+import memframe as mf
+
+UTC = dt.UTC
+T0 = dt.datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower().replace("_", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def build(path: Path, capsules: int, seed: int, batch: int = 250_000) -> mf.Store:
+    rng = random.Random(seed)
+    clock_state = {"t": T0}
+
+    def clock() -> dt.datetime:
+        clock_state["t"] += dt.timedelta(seconds=1)
+        return clock_state["t"]
+
+    store = mf.Store.create(path, clock=clock)
+    projects = [f"team{p}/svc{s}" for p in range(8) for s in range(4)]
+    for start in range(0, capsules, batch):
+        n = min(batch, capsules - start)
+        idx = range(start, start + n)
+        store.ingest(pl.DataFrame({
+            "content": [
+                (f"ACTIVE(t{i % 50}): thread note {i}" if i % 97 == 0 else f"capsule {i} about topic {i % 1000}\nmore")
+                for i in idx
+            ],
+            "source": ["memory_session_finish" if i % 211 == 0 else "note" for i in idx],
+            "anchor": ["bench"] * n,
+            "project_id": [projects[rng.randrange(len(projects))] for _ in idx],
+        }))
+    ids = [f"cap-{i}" for i in range(1, capsules + 1)]
+    k = max(1, capsules // 100)
+    store.append("relations", {
+        "kind": ["supersedes"] * k + ["blocks"] * k,
+        "from_id": [ids[rng.randrange(capsules)] for _ in range(2 * k)],
+        "to_id": [ids[rng.randrange(capsules)] for _ in range(2 * k)],
+    }) if capsules > 1 else None
+    recalled = [ids[rng.randrange(capsules)] for _ in range(max(1, capsules // 10))]
+    store.append("recalls", {"capsule_id": recalled})
+    return store
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def plain_scan(view) -> int:
+    frames = [
+        pl.scan_parquet([str(p) for p in view.files("capsules")]).select(
+            "seq", "id", "created_at", "project_id", "content", "source", "valid_to",
+            "authority_class", "instruction_taint"),
+        pl.scan_parquet([str(p) for p in view.files("relations")]).select("kind", "from_id", "to_id"),
+        pl.scan_parquet([str(p) for p in view.files("recalls")]).select("capsule_id", "count", "at"),
+    ]
+    return sum(f.height for f in pl.collect_all(frames))
+
+
+def duckdb_capsule_sections(view, n: int) -> dict:
+    import duckdb
+
+    def files(name: str) -> str:
+        paths = [str(p) for p in view.files(name)]
+        if not paths:
+            return "(SELECT NULL::VARCHAR AS capsule_id WHERE FALSE)"
+        return "read_parquet([" + ", ".join(f"'{p}'" for p in paths) + "])"
+
+    con = duckdb.connect()
+    con.execute(f"""
+        CREATE TEMP VIEW sup AS SELECT DISTINCT to_id AS id FROM {files('relations')}
+            WHERE kind = 'supersedes';
+        CREATE TEMP VIEW dead AS SELECT DISTINCT capsule_id AS id FROM {files('forgets')};
+        CREATE TEMP VIEW alive AS
+            SELECT c.*, (s.id IS NOT NULL) AS superseded,
+                   regexp_extract(c.content, '^ACTIVE\\(([^)]*)\\)', 1) AS thread,
+                   regexp_matches(c.content, '^ACTIVE\\([^)]*\\)') AS has_thread
+            FROM {files('capsules')} c LEFT JOIN sup s ON s.id = c.id
+            WHERE c.id NOT IN (SELECT id FROM dead);
+        CREATE TEMP VIEW usage AS SELECT capsule_id AS id, sum(count) AS recall_count,
+            max("at") AS last_recalled_at FROM {files('recalls')} GROUP BY capsule_id;
+    """)
+    total = con.execute("SELECT count(*) FROM alive").fetchone()[0]
+    by_project = con.execute(
+        "SELECT project_id, count(*), count(*) FILTER (WHERE NOT superseded) FROM alive "
+        "GROUP BY project_id ORDER BY project_id").fetchall()
+    newest = con.execute(f"SELECT id, content FROM alive ORDER BY seq DESC LIMIT {n}").fetchall()
+    recalled = con.execute(
+        f"SELECT a.id, u.recall_count, u.last_recalled_at FROM alive a JOIN usage u USING (id) "
+        f"ORDER BY u.recall_count DESC, u.last_recalled_at DESC, a.seq LIMIT {n}").fetchall()
+    handoff = con.execute(f"""
+        WITH cand AS (
+            SELECT *, CASE WHEN has_thread THEN thread END AS t FROM alive
+            WHERE (source = 'memory_session_finish' OR has_thread)
+              AND NOT (superseded AND source <> 'memory_session_finish')),
+        keep AS (SELECT *, row_number() OVER (PARTITION BY project_id, t ORDER BY seq DESC) AS r
+                 FROM cand)
+        SELECT id FROM keep WHERE r = 1 ORDER BY seq DESC LIMIT {n}""").fetchall()
+    return {"total": total, "by_project": by_project, "newest": newest,
+            "most_recalled": recalled, "handoff": handoff}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--capsules", default="100k", help="store size: 100k (default), 1M, 10M")
+    parser.add_argument("--headlines", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
+    args = parser.parse_args(argv)
+    size = parse_size(args.capsules)
+
+    root = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "bench-store"
+    if (root / "memframe.json").exists():
+        store = mf.Store.open(root)
+        print(f"reusing {root}", file=sys.stderr)
+    else:
+        build_s, store = _timed(lambda: build(root, size, args.seed))
+        print(f"built {size:,} capsules in {build_s:.1f}s at {root}", file=sys.stderr)
+    view = store.pinned()
+    now = T0 + dt.timedelta(days=400)
+
+    mf.digest(view, now=now)  # one untimed run (imports, file cache)
+    scan_s, rows = _timed(lambda: plain_scan(view))
+    duck_s, duck = _timed(lambda: duckdb_capsule_sections(view, args.headlines))
+    digest_s, digest = _timed(lambda: mf.digest(view, headlines=args.headlines, now=now))
+
+    body = digest.to_dict()
+    agree = (
+        body["total"] == duck["total"]
+        and [r["id"] for r in body["newest"]] == [r[0] for r in duck["newest"]]
+        and [r["id"] for r in body["most_recalled"]] == [r[0] for r in duck["most_recalled"]]
+        and [r["id"] for r in body.get("handoff", [])] == [r[0] for r in duck["handoff"]]
+    )
+    print(f"capsules            {size:>12,}")
+    print(f"rows_visited        {digest.rows_visited:>12,}")
+    print(f"plain scan          {scan_s:>10.3f} s   ({rows:,} rows)")
+    print(f"duckdb capsule SQL  {duck_s:>10.3f} s")
+    print(f"mf.digest (full)    {digest_s:>10.3f} s")
+    print(f"digest / scan       {digest_s / scan_s:>10.2f} x")
+    print(f"digest / duckdb     {digest_s / duck_s:>10.2f} x")
+    print(f"capsule sections agree with duckdb: {agree}")
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
