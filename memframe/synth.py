@@ -26,7 +26,7 @@ import datetime
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -663,8 +663,8 @@ def _session_plan(seed: int, params: SynthParams,
         p = rng.choices(range(len(PROJECTS)), [w for _, w, _ in PROJECTS])[0]
         t0 = start + int(rng.random() * 0.97 * span)
         t1 = min(t0 + int((0.3 + rng.random() * 4) * 3600 * _NS), start + span - _NS)
-        u = rng.random()
-        status = "open" if u < 0.15 else ("closed" if u < 0.25 else "handoff")
+        # about one in seven left open, one in nine closed without a handoff
+        status = "open" if s % 7 == 3 else ("closed" if s % 9 == 5 else "handoff")
         w = rng.sample(VOCABULARY, 4)
         verb = rng.choice(_VERBS)
         handoff = (f"Handoff {s + 1}: finished the {w[0]} {w[1]} work in {PROJECTS[p][0]}.\n"
@@ -831,22 +831,21 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
     n_plain = plain.height
     u_forget = _uniform(rng, n_plain)
-    u_mode = _uniform(rng, n_plain)
     conv_sizes = (plain.filter(pl.col("conv").is_not_null())
                   .group_by("conv", maintain_order=True).agg(pl.col("id"), pl.len().alias("n"))
                   .filter(pl.col("n") >= 4).sort("conv"))
     members: list[list[str]] = []
-    for _ in range(params.rollups):
-        row = conv_sizes.row(int(rng.random() * conv_sizes.height), named=True)
-        members.append(row["id"][:4])
+    for k in sorted(rng.sample(range(conv_sizes.height), params.rollups)):
+        members.append(conv_sizes.row(k, named=True)["id"][:4])
     absorbed = {m for ms in members for m in ms}
-    max_erase = _clamp(n_plain // 500, 3, 200)
+    max_erase = _clamp(n_plain // 200, 6, 200)  # erasing rewrites a partition: keep few
     forgets = (
-        plain.with_columns(pl.lit(u_forget).alias("u"), pl.lit(u_mode).alias("m"))
+        plain.with_columns(pl.lit(u_forget).alias("u"))
         .filter((pl.col("u") < 0.015) & ~pl.col("id").is_in(list(absorbed)))
+        .with_columns(pl.int_range(pl.len()).alias("k"))
         .with_columns(
-            pl.when(pl.col("m") < 0.06).then(pl.lit("purge"))
-            .when(pl.col("m") < 0.18).then(pl.lit("redact"))
+            pl.when(pl.col("k") % 8 == 6).then(pl.lit("purge"))
+            .when(pl.col("k") % 8 == 3).then(pl.lit("redact"))
             .otherwise(pl.lit("tombstone")).alias("mode")
         )
     )
@@ -940,9 +939,13 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         .alias("summary")))
 
     # -- rollups (abstract) ----------------------------------------------------------------
+    firsts = [ms[0] for ms in members]
+    project_of = dict(plan.filter(pl.col("id").is_in(firsts)).select("id", "project_id").iter_rows())
     for r, ms in enumerate(members):
-        _abstract(store, ms, f"Rollup {r + 1}: {len(ms)} notes on "
-                             f"{VOCABULARY[(r * 37) % len(VOCABULARY)]} folded into one")
+        store.memory.abstract(
+            ms, f"Rollup {r + 1}: {len(ms)} notes on "
+                f"{VOCABULARY[(r * 37) % len(VOCABULARY)]} folded into one",
+            source="abstract", anchor=f"rollup:{ms[0]}", project_id=project_of[ms[0]])
 
     # -- forgets last ----------------------------------------------------------------------
     reasons = pl.Series(_FORGET_REASONS)
@@ -954,25 +957,6 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         .then(_lookup(reasons, pl.col("pos") % reasons.len()))
         .otherwise(_lookup(erase_reasons, pl.col("pos") % erase_reasons.len())).alias("reason"),
     ).sort("at", "capsule_id"))
-
-
-def _abstract(store: Store, member_ids: list[str], content: str) -> None:
-    """Land a rollup through the projection door when present, else the same commit."""
-    fields = {"source": "abstract", "anchor": f"rollup:{member_ids[0]}"}
-    try:
-        memory = store.memory
-        abstract: Callable[..., Any] = memory.abstract
-    except (ImportError, AttributeError):
-        from memframe.store import capture
-
-        def land(c: Any) -> str:
-            (into,) = capture.ingest(c, {"content": content, **fields})
-            capture.absorb(c, member_ids, into)
-            return into
-
-        store._commit(land, "abstract")
-        return
-    abstract(member_ids, content, **fields)
 
 
 def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plain: pl.DataFrame,
