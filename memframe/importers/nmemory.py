@@ -134,6 +134,8 @@ class ImportReport:
             ``"unchanged"`` (nothing changed since the last import; nothing committed).
         generation: the store generation after the import.
         source_rows: rows in each imported source table at import time.
+        read: rows this import actually read from each source table (a re-import reads
+            only the append-only tables' new rows).
         added: rows appended to each memframe table by this import.
         erased: capsules whose content this import erased (newly tombstoned).
         skipped: source tables the digest does not read (not imported), with row counts
@@ -148,6 +150,7 @@ class ImportReport:
     mode: str
     generation: int
     source_rows: dict[str, int]
+    read: dict[str, int]
     added: dict[str, int]
     erased: int
     skipped: dict[str, int | None]
@@ -161,8 +164,8 @@ class ImportReport:
 
     @property
     def rows_per_second(self) -> float:
-        """Source rows of the imported tables per second of wall time."""
-        return sum(self.source_rows.values()) / self.seconds if self.seconds > 0 else 0.0
+        """Source rows read per second of wall time."""
+        return sum(self.read.values()) / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data (JSON-serialisable)."""
@@ -174,12 +177,12 @@ class ImportReport:
             f"generation {self.generation}; {self.rows_written:,} rows written in "
             f"{self.seconds:.2f}s" + (f"; {self.erased} capsule content(s) erased"
                                        if self.erased else ""),
-            "source table          rows   |  memframe table        added",
+            "source table          rows       read   |  memframe table        added",
         ]
-        left = list(self.source_rows.items())
+        left = [(k, f"{v:>10,} {self.read.get(k, 0):>10,}") for k, v in self.source_rows.items()]
         right = list(self.added.items())
         for i in range(max(len(left), len(right))):
-            ls = f"{left[i][0]:<16}{left[i][1]:>10,}" if i < len(left) else " " * 26
+            ls = f"{left[i][0]:<16}{left[i][1]}" if i < len(left) else " " * 37
             rs = f"{right[i][0]:<16}{right[i][1]:>10,}" if i < len(right) else ""
             lines.append(f"  {ls}   |  {rs}".rstrip())
         if self.skipped:
@@ -217,6 +220,7 @@ class ImportReport:
             + (f", {self.erased} content(s) erased" if self.erased else "")
             + "<br>"
             + table("source rows", list(self.source_rows.items()))
+            + table("rows read", list(self.read.items()))
             + table("memframe rows added", list(self.added.items()))
             + (table("not imported", list(self.skipped.items())) if self.skipped else "")
             + (f"<ul>{notes}</ul>" if notes else "")
@@ -231,6 +235,7 @@ class _Source:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.read_rows: dict[str, int] = {}
         if not self.path.is_file():
             what = "does not exist" if not self.path.exists() else "is not a file"
             raise ImportSourceError(f"{self.path} {what}; pass the nMEMORY SQLite file "
@@ -316,14 +321,18 @@ class _Source:
         """A source table in batches of ``batch_rows`` rows (all at once when None)."""
         sql = self._sql(table, where, order)
         schema = SOURCE_TABLES[table]
+        self.read_rows.setdefault(table, 0)
         try:
             if batch_rows is None:
-                yield pl.read_database(sql, self.con, schema_overrides=schema,
-                                       execute_options={"parameters": list(params)})
-                return
-            yield from pl.read_database(sql, self.con, iter_batches=True, batch_size=batch_rows,
-                                        schema_overrides=schema,
-                                        execute_options={"parameters": list(params)})
+                frames: Any = [pl.read_database(sql, self.con, schema_overrides=schema,
+                                                execute_options={"parameters": list(params)})]
+            else:
+                frames = pl.read_database(sql, self.con, iter_batches=True,
+                                          batch_size=batch_rows, schema_overrides=schema,
+                                          execute_options={"parameters": list(params)})
+            for frame in frames:
+                self.read_rows[table] += frame.height
+                yield frame
         except (sqlite3.Error, pl.exceptions.PolarsError, TypeError, ValueError) as exc:
             raise ImportSourceError(f"cannot read table {table} of {self.path}: {exc}") from None
 
@@ -1214,6 +1223,7 @@ def import_nmemory(
             mode=mode,
             generation=generation,
             source_rows=counts,
+            read={t: src.read_rows.get(t, 0) for t in SOURCE_TABLES},
             added=plan.added() if mode != "unchanged" else {},
             erased=len(plan.erase),
             skipped=skipped,
