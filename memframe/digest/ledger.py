@@ -46,14 +46,23 @@ def tiers_section(state: pl.DataFrame) -> dict:
     return {tier: int(found.get(tier, 0)) for tier in TIERS}
 
 
+def _at_text(journal: pl.DataFrame) -> pl.Series:
+    """RFC3339 text of ``at``; formatted once per distinct instant (one per commit)."""
+    instants = journal.select(pl.col("at").unique())
+    texts = instants.with_columns(rfc3339(pl.col("at")).alias("at_text"))
+    return journal.select("at").join(texts, on="at", how="left", maintain_order="left")[
+        "at_text"
+    ]
+
+
 def chain_lines(journal: pl.DataFrame) -> pl.Series:
     """The canonical line of each journal row, in the frame's order (reference 4.14):
     compact JSON ``{"seq","at","actor","action","subject","reason"}``, reason an
     explicit null when absent, ``at`` as RFC3339 text."""
-    return journal.select(
+    return journal.with_columns(_at_text(journal).alias("_at_text")).select(
         pl.struct(
             pl.col("audit_seq").alias("seq"),
-            rfc3339(pl.col("at")).alias("at"),
+            pl.col("_at_text").alias("at"),
             pl.col("actor"),
             pl.col("action"),
             pl.col("subject"),
@@ -62,11 +71,9 @@ def chain_lines(journal: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
-def _sha256_hex(values: pl.Series) -> pl.Series:
-    return pl.Series(
-        [hashlib.sha256(v.encode("utf-8")).hexdigest() for v in values.to_list()],
-        dtype=pl.String,
-    )
+def _sha256_hex(previous: list[str], lines: list[str]) -> list[str]:
+    sha256 = hashlib.sha256
+    return [sha256((p + line).encode("utf-8")).hexdigest() for p, line in zip(previous, lines)]
 
 
 def verify_chain(journal: pl.DataFrame) -> dict:
@@ -89,10 +96,12 @@ def verify_chain(journal: pl.DataFrame) -> dict:
     """
     if journal.height == 0:
         return {"chain": "ok", "verified": 0}
-    ordered = journal.sort(["audit_seq", "seq"])
-    previous = ordered.get_column("chained_hash").shift(1).fill_null("")
-    expected = _sha256_hex(previous + chain_lines(ordered))
+    ordered = journal
+    if not journal.get_column("audit_seq").is_sorted():
+        ordered = journal.sort(["audit_seq", "seq"])
     stored = ordered.get_column("chained_hash")
+    previous = stored.shift(1).fill_null("").to_list()
+    expected = pl.Series(_sha256_hex(previous, chain_lines(ordered).to_list()), dtype=pl.String)
     mismatch = (stored != expected).fill_null(True)
     if mismatch.any():
         first = mismatch.arg_true()[0]
