@@ -73,7 +73,10 @@ def chain_lines(journal: pl.DataFrame) -> pl.Series:
 
 def _sha256_hex(previous: list[str], lines: list[str]) -> list[str]:
     sha256 = hashlib.sha256
-    return [sha256((p + line).encode("utf-8")).hexdigest() for p, line in zip(previous, lines)]
+    return [
+        sha256((p + line).encode("utf-8")).hexdigest()
+        for p, line in zip(previous, lines, strict=True)
+    ]
 
 
 def verify_chain(journal: pl.DataFrame) -> dict:
