@@ -38,7 +38,7 @@ __all__ = [
     "stage_replace",
 ]
 
-BASE_CAP = 16_384  # rows level 0 may hold; level k holds BASE_CAP * FACTOR**k
+BASE_CAP = 4_096  # rows level 0 may hold; level k holds BASE_CAP * FACTOR**k
 FACTOR = 8
 ROW_GROUP_ROWS = 2_048  # a lookup by key reads at most ~this many rows per level
 

@@ -1,0 +1,123 @@
+"""The cycle (rules 1, 5, 7): forward-only over a watermark, one commit, cost follows writes."""
+
+from __future__ import annotations
+
+import shutil
+
+import polars as pl
+
+import memframe as mf
+from memframe.projections import levels
+from memframe.projections.cycle import WATERMARK
+from memframe.schema import CANONICAL_TABLES
+from tests.conftest import TickingClock
+from tests.projections.helpers import bulk_capsules, caps, model_rows, stored_rows
+
+
+def _canonical_parts(view) -> dict:
+    return {name: view.snapshot.parts(name) for name in CANONICAL_TABLES}
+
+
+def test_cycle_lands_rows_and_watermark_in_one_commit_and_stamps_nothing(mstore):
+    mstore.ingest(caps([("a", 1), ("a", 2), ("b", 3)]))
+    before = mstore.pinned()
+    report = mstore.memory.run_cycle()
+    after = mstore.pinned()
+    assert after.generation == before.generation + 1 == report.generation
+    assert WATERMARK not in before.watermarks
+    assert after.watermarks[WATERMARK] == report.watermark == max(
+        p.seq_hi for p in after.snapshot.parts("capsules"))
+    assert stored_rows(after).height == 2 and stored_rows(before).height == 0
+    assert _canonical_parts(after) == _canonical_parts(before)  # nothing stamped on a row
+    assert report.rows_folded == 3 and report.rows_written == 2
+
+
+def test_a_cycle_with_nothing_new_writes_nothing(mstore):
+    mstore.memory.run_cycle()
+    assert mstore.generation == 0  # a store that never had a capsule
+    mstore.ingest(caps([("a", 1)]))
+    mstore.memory.run_cycle()
+    g = mstore.generation
+    report = mstore.memory.run_cycle()
+    assert mstore.generation == g and report.generation is None
+    assert (report.rows_folded, report.rows_written, report.rows_visited) == (0, 0, 0)
+    mstore.record_recall(["cap-1"])  # rows in other tables are nothing new for sessions
+    g = mstore.generation
+    assert mstore.memory.run_cycle().generation is None and mstore.generation == g
+
+
+def test_cycle_reads_only_partitions_after_the_watermark(mstore):
+    for k in range(5):
+        mstore.ingest(caps([(f"c{k}", k), (f"c{k}", k + 0.5)], tag=f"b{k}"))
+    mstore.memory.run_cycle()
+    mstore.ingest(caps([("new", 9), (None, 9.5), ("new", 10)], tag="fresh"))
+    report = mstore.memory.run_cycle()
+    # 3 new capsule rows + level 0 of the projection (5 rows, rewritten with the new one)
+    assert report.rows_visited == 3 + 5
+    assert report.rows_folded == 2 and report.rows_written == 1
+    assert stored_rows(mstore).to_dicts() == model_rows(mstore)
+
+
+def test_cycle_cost_does_not_follow_the_store_size(tmp_path):
+    visited, written = [], []
+    for n_convs in (50, 5_000):
+        store = mf.Store.create(tmp_path / f"s{n_convs}", clock=TickingClock())
+        store.ingest(bulk_capsules(n_convs, 4))
+        store.memory.rebuild_projections()
+        # a touched old conversation and a new one
+        store.ingest(caps([("conv-00000007", 99_999), ("brand-new", 99_999)], tag="late"))
+        report = store.memory.run_cycle()
+        visited.append(report.rows_visited)
+        written.append(report.rows_written)
+        assert stored_rows(store).to_dicts() == model_rows(store)
+    assert written == [2, 2]
+    # the touched row is found by key (row-group statistics), never by scanning the projection
+    assert visited[1] <= 2 + levels.ROW_GROUP_ROWS
+    assert visited[1] < 5_000
+
+
+def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
+    mstore.ingest(caps([("a", 1), ("b", 2), ("a", 3)]))
+    mstore.memory.run_cycle()
+    mstore.ingest(caps([("b", 0.5)], tag="late"))
+    mstore.memory.run_cycle()
+    incremental = stored_rows(mstore)
+    # durable: another handle (another process's view) reads the same rows
+    assert stored_rows(mf.Store.open(mstore.path)).equals(incremental)
+    # rebuildable from canonical rows alone: a copy with its projection dropped rebuilds it
+    copy = tmp_path / "copy"
+    shutil.copytree(mstore.path, copy)
+    other = mf.Store.open(copy, clock=TickingClock())
+    other._commit(lambda c: [c.write_derived(levels.level_table("session", k),
+                                             pl.DataFrame(), replace=True)
+                             for k in levels.levels(c.snapshot, "session")], "drop")
+    assert stored_rows(other).height == 0
+    other.memory.rebuild_projections()
+    assert stored_rows(other).equals(incremental)
+
+
+def test_rebuild_never_runs_on_its_own(mstore, monkeypatch):
+    from memframe.projections import cycle
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the rebuild ran without being asked")
+
+    monkeypatch.setattr(cycle, "_rebuild", refuse)
+    mstore.ingest(caps([("a", 1)]))
+    for _ in range(3):
+        mstore.memory.run_cycle()
+        mstore.memory.sessions()
+        mstore.memory.session_digest()
+        mstore.ingest(caps([("a", mstore.row_count("capsules") + 1)], tag=str(mstore.generation)))
+
+
+def test_frozen_views_refuse_the_jobs(mstore):
+    mstore.ingest(caps([("a", 1)]))
+    view = mstore.at(1)
+    for call in (view.memory.run_cycle, view.memory.rebuild_projections,
+                 view.memory.run_episode_job):
+        try:
+            call()
+        except mf.errors.ReadOnlyStoreError:
+            continue
+        raise AssertionError(f"{call} wrote through a frozen view")
