@@ -8,7 +8,8 @@ from __future__ import annotations
 from memframe.importers.nmemory import (
     ImportReport,
     ImportSourceError,
+    SourceRewrittenError,
     import_nmemory,
 )
 
-__all__ = ["import_nmemory", "ImportReport", "ImportSourceError"]
+__all__ = ["import_nmemory", "ImportReport", "ImportSourceError", "SourceRewrittenError"]

@@ -268,6 +268,10 @@ class _Source:
                 )
             }
             self._check_tables()
+        except sqlite3.Error as exc:
+            self.close()
+            raise ImportSourceError(f"{self.path} cannot be read as an nMEMORY store: {exc}; "
+                                    f"the file is damaged") from None
         except BaseException:
             self.close()
             raise
@@ -1217,6 +1221,9 @@ def import_nmemory(
                     _remove_created(target, existed)
                 raise
             generation = store.generation
+    except sqlite3.Error as exc:
+        raise ImportSourceError(f"cannot read {src.path}: {exc}") from None
+    else:
         return ImportReport(
             source=str(src.path),
             store=str(target),
