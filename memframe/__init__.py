@@ -29,9 +29,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Heavier layers load on first use, so `import memframe` stays fast for the CLI.
     if name == "digest":
-        from memframe.digest import digest
+        # The package memframe.digest is callable (calling it runs digest()), so that
+        # `mf.digest(store)` and `mf.digest.digest_many(...)` both work once it is loaded.
+        import importlib
 
-        return digest
+        return importlib.import_module("memframe.digest")
     if name == "Digest":
         from memframe.digest import Digest
 
