@@ -14,7 +14,8 @@ its own watermark:
   rewritten; open tails are kept in ``derived/episodes_open`` for the next walk.
 
 A row that arrives after its burst has closed (an older ``created_at`` written late) is
-walked with the conversation's current tail: closed episodes are never reopened.
+walked with the conversation's open tail, if it has one, or starts an episode of its own:
+closed episodes are never reopened or rewritten.
 
 `episodes` answers the closed episodes and, with ``include_open``, adds the still-open
 tail at read time (the stored tails plus the rows the job has not walked yet), flagged
