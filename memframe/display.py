@@ -16,6 +16,7 @@ HTML-escaped with quotes):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +124,14 @@ def html_table(frame: pl.DataFrame, *, caption: str | None = None, limit: int | 
 
 # ---- inline SVG ----------------------------------------------------------------------------
 
+# Presentation attributes on every text (not only CSS classes), so an SVG copied out of the
+# page on its own still renders its labels.
+_FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
+_LBL = f'class="lbl" {_FONT} font-size="11" fill="#333"'
+_VAL = f'class="val" {_FONT} font-size="11" fill="#666"'
+_TTL = f'class="ttl" {_FONT} font-size="12" font-weight="600" fill="#222"'
+
+
 def _num(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
@@ -156,15 +165,15 @@ def svg_bars(
     totals = [sum(int(values[i]) for _, values, _ in series) for i in range(n)]
     top = max(totals, default=0) or 1
     parts: list[str] = []
-    legend_y = 18
+    legend_y = 36
     if horizontal:
-        bar, gap, left, head = 16, 4, 180, 30
+        bar, gap, left, head = 16, 4, 180, 48
         height = height or head + n * (bar + gap) + 24
         plot_w = width - left - 50
         for i, cat in enumerate(categories):
             y = head + i * (bar + gap)
             parts.append(f'<text x="{left - 6}" y="{y + bar - 4}" text-anchor="end" '
-                         f'class="lbl">{esc(label(cat, 28))}</text>')
+                         f'{_LBL}>{esc(label(cat, 28))}</text>')
             x = float(left)
             for name, values, colour in series:
                 w = plot_w * int(values[i]) / top
@@ -174,18 +183,18 @@ def svg_bars(
                         f'fill="{colour}"><title>{esc(label(cat, 80))}: {esc(name)} '
                         f'{int(values[i])}</title></rect>')
                 x += w
-            parts.append(f'<text x="{_num(x + 4)}" y="{y + bar - 4}" class="val">'
+            parts.append(f'<text x="{_num(x + 4)}" y="{y + bar - 4}" {_VAL}>'
                          f"{totals[i]}</text>")
     else:
-        left, head, foot = 40, 30, 40
-        height = height or 220
-        plot_w, plot_h = width - left - 10, height - head - foot
+        left, head, foot = 40, 48, 24
+        height = height or 240
+        plot_w, plot_h = width - left - 30, height - head - foot
         step = plot_w / max(n, 1)
         bar = max(step * 0.8, 1.0)
-        every = max(1, n // 10)
-        parts.append(f'<line x1="{left}" y1="{head + plot_h}" x2="{width - 10}" '
+        every = max(1, math.ceil(n * 70 / plot_w))  # date labels at least 70 px apart
+        parts.append(f'<line x1="{left}" y1="{head + plot_h}" x2="{left + plot_w}" '
                      f'y2="{head + plot_h}" stroke="#888"/>')
-        parts.append(f'<text x="{left - 4}" y="{head + 8}" text-anchor="end" class="val">'
+        parts.append(f'<text x="{left - 4}" y="{head + 8}" text-anchor="end" {_VAL}>'
                      f"{top}</text>")
         for i, cat in enumerate(categories):
             x = left + i * step + (step - bar) / 2
@@ -200,18 +209,18 @@ def svg_bars(
                         f"{esc(name)} {int(values[i])}</title></rect>")
             if i % every == 0:
                 parts.append(f'<text x="{_num(x + bar / 2)}" y="{head + plot_h + 14}" '
-                             f'text-anchor="middle" class="lbl">{esc(label(cat, 12))}</text>')
+                             f'text-anchor="middle" {_LBL}>{esc(label(cat, 12))}</text>')
     legend = []
     lx = 10
     for name, _, colour in series:
         legend.append(f'<rect x="{lx}" y="{legend_y - 9}" width="10" height="10" '
-                      f'fill="{colour}"/><text x="{lx + 14}" y="{legend_y}" class="lbl">'
+                      f'fill="{colour}"/><text x="{lx + 14}" y="{legend_y}" {_LBL}>'
                       f"{esc(name)}</text>")
         lx += 24 + 7 * len(name)
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{esc(title)}"><title>{esc(title)}</title>'
-        f'<text x="{width - 10}" y="{legend_y}" text-anchor="end" class="ttl">{esc(title)}'
+        f'<text x="10" y="16" {_TTL}>{esc(title)}'
         f"</text>{''.join(legend)}{''.join(parts)}</svg>"
     )
 
@@ -409,7 +418,9 @@ def _pinned_graph_inputs(store: Any) -> tuple[pl.DataFrame, pl.DataFrame, pl.Ser
 
 def _layered(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
     """Layer = topological generation of the node's strongly connected component (so a
-    cycle sits in one layer); position = byte-wise rank inside the layer."""
+    cycle sits in one layer). Position = rank inside the layer by the mean position of the
+    node's predecessors in earlier layers (children gather near their parents), ties and
+    the first layer by byte-wise id."""
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     g.add_edges_from(edges)
@@ -423,8 +434,13 @@ def _layered(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[
     by_layer: dict[int, list[str]] = {}
     for node, depth in layer_of.items():
         by_layer.setdefault(depth, []).append(node)
-    for depth, members in by_layer.items():
-        for position, node in enumerate(sorted(members)):
+    for depth in sorted(by_layer):
+        def key(node: str, depth: int = depth) -> tuple[float, str]:
+            ranks = [placed[p][1] for p in g.predecessors(node)
+                     if p in placed and placed[p][0] < depth]
+            return (sum(ranks) / len(ranks) if ranks else -1.0, node)
+
+        for position, node in enumerate(sorted(by_layer[depth], key=key)):
             placed[node] = (depth, position)
     return placed
 
@@ -709,6 +725,7 @@ def _graph_chart(nodes: pl.DataFrame, edges: pl.DataFrame, colors: dict[str, str
     text_layer = alt.Chart(alt.Data(values=_values(nodes))).mark_text(
         dy=-14, fontSize=10).encode(x=x, y=y, text="id:N")
     return alt.layer(edge_layer, node_layer, text_layer, title=title).properties(
+        view=alt.ViewBackground(stroke=None),
         width=max(200, 140 * (int(nodes.get_column("layer").max() or 0) + 1)),
         height=max(120, 40 * (int(nodes.get_column("position").max() or 0) + 1)),
     )
