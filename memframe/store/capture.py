@@ -804,6 +804,15 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                 f"{table} row {row}: {column} {ids[row]!r} is not in this store "
                 f"(ids run cap-1..cap-{c.capsules})"
             )
+    if table in ("recalls", "classifications", "tiers"):
+        # like the verbs: a forgotten capsule takes no new usage, kind or tier
+        for i, cid in enumerate(frame["capsule_id"].to_list()):
+            mode = c.forget_mode(cid)
+            if mode is not None:
+                raise UnknownCapsuleError(
+                    f"{table} row {i}: capsule {cid!r} was forgotten ({mode}); "
+                    f"a forgotten capsule takes no new facts"
+                )
     if table == "relations":
         bad = ~frame["kind"].is_in(S.RELATION_KINDS)
         if bad.any():
@@ -829,7 +838,12 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                                     "(memframe.text.fold_term) and hold an alphanumeric")
     if table == "forgets":
         frame = frame.unique("capsule_id", keep="first", maintain_order=True)
-        fresh = [c.forget_mode(cid) is None for cid in frame["capsule_id"]]
+        # like the verb: skip what is already forgotten at least this thoroughly
+        fresh = [
+            (previous := c.forget_mode(cid)) is None
+            or (mode in ("redact", "purge") and previous not in ("redact", "purge"))
+            for cid, mode in frame.select("capsule_id", "mode").iter_rows()
+        ]
         frame = frame.filter(pl.Series(fresh, dtype=pl.Boolean))
     if frame.height == 0:
         return 0

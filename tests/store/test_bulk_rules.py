@@ -1,9 +1,8 @@
 """Store.append follows the verbs' rules (its docstring's promise), row for row.
 
-Found while writing memframe.synth: the bulk form of three verbs accepts what the verb
-refuses, and the bulk form of forget drops what the verb does. Each test names the verb
-and checks the bulk form behaves the same; they are strict xfails until the store
-(memframe/store/capture.py: append_events) is fixed, then the markers come off.
+Regression tests: the bulk form of three verbs once accepted what the verb refuses, and the
+bulk form of forget dropped an erasure the verb performs. Each test names the verb and
+checks the bulk form behaves the same.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ def _two_capsules(tmp_path: Path) -> tuple[mf.Store, str, str]:
     return store, a, b
 
 
-@pytest.mark.xfail(strict=True, reason="append_events checks existence, not liveness")
 @pytest.mark.parametrize("table, row", [
     ("recalls", {"count": [1]}),
     ("classifications", {"kind": ["fact"]}),
@@ -38,7 +36,6 @@ def test_bulk_refuses_a_forgotten_capsule_like_the_verb(tmp_path: Path, table: s
         store.append(table, {"capsule_id": [a], **row})
 
 
-@pytest.mark.xfail(strict=True, reason="append_events drops forgets of forgotten capsules")
 def test_bulk_purge_erases_a_tombstoned_capsule_like_the_verb(tmp_path: Path) -> None:
     store, a, b = _two_capsules(tmp_path)
     store.forget(a)
