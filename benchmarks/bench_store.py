@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch = Path(tempfile.mkdtemp(prefix="memframe-bench-", dir=args.dir))
     print(f"memframe store benchmarks ({'quick' if quick else 'full'}), scratch {scratch}")
+    print(f"  {os.cpu_count()} cores, load average at start "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     try:
         # -- a. commits ----------------------------------------------------------------
         print("a. commits")
@@ -198,11 +200,14 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- c. synthesis ------------------------------------------------------------------
         print("c. synthesis")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         synth.synthesize(scratch / "synth", capsules=synth_rows, seed=0)
-        secs = time.perf_counter() - t
+        secs, cpu = time.perf_counter() - t, time.process_time() - cpu
         line(f"synthesize {synth_rows:,} capsules (target >= 1M/min)",
              f"{secs:.1f} s = {synth_rows / secs * 60:,.0f} capsules/min")
+        line("  the same in CPU time of this process (all threads)",
+             f"{cpu:.1f} s = {synth_rows / cpu * 60:,.0f} capsules per CPU-minute")
+        print(f"  load average at end {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

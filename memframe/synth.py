@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from memframe.errors import InvalidInputError, MemframeError
 from memframe.store import Store
@@ -196,8 +197,12 @@ def _rng(seed: int, part: str) -> random.Random:
 
 
 def _uniform(rng: random.Random, n: int) -> pl.Series:
-    r = rng.random
-    return pl.Series([r() for _ in range(n)], dtype=pl.Float64)
+    """``n`` uniforms in [0, 1) from ``rng``'s bytes (53 random bits each)."""
+    if n == 0:
+        return pl.Series([], dtype=pl.Float64)
+    words = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(rng.randbytes(8 * n))])
+    bits = pl.Series(pl.from_arrow(words))
+    return ((bits // 2048).cast(pl.Float64) * 2.0**-53).rename("")
 
 
 def _pick(u: pl.Series | pl.Expr, weights: Sequence[float]) -> pl.Expr:
@@ -375,6 +380,20 @@ def miss_truth(seed: int = 0, *, capsules: int = 3000,
 
 # ---- the capsule plan --------------------------------------------------------------------
 
+def _per_case(rows: pl.DataFrame, key: str, name: str,
+              cases: dict[str | None, pl.Expr]) -> pl.Series:
+    """Column ``name`` computed case by case: each expression only on the rows of its key.
+
+    ``rows`` has a ``pos`` column 0..n-1 in order and every ``key`` value has a case.
+    """
+    parts = [rows.filter(pl.col(key) == value).select("pos", expr.alias(name))
+             for value, expr in cases.items()]
+    out = pl.concat(parts).sort("pos")
+    if out.height != rows.height:
+        raise MemframeError(f"synth: {rows.height - out.height} rows have no {name} case")
+    return out[name]
+
+
 def _template_expr(pieces: Sequence[str]) -> pl.Expr:
     parts = [pl.col(p) if p in ("w1", "w2", "w3", "w4", "w5", "w6", "verb", "comp", "anchor")
              else pl.lit(p) for p in pieces]
@@ -388,6 +407,7 @@ def _words(u: pl.Series, cdf: pl.Series, order: pl.Series) -> pl.Series:
 def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
     """``n`` plain capsules in bursty conversations (no content yet: word slots)."""
     rng = _rng(seed, "conversations")
+    first_weekday = _dt(start).weekday()
     project_cdf = list(itertools.accumulate(w for _, w, _ in PROJECTS))
     convs: list[tuple[int, int, int, int, bool, int]] = []
     total = 0
@@ -400,7 +420,7 @@ def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
         author = rng.choices(range(len(_AUTHORS)), _AUTHOR_W)[0]
         days = span // _DAY_NS
         day = int(rng.random() * days)
-        weekday = (DEFAULT_CLOCK_START.weekday() + day) % 7
+        weekday = (first_weekday + day) % 7
         if weekday >= 5 and rng.random() < 0.7:  # fewer conversations at weekends
             day = min(day + 7 - weekday, days - 1)
         at = start + day * _DAY_NS + int((7 + rng.random() * 14) * 3600 * _NS)
@@ -577,23 +597,21 @@ def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: in
         pl.when(pl.col("conversation_id").is_null() & (pl.col("source") == "conversation"))
         .then(pl.lit("note")).otherwise(pl.col("source")).alias("source"),
     )
-    sha_hex = pl.col("sha").cast(pl.String)
+    anchors = _per_case(rows, "source", "anchor", {
+        "conversation": pl.concat_str([pl.lit("conv:"),
+                                       pl.col("conversation_id").fill_null("threads"),
+                                       pl.lit("#"), pl.col("k").fill_null(pl.col("pos"))]),
+        "file": pl.concat_str([pl.lit("file:"), pl.col("project_id"), pl.lit("/"),
+                               pl.col("comp"), pl.lit("/"), pl.col("w1"), pl.lit(".py#L"),
+                               pl.col("line")]),
+        "git-commit": pl.concat_str([pl.lit("git:"), pl.col("sha").cast(pl.String)]),
+        "web": pl.concat_str([pl.lit("https://docs.example.com/"), pl.col("w1"), pl.lit("/"),
+                              pl.col("w2")]),
+        "import": pl.concat_str([pl.lit("import:legacy/"), pl.col("pos")]),
+        "note": pl.concat_str([pl.lit("note:"), pl.col("project_id")]),
+    })
     rows = rows.with_columns(
-        pl.when(pl.col("source") == "conversation")
-        .then(pl.concat_str([pl.lit("conv:"), pl.col("conversation_id").fill_null("threads"),
-                             pl.lit("#"), pl.col("k").fill_null(pl.col("pos"))]))
-        .when(pl.col("source") == "file")
-        .then(pl.concat_str([pl.lit("file:"), pl.col("project_id"), pl.lit("/"), pl.col("comp"),
-                             pl.lit("/"), pl.col("w1"), pl.lit(".py#L"), pl.col("line")]))
-        .when(pl.col("source") == "git-commit")
-        .then(pl.concat_str([pl.lit("git:"), sha_hex]))
-        .when(pl.col("source") == "web")
-        .then(pl.concat_str([pl.lit("https://docs.example.com/"), pl.col("w1"), pl.lit("/"),
-                             pl.col("w2")]))
-        .when(pl.col("source") == "import")
-        .then(pl.concat_str([pl.lit("import:legacy/"), pl.col("pos")]))
-        .otherwise(pl.concat_str([pl.lit("note:"), pl.col("project_id")]))
-        .alias("anchor"),
+        anchors,
         pl.when(pl.col("source") == "import").then(pl.lit("externally-imported"))
         .when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed-fact"))
         .when(pl.col("u_auth") < 0.3).then(pl.lit("user-stated"))
@@ -601,33 +619,35 @@ def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: in
         (pl.col("source") == "import").alias("instruction_taint"),
         _lookup(_KINDS, pl.col("kind_i")).alias("plain_kind"),
     )
-    # content
-    first = pl.lit(None, dtype=pl.String)
-    for kind, pieces in _TEMPLATES.items():
-        cond = pl.col("plain_kind").is_null() if kind is None else pl.col("plain_kind") == kind
-        first = pl.when(cond).then(_template_expr(pieces)).otherwise(first)
+    # content, one template per (role, kind), each computed on its own rows only
     serial = pl.concat_str([pl.lit(" (ref "), pl.col("pos") + 1, pl.lit(")")])
-    plain = pl.concat_str([first, serial]) + pl.when(pl.col("has_detail")).then(
-        _template_expr(_DETAIL)).otherwise(pl.lit(""))
+    detail = pl.when(pl.col("has_detail")).then(_template_expr(_DETAIL)).otherwise(pl.lit(""))
     thread = _lookup(THREADS, pl.col("thread").fill_null(0) % len(THREADS))
-    epic = pl.concat_str([pl.lit("Epic: "), pl.col("verb"), pl.lit(" the "), pl.col("w1"),
-                          pl.lit(" "), pl.col("w2"), pl.lit(" ("), pl.col("project_id"),
-                          pl.lit(")"), serial, pl.lit("\nGoal: every "), pl.col("w3"),
-                          pl.lit(" ships with a "), pl.col("w4"), pl.lit(" check")])
-    task = pl.concat_str([pl.lit("Task: "), pl.col("verb"), pl.lit(" "), pl.col("w1"),
-                          pl.lit(" "), pl.col("w2"), pl.lit(" for the "), pl.col("w3"), serial])
-    active = pl.concat_str([pl.lit("ACTIVE("), thread, pl.lit("): step "), pl.col("step") + 1,
-                            pl.lit(" - "), pl.col("verb"), pl.lit(" the "), pl.col("w1"),
-                            pl.lit(" "), pl.col("w2"), serial, pl.lit("\nnext: check the "),
-                            pl.col("w3"), pl.lit(" "), pl.col("w4")])
-    close = pl.concat_str([pl.lit("Closed thread "), thread, pl.lit(": the "), pl.col("w1"),
-                           pl.lit(" work landed"), serial])
+    cases: dict[str | None, pl.Expr] = {
+        f"plain:{kind}": pl.concat_str([_template_expr(pieces), serial, detail])
+        for kind, pieces in _TEMPLATES.items()
+    }
+    cases["epic"] = pl.concat_str([
+        pl.lit("Epic: "), pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "),
+        pl.col("w2"), pl.lit(" ("), pl.col("project_id"), pl.lit(")"), serial,
+        pl.lit("\nGoal: every "), pl.col("w3"), pl.lit(" ships with a "), pl.col("w4"),
+        pl.lit(" check")])
+    cases["task"] = pl.concat_str([
+        pl.lit("Task: "), pl.col("verb"), pl.lit(" "), pl.col("w1"), pl.lit(" "), pl.col("w2"),
+        pl.lit(" for the "), pl.col("w3"), serial])
+    cases["thread"] = pl.concat_str([
+        pl.lit("ACTIVE("), thread, pl.lit("): step "), pl.col("step") + 1, pl.lit(" - "),
+        pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "), pl.col("w2"), serial,
+        pl.lit("\nnext: check the "), pl.col("w3"), pl.lit(" "), pl.col("w4")])
+    cases["close"] = pl.concat_str([
+        pl.lit("Closed thread "), thread, pl.lit(": the "), pl.col("w1"),
+        pl.lit(" work landed"), serial])
     rows = rows.with_columns(
-        pl.when(pl.col("role") == "plain").then(plain)
-        .when(pl.col("role") == "epic").then(epic)
-        .when(pl.col("role") == "task").then(task)
-        .when(pl.col("role") == "thread").then(active)
-        .otherwise(close).alias("content"),
+        pl.when(pl.col("role") == "plain")
+        .then(pl.concat_str([pl.lit("plain:"), pl.col("plain_kind").fill_null("None")]))
+        .otherwise(pl.col("role")).alias("template"))
+    rows = rows.with_columns(
+        _per_case(rows, "template", "content", cases),
         # ingest-time kind for half of the plain rows; epics/tasks are classified later
         pl.when((pl.col("role") == "plain") & (pl.col("u_auth") * 7 % 1 < 0.5))
         .then(pl.col("plain_kind")).otherwise(None).alias("kind"),
