@@ -100,8 +100,7 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
         existing, n, level0 = levels.read_keys(view, NAME, SESSION_SCHEMA, KEY, touched,
                                                full_level0=True)
         visited += n
-        folded = fold_sessions(caps.lazy(), sums.lazy(), existing.lazy()).collect(
-            engine="in-memory")
+        folded = fold_sessions(caps.lazy(), sums.lazy(), existing.lazy(), engine="in-memory")
         changed = folded.join(existing.select(KEY, "hash"), on=[KEY, "hash"], how="anti")
         if changed.height:
             visited += levels.stage_merge(commit, view, NAME, SESSION_SCHEMA, KEY,
@@ -138,7 +137,7 @@ def _rebuild(store: Store, commit: Commit) -> CycleReport:
         _CAPSULE_COLUMNS)
     sums = tables.scan(view.path, sum_parts, S.table_schema("summaries")).select(
         _SUMMARY_COLUMNS)
-    rows = fold_sessions(caps, sums).collect(engine="in-memory")
+    rows = fold_sessions(caps, sums, engine="streaming")
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
     levels.stage_replace(commit, NAME, _validated(rows), KEY)
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)

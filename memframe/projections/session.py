@@ -9,7 +9,7 @@ The fold is a Polars group-by over *partial rows*. Every input maps to a partial
   below the watermark, so any summary folded with it is newer).
 
 Every term is exact and order-independent: ``min``, ``max``, ``sum``, and "last" as the
-arg-max of ``(created_at, capsule number, id)``; the summary is the latest by ``seq``.
+arg-max of ``(created_at, capsule number)`` (ids are ``cap-<n>``); the summary is the latest by ``seq``.
 So folding everything at once (rebuild) and folding the rows written since the watermark
 into the stored rows of the conversations they touch (cycle) give the same row, to the
 hash, whatever the batching and even when a row arrives late with an older
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pandera.polars as pa
 import polars as pl
@@ -79,6 +79,7 @@ _HASHED = ("conversation_id", "first_at", "last_at", "memory_count", "content_ch
            "last_member_id", "summary")
 
 Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
+EngineName = Literal["in-memory", "streaming", "auto"]
 
 
 class SessionRow(pa.DataFrameModel):
@@ -169,7 +170,9 @@ def fold_sessions(
     capsules: pl.LazyFrame,
     summaries: pl.LazyFrame,
     existing: pl.LazyFrame | None = None,
-) -> pl.LazyFrame:
+    *,
+    engine: EngineName = "in-memory",
+) -> pl.DataFrame:
     """THE session fold: capsules, summaries and existing rows -> session rows with hashes.
 
     Rebuild calls it with every capsule and summary and no existing rows; the cycle calls
@@ -181,9 +184,11 @@ def fold_sessions(
             ``conversation_id``); rows without a conversation_id are ignored.
         summaries: canonical ``summaries`` rows (``seq``, ``conversation_id``, ``summary``).
         existing: stored session rows to fold with them, or None.
+        engine: the Polars engine for the group-by (measured: streaming for a rebuild over
+            millions of rows, in-memory for a cycle's few thousand).
 
     Returns:
-        A LazyFrame of ``SESSION_SCHEMA``, sorted by ``conversation_id``.
+        A DataFrame of ``SESSION_SCHEMA``, sorted by ``conversation_id``.
 
     Examples:
         >>> import polars as pl, datetime as dt
@@ -194,7 +199,7 @@ def fold_sessions(
         ...                      "conversation_id": ["c", "c", "d"]})
         >>> sums = pl.LazyFrame(schema={"seq": pl.Int64, "conversation_id": pl.String,
         ...                             "summary": pl.String})
-        >>> out = fold_sessions(caps, sums).collect()
+        >>> out = fold_sessions(caps, sums)
         >>> out.select("conversation_id", "memory_count", "content_chars",
         ...            "last_member_id").rows()
         [('c', 2, 7, 'cap-2'), ('d', 1, 5, 'cap-3')]
@@ -208,11 +213,18 @@ def fold_sessions(
         pl.col("last_at").max(),
         pl.col("memory_count").sum(),
         pl.col("content_chars").sum(),
-        # arg-max of (created_at, number, id); partials without a member sort first (nulls)
-        pl.col("last_member_id").sort_by("last_at", "last_member_num", "last_member_id").last(),
-        pl.col("summary").sort_by("summary_seq").last(),
+        # arg-max of (created_at, capsule number): ids are cap-<n>, n unique, so no tie is
+        # left; partials without a member (null instants) sort first
+        pl.col("last_member_id").sort_by("last_at", "last_member_num").last(),
     )
-    return with_hash(folded).sort("conversation_id")
+    # the latest summary by seq, folded over the (few) partials that carry one
+    summaries_latest = (
+        partials.filter(pl.col("summary").is_not_null())
+        .group_by("conversation_id")
+        .agg(pl.col("summary").sort_by("summary_seq").last())
+    )
+    rows = folded.join(summaries_latest, on="conversation_id", how="left").collect(engine=engine)
+    return with_hash(rows).sort("conversation_id")
 
 
 # ---- canonical serialisation -------------------------------------------------------------
@@ -275,8 +287,11 @@ def _sha256_series(lines: pl.Series) -> pl.Series:
                      dtype=pl.String)
 
 
-def with_hash(rows: pl.LazyFrame) -> pl.LazyFrame:
-    """Add the ``hash`` column (sha256 of the canonical line) and order the columns."""
-    return rows.with_columns(
-        canonical_line().map_batches(_sha256_series, return_dtype=pl.String).alias("hash")
-    ).select(list(SESSION_SCHEMA))
+def with_hash(rows: pl.DataFrame) -> pl.DataFrame:
+    """Add the ``hash`` column (sha256 of the canonical line) and order the columns.
+
+    Done eagerly, after the group-by: a Python call inside a lazy plan would hold the
+    engine back.
+    """
+    lines = rows.select(canonical_line()).to_series()
+    return rows.with_columns(_sha256_series(lines)).select(list(SESSION_SCHEMA))
