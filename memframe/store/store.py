@@ -341,12 +341,15 @@ class Store(StoreView):
         try:
             n = 0
             for table, frames in commit.frames.items():
-                frame = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-                rel = tables.part_path(table, generation, n)
-                n += 1
-                part = tables.write_part(self._log.root, rel, frame)
-                written.append(self._log.root / rel)
-                adds.append({"table": table, **part.to_json()})
+                whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+                # bounded partitions: an erasure rewrites one of them, not a whole bulk load
+                for offset in range(0, whole.height, tables.PART_ROWS):
+                    rel = tables.part_path(table, generation, n)
+                    n += 1
+                    part = tables.write_part(self._log.root, rel,
+                                             whole.slice(offset, tables.PART_ROWS))
+                    written.append(self._log.root / rel)
+                    adds.append({"table": table, **part.to_json()})
             for old, frame in commit.rewrites.values():
                 rel = tables.part_path("capsules", generation, n)
                 n += 1

@@ -22,6 +22,7 @@ from memframe.store.log import Part
 # outlive the erasure of the row it came from.
 _NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
 ROW_GROUP_ROWS = 64 * 1024
+PART_ROWS = 256 * 1024  # rows per partition file a commit writes (larger commits split)
 
 
 def part_path(table: str, generation: int, n: int) -> str:

@@ -71,3 +71,19 @@ def test_forget_escalates_but_never_repeats(store):
         store.forget("cap-1", mode="shred")
     with pytest.raises(UnknownCapsuleError):
         store.forget("cap-2")
+
+
+def test_a_bulk_commit_is_split_into_bounded_partitions_and_erasure_rewrites_one(store, monkeypatch):
+    from memframe.store import tables
+
+    monkeypatch.setattr(tables, "PART_ROWS", 4)
+    ids = store.ingest([{"content": f"row {i}", "source": "s", "anchor": "a"} for i in range(10)])
+    parts = store.files("capsules")
+    assert len(parts) == 3
+    assert store.table("capsules").collect()["id"].to_list() == ids
+    store.forget("cap-6", mode="purge")
+    after = store.files("capsules")
+    assert len(after) == 3 and len(set(after) - set(parts)) == 1
+    assert store.capsule_state().collect()["content"].to_list() == [
+        f"row {i}" if i != 5 else None for i in range(10)]
+    assert store.ingest({"content": "row 9", "source": "s", "anchor": "a"}) == ["cap-10"]
