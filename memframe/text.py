@@ -20,6 +20,7 @@ __all__ = [
     "headline",
     "rfc3339",
     "rfc3339_text",
+    "journal_lines",
     "HEADLINE_CHARS",
 ]
 
@@ -169,3 +170,28 @@ def rfc3339_text(instant: datetime.datetime) -> str:
     if instant.microsecond:
         text += "." + f"{instant.microsecond:06d}".rstrip("0")
     return text + "Z"
+
+
+def journal_lines(journal: pl.DataFrame) -> pl.Series:
+    """The canonical line of each journal row (reference 4.14), in the frame's order.
+
+    Compact JSON ``{"seq","at","actor","action","subject","reason"}``: ``seq`` is the
+    audit seq, ``at`` RFC3339 text, ``reason`` an explicit null when absent. The writer
+    chains these lines and the digest's verifier recomputes them, with this one function.
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> j = pl.DataFrame({"audit_seq": [1], "at": [dt.datetime(2026, 1, 1, tzinfo=dt.UTC)],
+        ...     "actor": ["a"], "action": ["memory_ingest"], "subject": ["cap-1"],
+        ...     "reason": [None]}, schema_overrides={"reason": pl.String})
+        >>> journal_lines(j).to_list()
+        ['{"seq":1,"at":"2026-01-01T00:00:00Z","actor":"a","action":"memory_ingest","subject":"cap-1","reason":null}']
+    """
+    # one RFC3339 rendering per distinct instant (a commit shares one)
+    instants = journal.select(pl.col("at").unique())
+    texts = instants.with_columns(rfc3339(pl.col("at")).alias("at_text"))
+    at_text = journal.select("at").join(texts, on="at", how="left", maintain_order="left")
+    return pl.DataFrame({
+        "seq": journal["audit_seq"], "at": at_text["at_text"], "actor": journal["actor"],
+        "action": journal["action"], "subject": journal["subject"], "reason": journal["reason"],
+    }).select(pl.struct(pl.all()).struct.json_encode().alias("line"))["line"]

@@ -10,11 +10,10 @@ import polars as pl
 
 from memframe.schema import TIERS, TIMESTAMP
 from memframe.taint import has_finding
-from memframe.text import rfc3339
+from memframe.text import journal_lines
 
 __all__ = [
     "tiers_section",
-    "chain_lines",
     "verify_chain",
     "out_of_band",
     "journal_section",
@@ -44,31 +43,6 @@ def tiers_section(state: pl.DataFrame) -> dict:
     )
     found = dict(zip(counts["tier"].to_list(), counts["len"].to_list(), strict=True))
     return {tier: int(found.get(tier, 0)) for tier in TIERS}
-
-
-def _at_text(journal: pl.DataFrame) -> pl.Series:
-    """RFC3339 text of ``at``; formatted once per distinct instant (one per commit)."""
-    instants = journal.select(pl.col("at").unique())
-    texts = instants.with_columns(rfc3339(pl.col("at")).alias("at_text"))
-    return journal.select("at").join(texts, on="at", how="left", maintain_order="left")[
-        "at_text"
-    ]
-
-
-def chain_lines(journal: pl.DataFrame) -> pl.Series:
-    """The canonical line of each journal row, in the frame's order (reference 4.14):
-    compact JSON ``{"seq","at","actor","action","subject","reason"}``, reason an
-    explicit null when absent, ``at`` as RFC3339 text."""
-    return journal.with_columns(_at_text(journal).alias("_at_text")).select(
-        pl.struct(
-            pl.col("audit_seq").alias("seq"),
-            pl.col("_at_text").alias("at"),
-            pl.col("actor"),
-            pl.col("action"),
-            pl.col("subject"),
-            pl.col("reason"),
-        ).struct.json_encode()
-    ).to_series()
 
 
 def _sha256_hex(previous: list[str], lines: list[str]) -> list[str]:
@@ -104,7 +78,7 @@ def verify_chain(journal: pl.DataFrame) -> dict:
         ordered = journal.sort(["audit_seq", "seq"])
     stored = ordered.get_column("chained_hash")
     previous = stored.shift(1).fill_null("").to_list()
-    expected = pl.Series(_sha256_hex(previous, chain_lines(ordered).to_list()), dtype=pl.String)
+    expected = pl.Series(_sha256_hex(previous, journal_lines(ordered).to_list()), dtype=pl.String)
     mismatch = (stored != expected).fill_null(True)
     if mismatch.any():
         first = mismatch.arg_true()[0]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from memframe.errors import (
     SessionError,
     UnknownCapsuleError,
 )
-from memframe.text import fold_terms, rfc3339_text
+from memframe.text import fold_terms, journal_lines
 
 if TYPE_CHECKING:
     from memframe.store.index import Indexes
@@ -67,20 +66,6 @@ def capsule_number(capsule_id: str) -> int | None:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def chain_line(audit_seq: int, at: str, actor: str, action: str, subject: str, reason: str | None) -> str:
-    """The canonical line of one journal row (reference 4.14)."""
-    return json.dumps(
-        {"seq": audit_seq, "at": at, "actor": actor, "action": action, "subject": subject,
-         "reason": reason},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-
-
-def chain_hash(prev_hash: str, line: str) -> str:
-    return hashlib.sha256((prev_hash + line).encode("utf-8")).hexdigest()
 
 
 class Commit:
@@ -161,36 +146,39 @@ class Commit:
 
     # -- finishing ------------------------------------------------------------------------
     def journal_frame(self) -> pl.DataFrame | None:
-        """Chain the staged journal rows onto the store's chain (reference 4.14)."""
+        """Chain the staged journal rows onto the store's chain (reference 4.14).
+
+        The canonical lines are built in Polars (the same encoder the digest's verifier
+        uses); only the sequential sha256 chain runs row by row.
+        """
         if not self._journal:
             return None
         audit_seq, prev = getattr(
             self, "_chain_tail",
             (int(self.snapshot.counter("audit_seq")), str(self.snapshot.counter("chain", ""))),
         )
-        cols: dict[str, list[Any]] = {k: [] for k in
-                                      ("audit_seq", "at", "actor", "action", "subject", "reason",
-                                       "chained_hash")}
-        text_cache: dict[datetime.datetime, str] = {}
-        for at, action, subject, reason in self._journal:
-            audit_seq += 1
-            at_text = text_cache.get(at)
-            if at_text is None:
-                at_text = text_cache[at] = rfc3339_text(at)
-            prev = chain_hash(prev, chain_line(audit_seq, at_text, self.actor, action, subject, reason))
-            for key, value in (("audit_seq", audit_seq), ("at", at), ("actor", self.actor),
-                               ("action", action), ("subject", subject), ("reason", reason),
-                               ("chained_hash", prev)):
-                cols[key].append(value)
+        ats, actions, subjects, reasons = zip(*self._journal, strict=True)
+        n = len(ats)
         frame = pl.DataFrame(
-            cols,
-            schema={"audit_seq": pl.Int64, "at": S.TIMESTAMP, "actor": pl.String,
-                    "action": pl.String, "subject": pl.String, "reason": pl.String,
-                    "chained_hash": pl.String},
+            {
+                "audit_seq": pl.int_range(audit_seq + 1, audit_seq + n + 1, dtype=pl.Int64,
+                                          eager=True),
+                "at": pl.Series(ats, dtype=S.TIMESTAMP),
+                "actor": pl.repeat(self.actor, n, dtype=pl.String, eager=True),
+                "action": pl.Series(actions, dtype=pl.String),
+                "subject": pl.Series(subjects, dtype=pl.String),
+                "reason": pl.Series(reasons, dtype=pl.String),
+            }
         )
-        staged = self.append("journal", frame)
+        hashes = []
+        sha256 = hashlib.sha256
+        for line in journal_lines(frame).to_list():
+            prev = sha256((prev + line).encode("utf-8")).hexdigest()
+            hashes.append(prev)
+        staged = self.append("journal", frame.with_columns(
+            pl.Series("chained_hash", hashes, dtype=pl.String)))
         self._journal = []
-        self._chain_tail = (audit_seq, prev)
+        self._chain_tail = (audit_seq + n, prev)
         return staged
 
     def append_journal(self, frame: pl.DataFrame) -> None:
@@ -821,9 +809,11 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
         if self_loop.any():
             raise InvalidInputError(f"relations row {_first_bad(self_loop)} is an edge to itself")
         frame = frame.unique(["kind", "from_id", "to_id"], keep="first", maintain_order=True)
-        keep = [not c.relation_exists(k, f, t) for k, f, t in
-                frame.select("kind", "from_id", "to_id").iter_rows()]
-        frame = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+        stored = c.indexes.relations_exist(frame.select("kind", "from_id", "to_id"))
+        if c._new_relations:
+            stored = [s or key in c._new_relations for s, key in
+                      zip(stored, frame.select("kind", "from_id", "to_id").iter_rows(), strict=True)]
+        frame = frame.filter(~pl.Series(stored, dtype=pl.Boolean))
         c._new_relations.update(frame.select("kind", "from_id", "to_id").iter_rows())
     if table == "lane_overrides":
         pairs = pl.DataFrame(S.LANE_PAIRS, schema=["forced", "auto_pick"], orient="row")

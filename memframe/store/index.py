@@ -1,15 +1,15 @@
-"""Per-handle lookup state the write verbs need, kept current incrementally.
+"""Per-handle lookup state the write verbs need, kept current incrementally and lazily.
 
 A writer must know, at the generation it commits against, which contents are stored
 (idempotent ingest), which edges exist, which capsules are forgotten or absorbed and
 which sessions are open. Re-reading whole tables for that on every commit would make a
 commit's cost grow with the store, so a handle keeps this state and, when the log
-advances, reads only the rows whose ``seq`` is above what it has already folded.
+advances, reads only the rows whose ``seq`` is above what it has already folded. Each
+piece is loaded on first use, so a commit pays only for the lookups its verbs make.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,15 +19,40 @@ from memframe import schema as S
 from memframe.store import tables
 from memframe.store.log import Part, Snapshot
 
-_TAIL_LIMIT = 200_000  # hash prefixes kept in a dict before folding into the sorted frame
+_TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted frames
+
+_EDGE_KEY = pl.concat_str([pl.col("kind"), pl.col("from_id"), pl.col("to_id")], separator="\x00")
 
 
-def _edge_key(kind: str, from_id: str, to_id: str) -> bytes:
-    return hashlib.blake2b(f"{kind}\x00{from_id}\x00{to_id}".encode(), digest_size=12).digest()
+def _prefix_expr(column: str) -> pl.Expr:
+    # 60 bits of the content hash: enough to find candidates; hits are confirmed exactly
+    return pl.col(column).str.slice(0, 15).str.to_integer(base=16)
 
 
-def _prefix(source_hash: str) -> int:
-    return int(source_hash[:15], 16)
+class _SortedKeys:
+    """An exact membership set: a sorted Polars column plus a small Python tail."""
+
+    def __init__(self) -> None:
+        self.base = pl.Series("key", [], dtype=pl.String)
+        self.tail: set[str] = set()
+
+    def add(self, keys: pl.Series) -> None:
+        if keys.len() > _TAIL_LIMIT or len(self.tail) + keys.len() > _TAIL_LIMIT:
+            merged = pl.concat([self.base, pl.Series("key", sorted(self.tail), dtype=pl.String),
+                                keys.rename("key")])
+            self.base = merged.unique().sort()
+            self.tail = set()
+        else:
+            self.tail.update(keys.to_list())
+
+    def contains(self, keys: pl.Series) -> list[bool]:
+        found = [False] * keys.len()
+        if self.base.len():
+            at = self.base.search_sorted(keys, side="left").clip(0, self.base.len() - 1)
+            found = (self.base.gather(at) == keys).to_list()
+        if self.tail:
+            found = [f or k in self.tail for f, k in zip(found, keys.to_list(), strict=True)]
+        return found
 
 
 class Indexes:
@@ -36,76 +61,92 @@ class Indexes:
     def __init__(self, root: Path):
         self.root = root
         self.covered: dict[str, int] = {}
-        self.generation = -1
+        self._snapshot: Snapshot | None = None
         self._hash_base = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
         self._hash_tail: dict[int, list[int]] = {}
-        self._edges: set[bytes] = set()
+        self._edges = _SortedKeys()
         self._forgets: dict[str, str] = {}
         self._absorbed: set[str] = set()
         self._sessions: dict[str, list] = {}
-        self._snapshot: Snapshot | None = None
 
     # -- keeping current ------------------------------------------------------------------
-    def _new_rows(self, snap: Snapshot, table: str, columns: list[str]) -> pl.DataFrame:
+    def refresh(self, snap: Snapshot) -> None:
+        """Follow the log to ``snap``; the pieces catch up when next asked."""
+        if self._snapshot is not None and snap.generation < self._snapshot.generation:
+            raise RuntimeError("write indexes never move backwards")  # a bug, not user error
+        self._snapshot = snap
+
+    def _new_rows(self, table: str, columns: list[str]) -> pl.DataFrame:
+        snap = self._snapshot
+        assert snap is not None, "refresh(snapshot) before lookups"
         done = self.covered.get(table, 0)
         parts = [p for p in snap.parts(table) if (p.seq_hi or 0) > done]
-        frame = tables.read(self.root, parts, S.table_schema(table), [*columns, "seq"])
-        frame = frame.filter(pl.col("seq") > done).sort("seq")
         top = max((p.seq_hi or 0 for p in snap.parts(table)), default=0)
+        if not parts:
+            self.covered[table] = max(done, top)
+            return pl.DataFrame(schema={c: S.table_schema(table)[c] for c in [*columns, "seq"]})
+        frame = tables.read(self.root, parts, S.table_schema(table), [*columns, "seq"])
         self.covered[table] = max(done, top)
-        return frame
+        return frame.filter(pl.col("seq") > done).sort("seq")
 
-    def refresh(self, snap: Snapshot) -> None:
-        if snap.generation == self.generation:
-            return
-        if snap.generation < self.generation:
-            raise RuntimeError("write indexes never move backwards")  # a bug, not user error
-        caps = self._new_rows(snap, "capsules", ["id", "source_hash"])
-        if caps.height:
-            fresh = caps.select(
-                pl.col("source_hash").str.slice(0, 15).str.to_integer(base=16).alias("prefix"),
-                pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
+    def _sync_hashes(self) -> None:
+        fresh = self._new_rows("capsules", ["id", "source_hash"]).select(
+            _prefix_expr("source_hash").alias("prefix"),
+            pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
+        )
+        if fresh.height > _TAIL_LIMIT or len(self._hash_tail) + fresh.height > _TAIL_LIMIT:
+            tail = pl.DataFrame(
+                [(p, n) for p, ns in self._hash_tail.items() for n in ns],
+                schema={"prefix": pl.Int64, "num": pl.Int64}, orient="row",
             )
+            self._hash_base = pl.concat([self._hash_base, tail, fresh]).sort("prefix")
+            self._hash_tail = {}
+        else:
             for p, n in fresh.iter_rows():
                 self._hash_tail.setdefault(p, []).append(n)
-            if len(self._hash_tail) > _TAIL_LIMIT:
-                self._fold_tail()
-        for kind, f, t in self._new_rows(snap, "relations", ["kind", "from_id", "to_id"]).select(
-            "kind", "from_id", "to_id"
-        ).iter_rows():
-            self._edges.add(_edge_key(kind, f, t))
-        for cid, mode in self._new_rows(snap, "forgets", ["capsule_id", "mode"]).select(
-            "capsule_id", "mode"
-        ).iter_rows():
+
+    def _sync_edges(self) -> None:
+        fresh = self._new_rows("relations", ["kind", "from_id", "to_id"])
+        if fresh.height:
+            self._edges.add(fresh.select(_EDGE_KEY.alias("key"))["key"])
+
+    def _sync_forgets(self) -> None:
+        fresh = self._new_rows("forgets", ["capsule_id", "mode"])
+        for cid, mode in fresh.select("capsule_id", "mode").iter_rows():
             if self._forgets.get(cid) not in ("redact", "purge"):
                 self._forgets[cid] = mode
-        self._absorbed.update(self._new_rows(snap, "processing", ["capsule_id"])["capsule_id"])
-        for sid, event, project in self._new_rows(
-            snap, "brackets", ["session_id", "event", "project_id"]
-        ).select("session_id", "event", "project_id").iter_rows():
+
+    def _sync_absorbed(self) -> None:
+        self._absorbed.update(self._new_rows("processing", ["capsule_id"])["capsule_id"])
+
+    def _sync_sessions(self) -> None:
+        fresh = self._new_rows("brackets", ["session_id", "event", "project_id"])
+        for sid, event, project in fresh.select("session_id", "event", "project_id").iter_rows():
             state = self._sessions.setdefault(sid, [project, False])
             if event == "finish":
                 state[1] = True
-        self.generation = snap.generation
-        self._snapshot = snap
-
-    def _fold_tail(self) -> None:
-        rows = [(p, n) for p, ns in self._hash_tail.items() for n in ns]
-        tail = pl.DataFrame(rows, schema={"prefix": pl.Int64, "num": pl.Int64}, orient="row")
-        self._hash_base = pl.concat([self._hash_base, tail]).sort("prefix")
-        self._hash_tail = {}
 
     # -- lookups --------------------------------------------------------------------------
     def forget_mode(self, capsule_id: str) -> str | None:
+        self._sync_forgets()
         return self._forgets.get(capsule_id)
 
     def relation_exists(self, key: tuple[str, str, str]) -> bool:
-        return _edge_key(*key) in self._edges
+        return self.relations_exist(pl.DataFrame([key], schema=["kind", "from_id", "to_id"],
+                                                 orient="row"))[0]
+
+    def relations_exist(self, edges: pl.DataFrame) -> list[bool]:
+        """For each (kind, from_id, to_id) row, whether the store already holds that edge."""
+        self._sync_edges()
+        return self._edges.contains(edges.select(_EDGE_KEY.alias("key"))["key"])
 
     def session(self, sid: str) -> list | None:
-        return self._sessions.get(sid)
+        self._sync_sessions()
+        state = self._sessions.get(sid)
+        return None if state is None else list(state)
 
     def is_absorbed(self, capsule_id: str) -> bool:
+        self._sync_absorbed()
         return capsule_id in self._absorbed
 
     def capsule_part(self, snap: Snapshot, number: int) -> Part:
@@ -123,20 +164,22 @@ class Indexes:
         out: list[str | None] = [None] * len(hashes)
         if snap is None or not hashes:
             return out
-        prefixes = [_prefix(h) for h in hashes]
+        self._sync_hashes()
+        query = pl.Series("h", list(hashes), dtype=pl.String).to_frame().select(
+            _prefix_expr("h").alias("prefix"))["prefix"]
         candidates: dict[int, list[int]] = {}
         base = self._hash_base
         if base.height:
-            query = pl.Series(prefixes, dtype=pl.Int64)
             starts = base["prefix"].search_sorted(query, side="left")
             ends = base["prefix"].search_sorted(query, side="right")
+            hit = (ends > starts).arg_true()
             nums = base["num"]
-            for i, (s, e) in enumerate(zip(starts.to_list(), ends.to_list(), strict=True)):
-                if e > s:
-                    candidates.setdefault(i, []).extend(nums[s:e].to_list())
-        for i, p in enumerate(prefixes):
-            if p in self._hash_tail:
-                candidates.setdefault(i, []).extend(self._hash_tail[p])
+            for i in hit.to_list():
+                candidates.setdefault(i, []).extend(nums[starts[i]:ends[i]].to_list())
+        if self._hash_tail:
+            for i, p in enumerate(query.to_list()):
+                if p in self._hash_tail:
+                    candidates.setdefault(i, []).extend(self._hash_tail[p])
         if not candidates:
             return out
         stored = self._stored_hashes(snap, sorted({n for ns in candidates.values() for n in ns}))
