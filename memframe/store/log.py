@@ -76,17 +76,24 @@ class Snapshot:
 
     def apply(self, entry: Mapping[str, Any]) -> Snapshot:
         """The snapshot after one generation file's changes."""
-        tables = {name: list(parts) for name, parts in self.tables.items()}
+        # only the tables this generation touches are rebuilt: replay stays linear
+        tables = dict(self.tables)
         removed = set(entry.get("remove", ()))
-        if removed:
-            for name in tables:
-                tables[name] = [p for p in tables[name] if p.path not in removed]
+        added: dict[str, list[Part]] = {}
         for add in entry.get("add", ()):
-            tables.setdefault(add["table"], []).append(Part.from_json(add))
+            added.setdefault(add["table"], []).append(Part.from_json(add))
+        touched = set(added) | {path.rsplit("/", 1)[0] for path in removed}
+        for name in touched:
+            parts = [p for p in tables.get(name, ()) if p.path not in removed]
+            parts.extend(added.get(name, ()))
+            if parts:
+                tables[name] = tuple(sorted(parts, key=_sort_key))
+            else:
+                tables.pop(name, None)
         return Snapshot(
             generation=int(entry["generation"]),
             timestamp=entry.get("timestamp"),
-            tables={n: tuple(sorted(ps, key=_sort_key)) for n, ps in tables.items() if ps},
+            tables=tables,
             counters=dict(entry.get("counters", self.counters)),
             watermarks=dict(entry.get("watermarks", self.watermarks)),
         )
