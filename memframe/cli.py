@@ -18,6 +18,10 @@ from typing import Any
 __all__ = ["main", "build_parser"]
 
 
+class _UsageError(Exception):
+    """A command line that cannot be run as given (exit code 2, like argparse's own)."""
+
+
 def _headlines(value: str) -> int:
     """``--headlines`` as the reference CLI teaches it (reference 1.2)."""
     try:
@@ -129,7 +133,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     stores = args.stores or [str(_default_store())]
     if args.per_project is not None:
         if len(stores) != 1:
-            raise SystemExit("memframe digest: --per-project takes exactly one STORE")
+            raise _UsageError("--per-project takes exactly one STORE")
         store = _open(stores[0], as_of=args.as_of)
         kwargs.pop("project_prefix")
         digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
@@ -150,9 +154,9 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         _emit(_render_digest(d, args.format), None)
         return 0
     if args.as_of is not None:
-        raise SystemExit("memframe digest: --as-of applies to one STORE at a time")
+        raise _UsageError("--as-of applies to one STORE at a time")
     if args.out is None:
-        raise SystemExit("memframe digest: several stores need --out DIR (one JSON file each)")
+        raise _UsageError("several stores need --out DIR (one JSON file per store)")
     if getattr(args, "engine", "processes") == "ray":
         from memframe.distributed import digest_many as ray_digest_many
 
@@ -170,48 +174,38 @@ def _cmd_digest(args: argparse.Namespace) -> int:
 
 # ---- projections -------------------------------------------------------------------------
 
-def _page_json(page: Any) -> str:
-    rows = page.rows
-    body = {
-        "hash": page.hash,
-        "unchanged": page.unchanged,
-        "rows_visited": page.rows_visited,
-        "rows": [] if rows is None else _jsonable(rows),
-    }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-
-
-def _jsonable(frame: Any) -> list[dict]:
-    import polars as pl
-
-    from memframe.text import rfc3339
-
-    frame = frame.with_columns(
-        rfc3339(pl.col(c)) for c, t in frame.schema.items() if isinstance(t, pl.Datetime)
-    )
-    return frame.to_dicts()
-
-
 def _cmd_sessions(args: argparse.Namespace) -> int:
+    from memframe.projections.commands import sessions_command
+
     store = _open(args.store, as_of=args.as_of)
-    page = store.memory.sessions(conversation_id=args.conversation_id, limit=args.limit,
-                                 known_hash=args.known_hash)
-    _emit(_page_json(page), None)
+    body = sessions_command(store, known_hash=args.known_hash, limit=args.limit)
+    _emit(json.dumps(body, ensure_ascii=False, separators=(",", ":")), None)
     return 0
 
 
+def _writable(path: str | None, command: str) -> str:
+    """Write commands need a STORE: the bundled sample store is shared, read-only data."""
+    if path is None:
+        raise _UsageError(
+            f"this command writes to the store; name a STORE (to try it on the sample, copy "
+            f"it first: cp -r {_default_store()} my-store)"
+        )
+    return path
+
+
 def _cmd_cycle(args: argparse.Namespace) -> int:
-    report = _open(args.store).memory.run_cycle()
-    _emit(json.dumps({"rows_visited": report.rows_visited, "rows_folded": report.rows_folded},
-                     separators=(",", ":")), None)
+    from memframe.projections.commands import cycle_command
+
+    body = cycle_command(_open(_writable(args.store, "cycle")))
+    _emit(json.dumps(body, separators=(",", ":")), None)
     return 0
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
-    report = _open(args.store).memory.rebuild_projections()
-    _emit(json.dumps({"rows_visited": getattr(report, "rows_visited", None),
-                      "rows_folded": getattr(report, "rows_folded", None)},
-                     separators=(",", ":")), None)
+    from memframe.projections.commands import rebuild_command
+
+    body = rebuild_command(_open(_writable(args.store, "rebuild")))
+    _emit(json.dumps(body, separators=(",", ":")), None)
     return 0
 
 
@@ -314,8 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sessions", help="the session projection (spec 000)")
     p.add_argument("store", nargs="?", metavar="STORE")
-    p.add_argument("--conversation-id", default=None)
-    p.add_argument("--limit", type=_positive, default=None)
+    p.add_argument("--limit", type=_positive, default=10)
     p.add_argument("--known-hash", default=None, metavar="H")
     p.add_argument("--as-of", default=None, metavar="T")
     p.set_defaults(func=_cmd_sessions)
@@ -380,6 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
+    except _UsageError as exc:
+        print(f"usage error: memframe {args.command}: {exc}", file=sys.stderr)
+        return 2
     except MemframeError as exc:
         print(f"memframe {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Regenerate the bundled sample store, ``data/sample-store``.
 
-The store is `memframe.synth.synthesize` with the sample's capsule count and seed,
-compacted and vacuumed so it is a few small files. Run from the repository root:
+The store is `memframe.synth.synthesize` with the sample's capsule count and seed, with
+its session projection folded, compacted and vacuumed so it is a few small files. Run from the repository root:
 
     python scripts/make_sample_store.py [--out data/sample-store]
 """
@@ -32,6 +32,7 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         staging = Path(tmp) / "sample-store"
         store = synth.synthesize(staging, capsules=capsules, seed=seed)
+        store.memory.run_cycle()  # the session projection, so `memframe sessions` has rows
         store.compact()
         store.vacuum()
         if out.exists():
