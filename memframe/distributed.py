@@ -150,7 +150,7 @@ def fold_block(block: pa.Table) -> pa.Table:
     caps = pl.from_arrow(block)
     assert isinstance(caps, pl.DataFrame)
     caps = caps.select(pl.col(c).cast(schema[c]) for c in _BLOCK_COLUMNS)
-    rows = fold_sessions(caps.lazy(), _empty_summaries()).collect(engine="in-memory")
+    rows = fold_sessions(caps.lazy(), _empty_summaries(), engine="in-memory")
     return rows.to_arrow()
 
 
@@ -187,7 +187,7 @@ def merge_blocks(blocks: Iterable[pl.DataFrame | pa.Table],
     existing = (pl.concat(frames, how="vertical") if frames
                 else pl.DataFrame(schema=SESSION_SCHEMA))
     sums = _empty_summaries() if summaries is None else summaries.lazy()
-    return fold_sessions(_empty_capsules(), sums, existing.lazy()).collect(engine="in-memory")
+    return fold_sessions(_empty_capsules(), sums, existing.lazy(), engine="in-memory")
 
 
 def _fold_on_ray(ray: Any, files: list[str], progress: bool) -> list[pa.Table]:

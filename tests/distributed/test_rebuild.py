@@ -162,7 +162,7 @@ def test_merge_of_any_blocks_equals_one_fold(rows, cuts, summaries):
          "summary": [s for _, s in summaries]},
         schema={"seq": pl.Int64, "conversation_id": pl.String, "summary": pl.String},
     )
-    whole = fold_sessions(caps.lazy(), sums.lazy()).collect()
+    whole = fold_sessions(caps.lazy(), sums.lazy())
     edges = sorted({0, caps.height, *(min(c, caps.height) for c in cuts)})
     arrow = caps.to_arrow()
     blocks = [distributed.fold_block(arrow.slice(lo, hi - lo))
