@@ -1,16 +1,18 @@
-"""Schemas of the canonical tables and the projections, as pandera models.
+"""Schemas of the canonical tables, as pandera models.
 
 Every frame is validated eagerly against its model before it is written; the
 vocabularies below are the closed sets of spec/digest-reference.md (sections 2, 6).
+The models are declared on first use (``schema.Capsules``, ``model("capsules")``): pandera
+is only imported by code that writes, so reading a store (the digest, the doors) starts
+fast.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandera.polars as pa
 import polars as pl
-from pandera.errors import SchemaError, SchemaErrors
 
 from memframe.errors import SchemaValidationError
 
@@ -64,143 +66,188 @@ Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 TIMESTAMP = pl.Datetime("ns", "UTC")
 
 
-class _Canonical(pa.DataFrameModel):
-    """Columns every canonical table has."""
+if TYPE_CHECKING:
+    import pandera.polars as pa
 
-    seq: pl.Int64 = pa.Field(gt=0, unique=True)
-
-    class Config:
-        strict = True
-        coerce = False
-
-
-class Capsules(_Canonical):
-    id: pl.String = pa.Field(str_startswith="cap-")
-    created_at: Timestamp
-    project_id: pl.String = pa.Field(str_length={"min_value": 1})
-    content: pl.String = pa.Field(nullable=True)  # null once purged/redacted
-    content_chars: pl.Int64 = pa.Field(ge=0)
-    source: pl.String = pa.Field(str_length={"min_value": 1})
-    anchor: pl.String = pa.Field(str_length={"min_value": 1})
-    source_hash: pl.String = pa.Field(str_matches=r"^[0-9a-f]{64}$")
-    confidence: pl.Float64 = pa.Field(ge=0.0, le=1.0)
-    valid_from: Timestamp
-    valid_to: Timestamp = pa.Field(nullable=True)
-    authority_class: pl.String = pa.Field(isin=list(AUTHORITY_CLASSES))
-    instruction_taint: pl.Boolean
-    conversation_id: pl.String = pa.Field(nullable=True)
-    author: pl.String = pa.Field(nullable=True)
-
-
-class Relations(_Canonical):
-    at: Timestamp
-    kind: pl.String = pa.Field(isin=list(RELATION_KINDS))
-    from_id: pl.String
-    to_id: pl.String
-    origin: pl.String = pa.Field(isin=list(RELATION_ORIGINS))
-
-
-class Forgets(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    mode: pl.String = pa.Field(isin=list(FORGET_MODES))
-    reason: pl.String = pa.Field(nullable=True)
-
-
-class Recalls(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    count: pl.Int64 = pa.Field(ge=1)
-
-
-class Classifications(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    kind: pl.String = pa.Field(isin=list(CLASSIFICATION_KINDS))
-    scope: pl.String = pa.Field(isin=list(CLASSIFICATION_SCOPES))
-
-
-class Tiers(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    tier: pl.String = pa.Field(isin=list(TIERS))
-
-
-class Brackets(_Canonical):
-    at: Timestamp
-    session_id: pl.String = pa.Field(str_startswith="sess-")
-    event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
-    project_id: pl.String
-    summary: pl.String = pa.Field(nullable=True)
-
-
-class Processing(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    abstracted_into_memory_id: pl.String
-
-
-class Summaries(_Canonical):
-    at: Timestamp
-    conversation_id: pl.String
-    summary: pl.String
-
-
-class Journal(_Canonical):
-    audit_seq: pl.Int64 = pa.Field(gt=0)
-    at: Timestamp
-    actor: pl.String
-    action: pl.String
-    subject: pl.String
-    reason: pl.String = pa.Field(nullable=True)
-    chained_hash: pl.String
-
-
-class RecallMisses(_Canonical):
-    at: Timestamp
-    term: pl.String = pa.Field(str_length={"min_value": 1})
-    outcome: pl.String = pa.Field(isin=list(MISS_OUTCOMES))
-
-
-class LaneOverrides(_Canonical):
-    at: Timestamp
-    forced: pl.String
-    auto_pick: pl.String
-
-
-class Corroborations(_Canonical):
-    at: Timestamp
-    capsule_id: pl.String
-    source: pl.String = pa.Field(isin=list(CORROBORATION_SOURCES))
-    kind: pl.String = pa.Field(isin=list(CORROBORATION_KINDS))
-    ref: pl.String
-    verdict: pl.String = pa.Field(isin=list(CORROBORATION_VERDICTS))
-    detail: pl.String = pa.Field(nullable=True)
-
-
-class SourceCursors(_Canonical):
-    at: Timestamp
-    source_key: pl.String = pa.Field(str_length={"min_value": 1})
-    cursor: pl.String
-
-
-# table name -> model, in the order of DESIGN.md section 2
-CANONICAL_TABLES: dict[str, type[pa.DataFrameModel]] = {
-    "capsules": Capsules,
-    "relations": Relations,
-    "forgets": Forgets,
-    "recalls": Recalls,
-    "classifications": Classifications,
-    "tiers": Tiers,
-    "brackets": Brackets,
-    "processing": Processing,
-    "summaries": Summaries,
-    "journal": Journal,
-    "recall_misses": RecallMisses,
-    "lane_overrides": LaneOverrides,
-    "corroborations": Corroborations,
-    "source_cursors": SourceCursors,
+# table name -> its columns in order, as DESIGN.md section 2 lists the tables
+CANONICAL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "capsules": ("seq", "id", "created_at", "project_id", "content", "content_chars", "source",
+                 "anchor", "source_hash", "confidence", "valid_from", "valid_to",
+                 "authority_class", "instruction_taint", "conversation_id", "author"),
+    "relations": ("seq", "at", "kind", "from_id", "to_id", "origin"),
+    "forgets": ("seq", "at", "capsule_id", "mode", "reason"),
+    "recalls": ("seq", "at", "capsule_id", "count"),
+    "classifications": ("seq", "at", "capsule_id", "kind", "scope"),
+    "tiers": ("seq", "at", "capsule_id", "tier"),
+    "brackets": ("seq", "at", "session_id", "event", "project_id", "summary"),
+    "processing": ("seq", "at", "capsule_id", "abstracted_into_memory_id"),
+    "summaries": ("seq", "at", "conversation_id", "summary"),
+    "journal": ("seq", "audit_seq", "at", "actor", "action", "subject", "reason", "chained_hash"),
+    "recall_misses": ("seq", "at", "term", "outcome"),
+    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+    "corroborations": ("seq", "at", "capsule_id", "source", "kind", "ref", "verdict", "detail"),
+    "source_cursors": ("seq", "at", "source_key", "cursor"),
 }
+CANONICAL_TABLES: tuple[str, ...] = tuple(CANONICAL_COLUMNS)
+
+_MODEL_NAMES = {
+    "capsules": "Capsules", "relations": "Relations", "forgets": "Forgets",
+    "recalls": "Recalls", "classifications": "Classifications", "tiers": "Tiers",
+    "brackets": "Brackets", "processing": "Processing", "summaries": "Summaries",
+    "journal": "Journal", "recall_misses": "RecallMisses", "lane_overrides": "LaneOverrides",
+    "corroborations": "Corroborations", "source_cursors": "SourceCursors",
+}
+
+
+@functools.cache
+def _models() -> dict[str, type[pa.DataFrameModel]]:
+    """Declare the pandera models (once, on first use)."""
+    import pandera.polars as pa
+
+    class _Canonical(pa.DataFrameModel):
+        """Columns every canonical table has."""
+
+        seq: pl.Int64 = pa.Field(gt=0, unique=True)
+
+        class Config:
+            strict = True
+            coerce = False
+
+
+    class Capsules(_Canonical):
+        id: pl.String = pa.Field(str_startswith="cap-")
+        created_at: Timestamp
+        project_id: pl.String = pa.Field(str_length={"min_value": 1})
+        content: pl.String = pa.Field(nullable=True)  # null once purged/redacted
+        content_chars: pl.Int64 = pa.Field(ge=0)
+        source: pl.String = pa.Field(str_length={"min_value": 1})
+        anchor: pl.String = pa.Field(str_length={"min_value": 1})
+        source_hash: pl.String = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+        confidence: pl.Float64 = pa.Field(ge=0.0, le=1.0)
+        valid_from: Timestamp
+        valid_to: Timestamp = pa.Field(nullable=True)
+        authority_class: pl.String = pa.Field(isin=list(AUTHORITY_CLASSES))
+        instruction_taint: pl.Boolean
+        conversation_id: pl.String = pa.Field(nullable=True)
+        author: pl.String = pa.Field(nullable=True)
+
+
+    class Relations(_Canonical):
+        at: Timestamp
+        kind: pl.String = pa.Field(isin=list(RELATION_KINDS))
+        from_id: pl.String
+        to_id: pl.String
+        origin: pl.String = pa.Field(isin=list(RELATION_ORIGINS))
+
+
+    class Forgets(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        mode: pl.String = pa.Field(isin=list(FORGET_MODES))
+        reason: pl.String = pa.Field(nullable=True)
+
+
+    class Recalls(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        count: pl.Int64 = pa.Field(ge=1)
+
+
+    class Classifications(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        kind: pl.String = pa.Field(isin=list(CLASSIFICATION_KINDS))
+        scope: pl.String = pa.Field(isin=list(CLASSIFICATION_SCOPES))
+
+
+    class Tiers(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        tier: pl.String = pa.Field(isin=list(TIERS))
+
+
+    class Brackets(_Canonical):
+        at: Timestamp
+        session_id: pl.String = pa.Field(str_startswith="sess-")
+        event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
+        project_id: pl.String
+        summary: pl.String = pa.Field(nullable=True)
+
+
+    class Processing(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        abstracted_into_memory_id: pl.String
+
+
+    class Summaries(_Canonical):
+        at: Timestamp
+        conversation_id: pl.String
+        summary: pl.String
+
+
+    class Journal(_Canonical):
+        audit_seq: pl.Int64 = pa.Field(gt=0)
+        at: Timestamp
+        actor: pl.String
+        action: pl.String
+        subject: pl.String
+        reason: pl.String = pa.Field(nullable=True)
+        chained_hash: pl.String
+
+
+    class RecallMisses(_Canonical):
+        at: Timestamp
+        term: pl.String = pa.Field(str_length={"min_value": 1})
+        outcome: pl.String = pa.Field(isin=list(MISS_OUTCOMES))
+
+
+    class LaneOverrides(_Canonical):
+        at: Timestamp
+        forced: pl.String
+        auto_pick: pl.String
+
+
+    class Corroborations(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String
+        source: pl.String = pa.Field(isin=list(CORROBORATION_SOURCES))
+        kind: pl.String = pa.Field(isin=list(CORROBORATION_KINDS))
+        ref: pl.String
+        verdict: pl.String = pa.Field(isin=list(CORROBORATION_VERDICTS))
+        detail: pl.String = pa.Field(nullable=True)
+
+
+    class SourceCursors(_Canonical):
+        at: Timestamp
+        source_key: pl.String = pa.Field(str_length={"min_value": 1})
+        cursor: pl.String
+
+    declared = locals()
+    return {table: declared[name] for table, name in _MODEL_NAMES.items()}
+
+
+def model(table: str) -> type[pa.DataFrameModel]:
+    """The pandera model of a canonical table.
+
+    Examples:
+        >>> from memframe.schema import model
+        >>> model("tiers").__name__
+        'Tiers'
+    """
+    if table not in CANONICAL_COLUMNS:
+        raise KeyError(
+            f"unknown table {table!r}; the canonical tables are: {', '.join(CANONICAL_TABLES)}"
+        )
+    return _models()[table]
+
+
+def __getattr__(name: str) -> Any:
+    for table, model_name in _MODEL_NAMES.items():
+        if name == model_name:
+            return model(table)
+    raise AttributeError(f"module 'memframe.schema' has no attribute {name!r}")
+
 
 _DTYPES: dict[str, pl.DataType] = {
     "seq": pl.Int64(),
@@ -227,23 +274,16 @@ def table_schema(table: str) -> pl.Schema:
         >>> table_schema("recalls")["count"]
         Int64
     """
-    model = _model(table)
-    names = list(model.to_schema().columns)
-    return pl.Schema({name: _column_dtype(name) for name in names})
+    if table not in CANONICAL_COLUMNS:
+        raise KeyError(
+            f"unknown table {table!r}; the canonical tables are: {', '.join(CANONICAL_TABLES)}"
+        )
+    return pl.Schema({name: _column_dtype(name) for name in CANONICAL_COLUMNS[table]})
 
 
 def empty_frame(table: str) -> pl.DataFrame:
     """A zero-row frame with the table's schema."""
     return pl.DataFrame(schema=table_schema(table))
-
-
-def _model(table: str) -> type[pa.DataFrameModel]:
-    try:
-        return CANONICAL_TABLES[table]
-    except KeyError:
-        raise KeyError(
-            f"unknown table {table!r}; the canonical tables are: {', '.join(CANONICAL_TABLES)}"
-        ) from None
 
 
 def validate_frame(table: str, frame: pl.DataFrame) -> pl.DataFrame:
@@ -252,7 +292,9 @@ def validate_frame(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     Raises:
         SchemaValidationError: the first failure, with the column and the row index.
     """
-    model = _model(table)
+    from pandera.errors import SchemaError, SchemaErrors
+
+    table_model = model(table)
     expected = table_schema(table)
     missing = [c for c in expected if c not in frame.columns]
     extra = [c for c in frame.columns if c not in expected]
@@ -278,13 +320,13 @@ def validate_frame(table: str, frame: pl.DataFrame) -> pl.DataFrame:
                 row=None,
             )
     try:
-        model.validate(frame.select(expected.names()), lazy=True)
+        table_model.validate(frame.select(expected.names()), lazy=True)
     except (SchemaErrors, SchemaError) as exc:
         raise _teaching_error(table, exc) from None
     return frame.select(expected.names())
 
 
-def _teaching_error(table: str, exc: SchemaErrors | SchemaError) -> SchemaValidationError:
+def _teaching_error(table: str, exc: Exception) -> SchemaValidationError:
     cases = getattr(exc, "failure_cases", None)
     column = check = value = row = None
     if isinstance(cases, pl.DataFrame) and cases.height:
