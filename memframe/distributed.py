@@ -49,7 +49,6 @@ from memframe.digest.batch import BatchReport, _digest_one, _write
 from memframe.digest.batch import digest_many as _digest_many_processes
 from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
 from memframe.projections import cycle as _cycle
-from memframe.projections import levels as _levels
 from memframe.projections.cycle import CycleReport
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions
 from memframe.store import Store, StoreView
@@ -218,9 +217,7 @@ def _fold_on_ray(ray: Any, files: list[str], progress: bool) -> list[pa.Table]:
 def _land(commit: Commit, rows: pl.DataFrame, mark: int, visited: int,
           folded_in: int) -> CycleReport:
     """Stage the folded projection and its watermark, as the rebuild door stages them."""
-    _levels.stage_replace(commit, _cycle.NAME, _cycle._validated(rows), _cycle.KEY)
-    commit.set_watermark(_cycle.WATERMARK, mark)
-    return CycleReport(visited, folded_in, rows.height, mark, commit.snapshot.generation + 1)
+    return _cycle.stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
 
 
 def rebuild_sessions(

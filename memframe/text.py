@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from memframe.errors import InvalidInputError
+
 __all__ = [
     "fold_term",
     "fold_terms",
@@ -195,3 +197,40 @@ def journal_lines(journal: pl.DataFrame) -> pl.Series:
         "seq": journal["audit_seq"], "at": at_text["at_text"], "actor": journal["actor"],
         "action": journal["action"], "subject": journal["subject"], "reason": journal["reason"],
     }).select(pl.struct(pl.all()).struct.json_encode().alias("line"))["line"]
+
+
+def parse_instant(value: object, name: str = "instant") -> datetime.datetime | None:
+    """A caller's instant as an aware UTC datetime (None stays None).
+
+    Takes a datetime (naive means UTC), a date (its midnight UTC) or ISO 8601 text
+    (``Z`` accepted); anything else is refused naming the parameter.
+
+    Examples:
+        >>> parse_instant("2026-07-01T12:00:00Z", "since").isoformat()
+        '2026-07-01T12:00:00+00:00'
+        >>> parse_instant("2026-07-01", "until").isoformat()
+        '2026-07-01T00:00:00+00:00'
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if len(text) == 10:
+                value = datetime.date.fromisoformat(text)
+            else:
+                value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(
+                f"{name}={text!r} is not an ISO 8601 date or instant "
+                f"(e.g. 2026-07-01 or 2026-07-01T12:00:00Z)"
+            ) from None
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return value.astimezone(datetime.UTC)
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.UTC)
+    raise InvalidInputError(
+        f"{name} must be a datetime, a date or ISO 8601 text, got {type(value).__name__}"
+    )

@@ -25,7 +25,7 @@ import polars as pl
 
 from memframe.errors import InvalidInputError
 from memframe.schema import LANE_PAIRS, MISS_OUTCOMES
-from memframe.text import fold_expr, rfc3339, rfc3339_text
+from memframe.text import fold_expr, parse_instant, rfc3339, rfc3339_text
 
 __all__ = [
     "recall_misses",
@@ -127,33 +127,6 @@ class AliasRules:
 
 
 # ---- window ------------------------------------------------------------------------------
-
-def _instant(value: Any, name: str) -> _dt.datetime | None:
-    """``since``/``until`` -> an aware UTC datetime (a bare date means its midnight UTC)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            if len(text) == 10:
-                value = _dt.date.fromisoformat(text)
-            else:
-                value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInputError(
-                f"{name}={value!r} is not an ISO 8601 date or instant "
-                f"(e.g. 2026-07-01 or 2026-07-01T12:00:00Z)"
-            ) from None
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.UTC)
-        return value.astimezone(_dt.UTC)
-    if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC)
-    raise InvalidInputError(
-        f"{name} must be a datetime, a date or ISO 8601 text, got {type(value).__name__}"
-    )
-
 
 def _in_window(since: _dt.datetime | None, until: _dt.datetime | None) -> pl.Expr:
     expr = pl.lit(True)
@@ -542,8 +515,8 @@ def recall_misses(
         >>> recall_misses(store, since="2026-07-03").totals["misses"]
         2
     """
-    since_at = _instant(since, "since")
-    until_at = _instant(until, "until")
+    since_at = parse_instant(since, "since")
+    until_at = parse_instant(until, "until")
     if since_at is not None and until_at is not None and since_at > until_at:
         raise InvalidInputError(
             f"since ({rfc3339_text(since_at)}) is after until ({rfc3339_text(until_at)}); "

@@ -139,10 +139,20 @@ def _rebuild(store: Store, commit: Commit) -> CycleReport:
         _SUMMARY_COLUMNS)
     rows = fold_sessions(caps, sums, engine="streaming")
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
-    levels.stage_replace(commit, NAME, _validated(rows), KEY)
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    commit.set_watermark(WATERMARK, mark)
-    return CycleReport(visited, folded_in, rows.height, mark, snap.generation + 1)
+    return stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
+
+
+def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_visited: int,
+                  rows_folded: int) -> CycleReport:
+    """Stage a whole folded projection and its watermark on ``commit`` (the rebuild's landing).
+
+    Shared by the rebuild door and the distributed rebuild, so both land identically.
+    """
+    levels.stage_replace(commit, NAME, _validated(rows), KEY)
+    commit.set_watermark(WATERMARK, watermark)
+    return CycleReport(rows_visited, rows_folded, rows.height, watermark,
+                       commit.snapshot.generation + 1)
 
 
 def rebuild(store: Store) -> CycleReport:

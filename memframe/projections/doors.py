@@ -32,7 +32,7 @@ from memframe.errors import InvalidInputError
 from memframe.projections import levels
 from memframe.projections.cycle import KEY, NAME, watermark_of
 from memframe.projections.session import SESSION_SCHEMA
-from memframe.text import rfc3339
+from memframe.text import parse_instant, rfc3339
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -95,23 +95,6 @@ def lines_hash(lines: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
-def _since(value: dt.datetime | str | None) -> dt.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInputError(
-                f"since={value!r} is not an ISO 8601 instant (e.g. 2026-07-23T12:00:00Z)"
-            ) from None
-    if not isinstance(value, dt.datetime):
-        raise InvalidInputError(f"since takes a datetime or ISO 8601 text; got {value!r}")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
-
-
 def _limit(limit: int | None) -> int | None:
     if limit is None:
         return None
@@ -141,7 +124,7 @@ def _live_counts(view: StoreView, rows: pl.DataFrame) -> tuple[pl.DataFrame, int
 def _select(view: StoreView, conversation_id: str | Sequence[str] | None,
             since: dt.datetime | str | None, limit: int | None) -> tuple[pl.DataFrame, int, int]:
     """The session rows a door names, ordered, cut, with live counts; visited; total."""
-    since_at = _since(since)
+    since_at = parse_instant(since, "since")
     limit = _limit(limit)
     if conversation_id is None:
         rows, visited = levels.read_all(view, NAME, SESSION_SCHEMA, KEY)

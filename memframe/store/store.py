@@ -25,6 +25,7 @@ from memframe.errors import (
 from memframe.store import capture, tables
 from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot
+from memframe.text import parse_instant
 
 if TYPE_CHECKING:
     from memframe.projections import Memory
@@ -136,15 +137,7 @@ class StoreView:
 
     def as_of(self, instant: datetime.datetime | str) -> StoreView:
         """A frozen view of the newest generation committed at or before ``instant``."""
-        if isinstance(instant, str):
-            try:
-                instant = datetime.datetime.fromisoformat(instant.replace("Z", "+00:00"))
-            except ValueError:
-                raise InvalidInputError(
-                    f"{instant!r} is not an ISO 8601 instant (e.g. 2026-07-23T12:00:00Z)"
-                ) from None
-        if instant.tzinfo is None:
-            instant = instant.replace(tzinfo=datetime.UTC)
+        instant = parse_instant(instant, "as_of")
         return self.at(self._log.generation_for_instant(_commit_stamp(instant)))
 
     # -- display --------------------------------------------------------------------------
