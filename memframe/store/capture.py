@@ -78,13 +78,13 @@ class Commit:
         *,
         now: datetime.datetime,
         actor: str,
-        rewrite_part: Callable[[Part, Mapping[str, Any]], pl.DataFrame],
+        read_part: Callable[[Part], pl.DataFrame],
     ):
         self.snapshot = snapshot
         self.indexes = indexes
         self.now = now
         self.actor = actor
-        self._rewrite_part = rewrite_part
+        self._read_part = read_part  # the store's reader: capture does no I/O itself
         self.seq = int(snapshot.counter("seq"))
         self.capsules = int(snapshot.counter("capsules"))
         self.sessions = int(snapshot.counter("sessions"))
@@ -100,7 +100,6 @@ class Commit:
         self._new_forgets: dict[str, str] = {}
         self._new_processing: set[str] = set()
         self._new_sessions: dict[str, list[Any]] = {}  # sid -> [project, finished]
-        self._erase_pending: set[str] = set()
 
     # -- generic appends ------------------------------------------------------------------
     @property
@@ -533,7 +532,7 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
     if key in c.rewrites:
         part, frame = c.rewrites[key]
     else:
-        frame = c._rewrite_part(part, {})
+        frame = c._read_part(part)
     frame = frame.with_columns(
         pl.when(pl.col("id") == capsule_id).then(None).otherwise(pl.col("content")).alias("content")
     )

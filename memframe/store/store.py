@@ -297,8 +297,8 @@ class Store(StoreView):
             self._indexes,
             now=_checked_now(self._clock),
             actor=self._actor,
-            rewrite_part=lambda part, _: tables.read(self._log.root, [part],
-                                                     S.table_schema("capsules")),
+            read_part=lambda part: tables.read(self._log.root, [part],
+                                               S.table_schema("capsules")),
         )
 
     def _commit(self, fn: Callable[[capture.Commit], Any], op: str) -> Any:

@@ -18,9 +18,10 @@ from memframe.schema import CANONICAL_TABLES
 from tests.conftest import verify_chain
 
 WRITER = textwrap.dedent("""
-    import sys, memframe as mf
+    import sys, memframe as mf, memframe.schema
     store = mf.Store.open(sys.argv[1])
     tag, i = sys.argv[2], 0
+    mf.schema.model("capsules")  # declare the write-side models before the kill window opens
     print("ready", flush=True)
     while True:
         with store.transaction():
