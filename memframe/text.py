@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import unicodedata
 from collections.abc import Iterable
 
@@ -233,4 +234,41 @@ def parse_instant(value: object, name: str = "instant") -> datetime.datetime | N
         return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.UTC)
     raise InvalidInputError(
         f"{name} must be a datetime, a date or ISO 8601 text, got {type(value).__name__}"
+    )
+
+
+def _sha256_plugin(series: pl.Series) -> pl.Series | None:
+    try:
+        import polars_hash
+    except ImportError:  # pragma: no cover - the plugin is a declared dependency
+        return None
+    try:
+        frame = series.to_frame("v").select(polars_hash.col("v").chash.sha2_256())
+    except Exception:  # noqa: BLE001 - a plugin that fails to load: use hashlib instead
+        return None
+    return frame.to_series().rename(series.name)
+
+
+def sha256_hex(series: pl.Series, *, vectorised: bool = True) -> pl.Series:
+    """sha256 hex of each UTF-8 string (null stays null), vectorised where possible.
+
+    Polars has no cryptographic hash of its own; the ``polars-hash`` plugin computes it
+    natively. Should the plugin fail to load (an incompatible Polars), hashlib computes
+    the same digests row by row, so results never depend on which path ran.
+
+    Examples:
+        >>> import polars as pl
+        >>> sha256_hex(pl.Series(["abc"])).to_list()
+        ['ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad']
+    """
+    series = series.cast(pl.String)
+    if vectorised:
+        out = _sha256_plugin(series)
+        if out is not None:
+            return out
+    sha256 = hashlib.sha256
+    return pl.Series(
+        series.name,
+        [None if v is None else sha256(v.encode("utf-8")).hexdigest() for v in series.to_list()],
+        dtype=pl.String,
     )

@@ -71,3 +71,16 @@ def test_rfc3339_trims_fractional_zeros_and_keeps_nanoseconds():
     raw = ["2026-07-21T23:36:24.016162617Z", "2026-07-23T12:00:00Z", "2026-07-23T12:00:00.5Z"]
     s = pl.Series(raw).str.to_datetime(time_unit="ns", time_zone="UTC")
     assert pl.select(rfc3339(pl.lit(s))).to_series().to_list() == raw
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=40)), max_size=30))
+def test_sha256_is_the_same_vectorised_and_row_by_row(values):
+    import hashlib
+
+    from memframe.text import sha256_hex
+
+    series = pl.Series("v", values, dtype=pl.String)
+    fast = sha256_hex(series).to_list()
+    slow = sha256_hex(series, vectorised=False).to_list()
+    assert fast == slow == [None if v is None else hashlib.sha256(v.encode()).hexdigest()
+                            for v in values]

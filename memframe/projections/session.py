@@ -23,7 +23,6 @@ until its first member arrives; the doors never show such rows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Annotated, Literal
 
@@ -31,7 +30,7 @@ import pandera.polars as pa
 import polars as pl
 
 from memframe.schema import TIMESTAMP
-from memframe.text import rfc3339
+from memframe.text import rfc3339, sha256_hex
 
 __all__ = [
     "SESSION_SCHEMA",
@@ -281,12 +280,6 @@ def canonical_line() -> pl.Expr:
     return pl.concat_str(parts).alias("line")
 
 
-def _sha256_series(lines: pl.Series) -> pl.Series:
-    sha = hashlib.sha256
-    return pl.Series("hash", [sha(s.encode("utf-8")).hexdigest() for s in lines.to_list()],
-                     dtype=pl.String)
-
-
 def with_hash(rows: pl.DataFrame) -> pl.DataFrame:
     """Add the ``hash`` column (sha256 of the canonical line) and order the columns.
 
@@ -294,4 +287,4 @@ def with_hash(rows: pl.DataFrame) -> pl.DataFrame:
     engine back.
     """
     lines = rows.select(canonical_line()).to_series()
-    return rows.with_columns(_sha256_series(lines)).select(list(SESSION_SCHEMA))
+    return rows.with_columns(sha256_hex(lines).alias("hash")).select(list(SESSION_SCHEMA))

@@ -19,7 +19,7 @@ from memframe.errors import (
     SessionError,
     UnknownCapsuleError,
 )
-from memframe.text import fold_terms, journal_lines
+from memframe.text import fold_terms, journal_lines, sha256_hex
 
 if TYPE_CHECKING:
     from memframe.store.index import Indexes
@@ -62,10 +62,6 @@ def capsule_number(capsule_id: str) -> int | None:
     if not digits.isdigit() or digits.startswith("0"):
         return None
     return int(digits)
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Commit:
@@ -397,7 +393,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
         taint = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
 
     content = frame["content"].cast(pl.String)
-    hashes = [sha256_hex(t) for t in content.to_list()]
+    hashes = sha256_hex(content).to_list()
     existing = c.existing_ids_for_hashes(hashes)
 
     # within one call, the first occurrence of a content wins
