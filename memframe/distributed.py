@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.digest.batch import BatchReport, _digest_one, _write
+from memframe.digest.batch import BatchReport, _digest_one, _write, prepare_out_dir
 from memframe.digest.batch import digest_many as _digest_many_processes
 from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
 from memframe.projections import cycle as _cycle
@@ -308,21 +308,6 @@ def _digest_or_error(path: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
-def _prepare_out(paths: list[str], out_dir: str | os.PathLike[str] | None) -> Path | None:
-    if out_dir is None:
-        return None
-    names = [Path(p).name for p in paths]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise InvalidInputError(
-            f"out_dir needs unique store directory names; {duplicates[0]!r} appears more "
-            f"than once: digest those stores into separate out_dir folders"
-        )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 def _digest_on_ray(ray: Any, paths: list[str], out: Path | None, progress: bool,
                    kwargs: dict[str, Any]) -> BatchReport:
     from tqdm.auto import tqdm
@@ -425,7 +410,7 @@ def digest_many(
         return _digest_many_processes(store_paths, out_dir=out_dir, processes=num_cpus,
                                       progress=progress, **digest_kwargs)
     paths = [str(Path(p)) for p in store_paths]
-    out = _prepare_out(paths, out_dir)
+    out = prepare_out_dir(paths, out_dir)
     if not paths:
         return BatchReport()
     ray = _import_ray()

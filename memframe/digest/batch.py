@@ -103,6 +103,25 @@ def _write(out_dir: Path, name: str, text: str) -> Path:
     return target
 
 
+def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The folder a batch writes ``<store name>.json`` files into (created), or None.
+
+    Store directory names must be unique, since they name the files.
+    """
+    if out_dir is None:
+        return None
+    names = [Path(p).name for p in paths]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidInputError(
+            f"out_dir needs unique store directory names; {duplicates[0]!r} appears more "
+            f"than once: digest those stores into separate out_dir folders"
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def digest_many(
     store_paths: Iterable[str | os.PathLike[str]],
     *,
@@ -140,16 +159,7 @@ def digest_many(
     from tqdm.auto import tqdm
 
     paths = [str(Path(p)) for p in store_paths]
-    out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        names = [Path(p).name for p in paths]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise InvalidInputError(
-                f"out_dir needs unique store directory names; {duplicates[0]!r} appears more "
-                f"than once: digest those stores into separate out_dir folders"
-            )
-        out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(paths, out_dir)
     report = BatchReport()
     if not paths:
         return report
