@@ -68,6 +68,7 @@ class Indexes:
         self._forgets: dict[str, str] = {}
         self._absorbed: set[str] = set()
         self._sessions: dict[str, list] = {}
+        self._synced: dict[str, int] = {}  # piece -> generation it is current with
 
     # -- keeping current ------------------------------------------------------------------
     def refresh(self, snap: Snapshot) -> None:
@@ -75,6 +76,15 @@ class Indexes:
         if self._snapshot is not None and snap.generation < self._snapshot.generation:
             raise RuntimeError("write indexes never move backwards")  # a bug, not user error
         self._snapshot = snap
+
+    def _sync(self, piece: str) -> None:
+        """Bring one piece up to the snapshot, once per generation (only new rows are read)."""
+        snap = self._snapshot
+        assert snap is not None, "refresh(snapshot) before lookups"
+        if self._synced.get(piece) == snap.generation:
+            return
+        getattr(self, f"_load_{piece}")()
+        self._synced[piece] = snap.generation
 
     def _new_rows(self, table: str, columns: list[str]) -> pl.DataFrame:
         snap = self._snapshot
@@ -89,7 +99,7 @@ class Indexes:
         self.covered[table] = max(done, top)
         return frame.filter(pl.col("seq") > done).sort("seq")
 
-    def _sync_hashes(self) -> None:
+    def _load_hashes(self) -> None:
         fresh = self._new_rows("capsules", ["id", "source_hash"]).select(
             _prefix_expr("source_hash").alias("prefix"),
             pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
@@ -105,21 +115,21 @@ class Indexes:
             for p, n in fresh.iter_rows():
                 self._hash_tail.setdefault(p, []).append(n)
 
-    def _sync_edges(self) -> None:
+    def _load_edges(self) -> None:
         fresh = self._new_rows("relations", ["kind", "from_id", "to_id"])
         if fresh.height:
             self._edges.add(fresh.select(_EDGE_KEY.alias("key"))["key"])
 
-    def _sync_forgets(self) -> None:
+    def _load_forgets(self) -> None:
         fresh = self._new_rows("forgets", ["capsule_id", "mode"])
         for cid, mode in fresh.select("capsule_id", "mode").iter_rows():
             if self._forgets.get(cid) not in ("redact", "purge"):
                 self._forgets[cid] = mode
 
-    def _sync_absorbed(self) -> None:
+    def _load_absorbed(self) -> None:
         self._absorbed.update(self._new_rows("processing", ["capsule_id"])["capsule_id"])
 
-    def _sync_sessions(self) -> None:
+    def _load_sessions(self) -> None:
         fresh = self._new_rows("brackets", ["session_id", "event", "project_id"])
         for sid, event, project in fresh.select("session_id", "event", "project_id").iter_rows():
             state = self._sessions.setdefault(sid, [project, False])
@@ -128,7 +138,7 @@ class Indexes:
 
     # -- lookups --------------------------------------------------------------------------
     def forget_mode(self, capsule_id: str) -> str | None:
-        self._sync_forgets()
+        self._sync("forgets")
         return self._forgets.get(capsule_id)
 
     def relation_exists(self, key: tuple[str, str, str]) -> bool:
@@ -137,16 +147,16 @@ class Indexes:
 
     def relations_exist(self, edges: pl.DataFrame) -> list[bool]:
         """For each (kind, from_id, to_id) row, whether the store already holds that edge."""
-        self._sync_edges()
+        self._sync("edges")
         return self._edges.contains(edges.select(_EDGE_KEY.alias("key"))["key"])
 
     def session(self, sid: str) -> list | None:
-        self._sync_sessions()
+        self._sync("sessions")
         state = self._sessions.get(sid)
         return None if state is None else list(state)
 
     def is_absorbed(self, capsule_id: str) -> bool:
-        self._sync_absorbed()
+        self._sync("absorbed")
         return capsule_id in self._absorbed
 
     def capsule_part(self, snap: Snapshot, number: int) -> Part:
@@ -164,7 +174,7 @@ class Indexes:
         out: list[str | None] = [None] * len(hashes)
         if snap is None or not hashes:
             return out
-        self._sync_hashes()
+        self._sync("hashes")
         query = pl.Series("h", list(hashes), dtype=pl.String).to_frame().select(
             _prefix_expr("h").alias("prefix"))["prefix"]
         candidates: dict[int, list[int]] = {}
