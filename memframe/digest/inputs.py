@@ -119,6 +119,18 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
         raise digest_failed("a session bracket row has no time or id")
 
 
+def _collect_together(
+    read: Callable[[str], pl.LazyFrame | pl.DataFrame], names: tuple[str, ...]
+) -> dict[str, pl.DataFrame] | None:
+    """Read several tables in one parallel collect; None when any read fails, so that the
+    caller reads them one by one and names the table that failed."""
+    try:
+        frames = [read(name).lazy().select(list(COLUMNS[name])) for name in names]
+        return dict(zip(names, pl.collect_all(frames), strict=True))
+    except Exception:  # noqa: BLE001 - retried table by table for a precise error
+        return None
+
+
 def _build(
     read: Callable[[str], pl.LazyFrame | pl.DataFrame],
     row_count: Callable[[str, pl.DataFrame], int],
@@ -127,9 +139,10 @@ def _build(
 ) -> DigestInputs:
     visited = 0
     tables: dict[str, pl.DataFrame] = {}
+    together = _collect_together(read, FAIL_CLOSED)
     for name in FAIL_CLOSED:
         try:
-            frame = _collect(read(name), COLUMNS[name])
+            frame = together[name] if together else _collect(read(name), COLUMNS[name])
         except MemframeError as exc:
             raise digest_failed(f"{name}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
