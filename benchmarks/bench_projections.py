@@ -70,7 +70,6 @@ REPEATS = 3  # each phase keeps its best run: the machine is shared
 def phase_rebuild(path: str) -> dict:
     store = mf.Store.open(path)
     t = time.perf_counter()
-    store._indexes.refresh(store.snapshot)  # the store's per-handle write state (not ours)
     warm = time.perf_counter() - t
     best = float("inf")
     for _ in range(REPEATS):
@@ -151,7 +150,6 @@ def cycle_after(store: mf.Store, n_new: int = 10_000, repeats: int = 3) -> tuple
     for r in range(repeats):
         start = base + r * n_new - PER_CONV * 50
         store.ingest(_frame(start, n_new, f"new{r}"))
-        store._indexes.refresh(store.snapshot)
         t = time.perf_counter()
         report = store.memory.run_cycle()
         times.append(time.perf_counter() - t)

@@ -294,8 +294,8 @@ def rebuild_sessions(
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     folded_in = int(rows["memory_count"].sum() or 0) + summaries.height
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    return store._commit(lambda c: _land(c, rows, mark, visited, folded_in),
-                         "memory_rebuild_projections")
+    return store.commit(lambda c: _land(c, rows, mark, visited, folded_in),
+                        operation="memory_rebuild_projections")
 
 
 # ---- batch digests --------------------------------------------------------------------------

@@ -229,12 +229,96 @@ def parse_instant(value: object, name: str = "instant") -> datetime.datetime | N
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
-        return value.astimezone(datetime.UTC)
+        try:
+            return value.astimezone(datetime.UTC)
+        except OverflowError:
+            raise InvalidInputError(f"{name}={value!r} cannot be expressed in UTC") from None
     if isinstance(value, datetime.date):
         return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.UTC)
     raise InvalidInputError(
         f"{name} must be a datetime, a date or ISO 8601 text, got {type(value).__name__}"
     )
+
+
+# Instants are stored as int64 nanoseconds since the epoch: this is the range that holds
+# them (whole seconds, so the bounds read plainly in an error message).
+INSTANT_MIN = datetime.datetime(1677, 9, 21, 0, 12, 44, tzinfo=datetime.UTC)
+INSTANT_MAX = datetime.datetime(2262, 4, 11, 23, 47, 16, tzinfo=datetime.UTC)
+_RANGE_TEXT = "1677-09-21T00:12:44Z..2262-04-11T23:47:16Z"
+
+
+def _range_error(field: str, value: object) -> InvalidInputError:
+    return InvalidInputError(
+        f"{field}: {value} is outside the instants a store can hold ({_RANGE_TEXT}, "
+        f"nanosecond precision); give an instant inside that range (a far-future "
+        f"'never' is written as no value: leave the field empty)"
+    )
+
+
+def check_instant(value: datetime.datetime, field: str) -> datetime.datetime:
+    """``value`` (aware) if a store can hold it, else a teaching error naming ``field``.
+
+    Examples:
+        >>> import datetime as dt
+        >>> check_instant(dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "created_at").year
+        2026
+        >>> check_instant(dt.datetime(9999, 12, 31, tzinfo=dt.UTC), "valid_to")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.InvalidInputError: valid_to: 9999-12-31 00:00:00+00:00 is outside ...
+    """
+    if not INSTANT_MIN <= value <= INSTANT_MAX:
+        raise _range_error(field, value)
+    return value
+
+
+def instants_ns(column: pl.Series, field: str) -> pl.Series:
+    """A column of instants as ``Datetime("ns", "UTC")``, refusing what would wrap.
+
+    Takes RFC3339 text (``Z`` or an offset), datetimes of any unit (naive means UTC) or
+    an all-null column. Values outside `INSTANT_MIN`..`INSTANT_MAX` are refused with an
+    error naming ``field`` instead of wrapping around silently.
+
+    Examples:
+        >>> instants_ns(pl.Series(["2026-07-23T12:00:00.000000001Z"]), "at").dt.nanosecond().item()
+        1
+        >>> instants_ns(pl.Series(["9999-12-31T00:00:00Z"]), "valid_to")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.InvalidInputError: valid_to: 9999-12-31T00:00:00Z is outside ...
+    """
+    ns = pl.Datetime("ns", "UTC")
+    if column.dtype == pl.Null:
+        return column.cast(ns)
+    if column.dtype == pl.String:
+        try:
+            # microseconds reach +-290k years: a range check that cannot itself wrap
+            wide = column.str.to_datetime(time_unit="us", time_zone="UTC")
+        except pl.exceptions.PolarsError:
+            bad = column.drop_nulls()
+            parsed = bad.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+            first = bad.filter(parsed.is_null())
+            shown = first[0] if first.len() else (bad[0] if bad.len() else None)
+            raise InvalidInputError(
+                f"{field}: {shown!r} is not an RFC3339 timestamp (e.g. 2026-07-23T12:00:00Z)"
+            ) from None
+        _check_range(wide, column, field)
+        return column.str.to_datetime(time_unit="ns", time_zone="UTC")
+    if isinstance(column.dtype, pl.Datetime):
+        if column.dtype.time_zone is None:
+            column = column.dt.replace_time_zone("UTC")  # naive means UTC
+        column = column.dt.convert_time_zone("UTC")
+        _check_range(column, column, field)
+        return column.dt.cast_time_unit("ns")
+    raise InvalidInputError(f"{field} has dtype {column.dtype}; give datetimes or RFC3339 strings")
+
+
+def _check_range(wide: pl.Series, shown: pl.Series, field: str) -> None:
+    lo = pl.lit(INSTANT_MIN).cast(wide.dtype)
+    hi = pl.lit(INSTANT_MAX).cast(wide.dtype)
+    out = pl.select((pl.lit(wide) < lo) | (pl.lit(wide) > hi)).to_series().fill_null(False)
+    if out.any():
+        raise _range_error(field, shown[int(out.arg_true()[0])])
 
 
 def _sha256_plugin(series: pl.Series) -> pl.Series | None:

@@ -91,7 +91,9 @@ def test_info_vacuum_compact(small, capsys):
     small.ingest({"content": "one more", "source": "s", "anchor": "b"})
     assert main(["compact", str(small.path)]) == 0
     assert json.loads(capsys.readouterr().out) == {"capsules": 2, "journal": 2}
-    assert main(["vacuum", str(small.path), "--grace-seconds", "0"]) == 0
+    assert main(["vacuum", str(small.path), "--grace-seconds", "0"]) == 1  # refused: no grace
+    assert "grace_seconds" in capsys.readouterr().err
+    assert main(["vacuum", str(small.path)]) == 0
     assert json.loads(capsys.readouterr().out)["partitions"] == 4
 
 

@@ -29,7 +29,6 @@ import dataclasses
 import hashlib
 import html
 import json
-import shutil
 import sqlite3
 import sys
 import time
@@ -41,10 +40,11 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.errors import MemframeError, SchemaValidationError
+from memframe.ids import capsule_number_expr
 from memframe.state import latest_by_seq
 from memframe.store import Store, StoreView, capture
 from memframe.store.log import MARKER
-from memframe.text import rfc3339
+from memframe.text import INSTANT_MAX, INSTANT_MIN, rfc3339
 
 __all__ = [
     "import_nmemory",
@@ -411,6 +411,13 @@ def _times(frame: pl.DataFrame, column: str, table: str, key: str, *, nullable: 
     parsed = text.str.to_datetime(format=_TIME_FORMAT, time_unit="ns", time_zone="UTC",
                                   strict=False)
     bad = present & parsed.is_null()
+    # nanoseconds wrap outside 1677..2262: check the range on a parse that cannot wrap
+    wide = text.str.to_datetime(format=_TIME_FORMAT, time_unit="us", time_zone="UTC",
+                                strict=False)
+    out = ~wide.is_between(INSTANT_MIN, INSTANT_MAX).fill_null(True)
+    _fail(table, key, frame, out, f"{column} {_first(text, out)!r} is outside the instants a "
+                                  f"memframe store can hold (1677-09-21..2262-04-11, nanosecond "
+                                  f"precision)")
     if bool(canonical.all()):  # the usual case: one regex pass, one parse
         _fail(table, key, frame, bad, f"{column} {_first(text, bad)!r} is not an RFC3339 "
                                       f"timestamp")
@@ -880,10 +887,9 @@ def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -
 
 
 def _check_tombstone_targets(tombs: pl.DataFrame, capsules: int) -> None:
-    num = tombs["capsule_id"].str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+    num = tombs.select(capsule_number_expr("capsule_id")).to_series()
     _fail("tombstones", "capsule_id", tombs,
-          num.is_null() | (num < 1) | (num > capsules) | ~tombs["capsule_id"].str.starts_with(
-              "cap-"), f"names no capsule of the source (capsules run cap-1..cap-{capsules})")
+          num.is_null() | (num > capsules), f"names no capsule of the source (capsules run cap-1..cap-{capsules})")
 
 
 def _refuse(what: str) -> SourceRewrittenError:
@@ -1081,25 +1087,11 @@ def _apply(plan: _Plan) -> Callable[[capture.Commit], None]:
                 raise ImportSourceError(f"source table audit_events cannot be stored as the "
                                         f"memframe journal: {exc}") from None
         for cid, mode in plan.erase.items():
-            c._new_forgets[cid] = mode
-            capture._erase_content(c, cid)
-        c.capsules = max(c.capsules, plan.capsules)
-        c.sessions = max(c.sessions, plan.sessions)
+            c.erase(cid, mode)
+        c.reserve_ids(capsules=plan.capsules, sessions=plan.sessions)
         c.set_watermark(WATERMARK, {**plan.watermark, "store_seq": c.seq})
 
     return run
-
-
-def _remove_created(path: Path, existed: bool) -> None:
-    """Undo a store directory this import created (it was absent or empty before)."""
-    if not existed:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    for child in path.iterdir():
-        if child.is_dir():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            child.unlink(missing_ok=True)
 
 
 def import_nmemory(
@@ -1225,10 +1217,11 @@ def import_nmemory(
             if store is None:
                 store = Store.create(target, clock=clock)
             try:
-                store._commit(_apply(plan), OPERATION)
+                store.commit(_apply(plan), operation=OPERATION)
             except BaseException:
                 if created:
-                    _remove_created(target, existed)
+                    with contextlib.suppress(MemframeError):
+                        store.discard_if_unused(remove_root=not existed)
                 raise
             generation = store.generation
     except sqlite3.Error as exc:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.errors import InvalidInputError
+from memframe.ids import capsule_number_expr
 from memframe.store import capture
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def abstract(store: Store, member_ids: Sequence[str], content: str, *, source: s
         raise InvalidInputError(f"unknown capsule field(s) {', '.join(unknown)}; allowed: "
                                 f"{', '.join(capture.INGEST_COLUMNS)}")
     row = {**fields, "content": content, "source": source, "anchor": anchor}
-    return store._commit(lambda c: _absorb(c, members, row), "memory_abstract")
+    return store.commit(lambda c: _absorb(c, members, row), operation="memory_abstract")
 
 
 def summarize(store: Store, view: StoreView, session_ids: Sequence[str] | str,
@@ -130,7 +131,7 @@ def summarize(store: Store, view: StoreView, session_ids: Sequence[str] | str,
     members = (view.table("capsules").filter(pl.col("conversation_id").is_in(ids))
                .collect(engine="in-memory"))
     members = members.with_columns(
-        pl.col("id").str.strip_prefix("cap-").cast(pl.Int64, strict=False).alias("_n")
+        capsule_number_expr("id").alias("_n")
     ).sort("created_at", "_n", "id").drop("_n")
     found = set(members["conversation_id"].unique().to_list())
     missing = [i for i in ids if i not in found]
@@ -155,5 +156,5 @@ def summarize(store: Store, view: StoreView, session_ids: Sequence[str] | str,
             capture.record_summary(c, cid, text)
 
     if results:
-        store._commit(land, "memory_summarize")
+        store.commit(land, operation="memory_summarize")
     return results

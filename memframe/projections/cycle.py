@@ -63,7 +63,7 @@ class CycleReport:
 
 
 def _view_of(store: Store, commit: Commit) -> StoreView:
-    return StoreView(store._log, commit.snapshot, store._clock)
+    return commit.view
 
 
 def _read_parts(view: StoreView, table: str, parts: list[Part], columns: list[str]) -> pl.DataFrame:
@@ -124,7 +124,7 @@ def run_cycle(store: Store) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
-    return store._commit(lambda c: _cycle(store, c), "memory_projections")
+    return store.commit(lambda c: _cycle(store, c), operation="memory_projections")
 
 
 def _rebuild(store: Store, commit: Commit) -> CycleReport:
@@ -166,4 +166,4 @@ def rebuild(store: Store) -> CycleReport:
         >>> rebuild(store).rows_written
         1
     """
-    return store._commit(lambda c: _rebuild(store, c), "memory_rebuild_projections")
+    return store.commit(lambda c: _rebuild(store, c), operation="memory_rebuild_projections")

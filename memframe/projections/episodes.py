@@ -33,6 +33,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.errors import InvalidInputError
+from memframe.ids import capsule_number_expr
 from memframe.projections.doors import Page, lines_hash
 from memframe.store import StoreView, tables
 from memframe.text import rfc3339
@@ -77,7 +78,7 @@ def _gap_ns(gap: dt.timedelta | float | int) -> int:
 
 
 def _num(expr: pl.Expr) -> pl.Expr:
-    return expr.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+    return capsule_number_expr(expr)
 
 
 def capsule_partials(capsules: pl.DataFrame) -> pl.DataFrame:
@@ -160,7 +161,7 @@ def _unwalked(view: StoreView, mark: int) -> tuple[pl.DataFrame, int, int]:
 
 
 def _job(store: Store, commit: Commit, gap_ns: int) -> EpisodeReport:
-    view = StoreView(store._log, commit.snapshot, store._clock)
+    view = commit.view
     mark = int(view.watermarks.get(WATERMARK, 0) or 0)
     fresh, visited, new_mark = _unwalked(view, mark)
     tails = view.derived(OPEN, EPISODE_SCHEMA).collect(engine="in-memory")
@@ -207,7 +208,7 @@ def run_episode_job(store: Store, gap: dt.timedelta | float | int = DEFAULT_GAP)
         1
     """
     gap_ns = _gap_ns(gap)
-    return store._commit(lambda c: _job(store, c, gap_ns), "memory_episodes")
+    return store.commit(lambda c: _job(store, c, gap_ns), operation="memory_episodes")
 
 
 def episodes(view: StoreView, conversation_id: str | Sequence[str] | None = None,

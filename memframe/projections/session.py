@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 import pandera.polars as pa
 import polars as pl
 
+from memframe.ids import capsule_number_expr
 from memframe.schema import TIMESTAMP
 from memframe.text import rfc3339, sha256_hex
 
@@ -100,7 +101,7 @@ class SessionRow(pa.DataFrameModel):
 
 def _number(id_expr: pl.Expr) -> pl.Expr:
     """The capsule number of a ``cap-<n>`` id (null for any other shape)."""
-    return id_expr.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+    return capsule_number_expr(id_expr)
 
 
 def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:

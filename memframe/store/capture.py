@@ -19,7 +19,8 @@ from memframe.errors import (
     SessionError,
     UnknownCapsuleError,
 )
-from memframe.text import fold_terms, journal_lines, sha256_hex
+from memframe.ids import capsule_number, capsule_number_expr
+from memframe.text import fold_terms, instants_ns, journal_lines, sha256_hex
 
 if TYPE_CHECKING:
     from memframe.store.index import Indexes
@@ -55,15 +56,6 @@ def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputE
     return InvalidInputError(f"unknown {what} {value!r}; allowed: {listed}")
 
 
-def capsule_number(capsule_id: str) -> int | None:
-    if not isinstance(capsule_id, str) or not capsule_id.startswith("cap-"):
-        return None
-    digits = capsule_id[4:]
-    if not digits.isdigit() or digits.startswith("0"):
-        return None
-    return int(digits)
-
-
 class Commit:
     """Rows one generation will add, built by verbs against a pinned snapshot."""
 
@@ -75,18 +67,21 @@ class Commit:
         now: datetime.datetime,
         actor: str,
         read_part: Callable[[Part], pl.DataFrame],
+        view: Callable[[], Any] | None = None,
     ):
         self.snapshot = snapshot
         self.indexes = indexes
         self.now = now
         self.actor = actor
         self._read_part = read_part  # the store's reader: capture does no I/O itself
+        self._view = view
         self.seq = int(snapshot.counter("seq"))
         self.capsules = int(snapshot.counter("capsules"))
         self.sessions = int(snapshot.counter("sessions"))
         self.frames: dict[str, list[pl.DataFrame]] = {}
         self.derived: dict[str, tuple[list[pl.DataFrame], bool, int | None]] = {}
-        self.rewrites: dict[str, tuple[Part, pl.DataFrame]] = {}
+        # partitions replaced by one new file: key -> (old parts, table, new rows)
+        self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
         self.watermarks: dict[str, Any] = dict(snapshot.watermarks)
         self.operations: list[str] = []
         self._journal: list[tuple[datetime.datetime, str, str, str | None]] = []
@@ -138,6 +133,51 @@ class Commit:
 
     def set_watermark(self, name: str, value: Any) -> None:
         self.watermarks[name] = value
+
+    # -- the public writer surface (what store.commit(fn) hands to fn) -------------------
+    @property
+    def view(self) -> Any:
+        """A read-only `StoreView` of the generation this writer is pinned to."""
+        if self._view is None:
+            raise InvalidInputError("this writer has no view of its store")
+        return self._view()
+
+    def ingest(self, rows: Any) -> list[str]:
+        """`Store.ingest` inside this commit."""
+        return ingest(self, rows)
+
+    def relate(self, from_id: str, to_id: str, kind: str, *, origin: str = "manual") -> bool:
+        """`Store.relate` inside this commit."""
+        return relate(self, from_id, to_id, kind, origin=origin)
+
+    def forget(self, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> bool:
+        """`Store.forget` inside this commit."""
+        return forget(self, capsule_id, mode, reason)
+
+    def append_rows(self, table: str, rows: Any) -> int:
+        """`Store.append` inside this commit (the verbs' rules, vectorised)."""
+        return append_events(self, table, rows)
+
+    def erase(self, capsule_id: str, mode: str) -> None:
+        """Erase a capsule's content bytes for a tombstone an import carries (no forgets row:
+        the import appends the source's own)."""
+        if mode not in ("redact", "purge"):
+            raise _vocab_error("erasing forget mode", mode, ("redact", "purge"))
+        self.require_capsule(capsule_id, live=False)
+        self._new_forgets[capsule_id] = mode
+        _erase_content(self, capsule_id)
+
+    def reserve_ids(self, *, capsules: int = 0, sessions: int = 0) -> None:
+        """Advance the id counters past ids an import wrote itself (``cap-<n>``/``sess-<n>``)."""
+        self.capsules = max(self.capsules, int(capsules))
+        self.sessions = max(self.sessions, int(sessions))
+
+    def replace_parts(self, table: str, old: Sequence[Part], frame: pl.DataFrame) -> None:
+        """Replace partitions of ``table`` by one holding ``frame`` (compaction: no row
+        changes, so nothing is validated or renumbered)."""
+        if not old:
+            return
+        self.rewrites["+".join(p.path for p in old)] = (list(old), table, frame)
 
     # -- finishing ------------------------------------------------------------------------
     def journal_frame(self) -> pl.DataFrame | None:
@@ -274,24 +314,7 @@ def _to_frame(rows: Any) -> pl.DataFrame:
 
 
 def _time_column(frame: pl.DataFrame, name: str) -> pl.Series:
-    col = frame[name]
-    if col.dtype == pl.String:
-        try:
-            return col.str.to_datetime(time_unit="ns", time_zone="UTC")
-        except pl.exceptions.PolarsError:
-            bad = col.drop_nulls()[0] if col.drop_nulls().len() else None
-            raise InvalidInputError(
-                f"{name}: {bad!r} is not an RFC3339 timestamp (e.g. 2026-07-23T12:00:00Z)"
-            ) from None
-    if isinstance(col.dtype, pl.Datetime):
-        if col.dtype.time_zone is None:
-            col = col.dt.replace_time_zone("UTC")  # naive means UTC
-        return col.dt.convert_time_zone("UTC").cast(S.TIMESTAMP)
-    if col.dtype == pl.Null:
-        return col.cast(S.TIMESTAMP)
-    raise InvalidInputError(
-        f"{name} has dtype {col.dtype}; give datetimes or RFC3339 strings"
-    )
+    return instants_ns(frame[name], name)
 
 
 def _first_bad(mask: pl.Series) -> int:
@@ -526,13 +549,13 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
     part = c.indexes.capsule_part(c.snapshot, number)
     key = part.path
     if key in c.rewrites:
-        part, frame = c.rewrites[key]
+        frame = c.rewrites[key][2]
     else:
         frame = c._read_part(part)
     frame = frame.with_columns(
         pl.when(pl.col("id") == capsule_id).then(None).otherwise(pl.col("content")).alias("content")
     )
-    c.rewrites[key] = (part, frame)
+    c.rewrites[key] = ([part], "capsules", frame)
 
 
 def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
@@ -777,8 +800,8 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
         raise InvalidInputError(f"{table}: a column has the wrong type: {exc}") from None
     for column in _CAPSULE_REFS.get(table, []):
         ids = frame[column]
-        nums = ids.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
-        ok = nums.is_not_null() & nums.is_between(1, c.capsules) & ids.str.starts_with("cap-")
+        nums = pl.select(capsule_number_expr(pl.lit(ids))).to_series()
+        ok = (nums.is_not_null() & (nums <= c.capsules)).fill_null(False)
         if table == "relations" and column == "from_id":
             ok = ok | ((frame["kind"] == "falsifies") & ids.str.starts_with("out-"))
         if not ok.all():

@@ -10,16 +10,21 @@ files that no generation names (a crashed writer's) are invisible and removed by
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import json
 import os
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from memframe.errors import (
+    ConcurrentCommitError,
     CorruptStoreError,
     GenerationNotFoundError,
     NotAStoreError,
@@ -32,8 +37,34 @@ MARKER = "memframe.json"
 LOG_DIR = "_log"
 CHECKPOINT_EVERY = 100
 
+LOCK_FILE = ".lock"
+
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
+# the only file names memframe writes under a table directory
+PART_NAME_RE = re.compile(r"^part-\d{20}-\d{4}-[0-9a-f]{12}\.parquet$")
+TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
+# a canonical table ("capsules") or a derived one ("projections/session/L0")
+TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
+DERIVED_ROOTS = ("projections", "derived")
+
+
+def check_part_path(table: str, path: str) -> None:
+    """Refuse a log entry whose partition path is not one memframe writes for ``table``.
+
+    A path that is absolute, climbs out with ``..`` or names another table's directory
+    would make a reader follow it out of the store (another store's rows would appear).
+    """
+    if not isinstance(table, str) or not TABLE_NAME_RE.match(table):
+        raise CorruptStoreError(f"the log names a partition of table {table!r}, which is not "
+                                f"a table name memframe writes")
+    if (not isinstance(path, str) or not path.startswith(table + "/")
+            or not PART_NAME_RE.match(path[len(table) + 1:])):
+        raise CorruptStoreError(
+            f"the log names partition {path!r} for table {table!r}: partitions live at "
+            f"<table>/part-<generation>-<n>-<token>.parquet inside the store; a path that is "
+            f"absolute, climbs out with '..' or crosses into another directory is refused"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +112,12 @@ class Snapshot:
         removed = set(entry.get("remove", ()))
         added: dict[str, list[Part]] = {}
         for add in entry.get("add", ()):
+            check_part_path(add["table"], add["path"])
             added.setdefault(add["table"], []).append(Part.from_json(add))
+        for path in removed:
+            if not isinstance(path, str) or "/" not in path:
+                raise CorruptStoreError(f"the log removes {path!r}, which is no partition path")
+            check_part_path(path.rsplit("/", 1)[0], path)
         touched = set(added) | {path.rsplit("/", 1)[0] for path in removed}
         for name in touched:
             parts = [p for p in tables.get(name, ()) if p.path not in removed]
@@ -213,7 +249,8 @@ class Log:
         except ValueError as exc:
             raise CorruptStoreError(f"{path} is not valid JSON: {exc}") from None
 
-    def snapshot(self, generation: int | None = None, *, base: Snapshot | None = None) -> Snapshot:
+    def snapshot(self, generation: int | None = None, *, base: Snapshot | None = None,
+                 use_checkpoints: bool = True) -> Snapshot:
         """The snapshot at ``generation`` (default: newest), replaying from a checkpoint.
 
         ``base`` (an older snapshot of this store, e.g. a handle's cache) is used instead
@@ -223,7 +260,7 @@ class Log:
                 and 0 <= generation - base.generation <= CHECKPOINT_EVERY):
             snap = base  # a short tail: replay it without listing the log
             for g in range(base.generation + 1, generation + 1):
-                snap = snap.apply(self.read_entry(g))
+                snap = self.apply_entry(snap, g)
             return snap
         gens, ckpts = self._listing()
         latest = max(gens, default=0)
@@ -235,21 +272,62 @@ class Log:
         if base is not None and base.generation == target:
             return base
         start = EMPTY
-        usable = [c for c in ckpts if c <= target]
-        if usable:
-            start = self._read_checkpoint(max(usable)) or EMPTY
+        if use_checkpoints:
+            for c in sorted((c for c in ckpts if c <= target), reverse=True):
+                checked = self._read_checkpoint(c)
+                if checked is not None:
+                    start = checked
+                    break
         if base is not None and start.generation <= base.generation <= target:
             start = base
         snap = start
         for g in range(start.generation + 1, target + 1):
-            snap = snap.apply(self.read_entry(g))
+            snap = self.apply_entry(snap, g)
         return snap
 
+    def apply_entry(self, snap: Snapshot, generation: int) -> Snapshot:
+        """``snap`` advanced by generation file ``generation`` (refused if malformed)."""
+        entry = self.read_entry(generation)
+        try:
+            if not isinstance(entry, dict) or int(entry["generation"]) != generation:
+                raise ValueError("its generation number does not match its name")
+            return snap.apply(entry)
+        except CorruptStoreError as exc:
+            raise CorruptStoreError(f"{self.log_dir / gen_name(generation)}: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptStoreError(
+                f"{self.log_dir / gen_name(generation)} is not a generation file memframe "
+                f"wrote ({type(exc).__name__}: {exc}); the store is damaged: restore the log "
+                f"from a copy"
+            ) from None
+
     def _read_checkpoint(self, generation: int) -> Snapshot | None:
+        """A checkpoint, only if it agrees with the log; None sends the reader to replay.
+
+        A checkpoint records the sha256 of the generation file it summarises and of its
+        own body; one copied from another store, left stale or edited does not match and
+        is ignored (the log wins).
+        """
         path = self.log_dir / f"_checkpoint.{generation:020d}.json"
         try:
-            return Snapshot.from_checkpoint(json.loads(path.read_bytes()))
-        except (OSError, ValueError, KeyError):
+            data = json.loads(path.read_bytes())
+            body = data["snapshot"]
+            if data["body_sha256"] != _sha256(_canonical(body)):
+                return None
+            entry_bytes = (self.log_dir / gen_name(generation)).read_bytes()
+            if data["entry_sha256"] != hashlib.sha256(entry_bytes).hexdigest():
+                return None
+            snap = Snapshot.from_checkpoint(body)
+            entry = json.loads(entry_bytes)
+            if (snap.generation != generation or snap.timestamp != entry.get("timestamp")
+                    or dict(snap.counters) != dict(entry.get("counters", {}))
+                    or dict(snap.watermarks) != dict(entry.get("watermarks", {}))):
+                return None
+            for table, parts in snap.tables.items():
+                for part in parts:
+                    check_part_path(table, part.path)
+            return snap
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, CorruptStoreError):
             return None  # a checkpoint is an optimisation: fall back to replay
 
     def generation_for_instant(self, instant: str) -> int:
@@ -282,7 +360,68 @@ class Log:
 
     def write_checkpoint(self, snap: Snapshot) -> None:
         path = self.log_dir / f"_checkpoint.{snap.generation:020d}.json"
-        _write_atomic(path, json.dumps(snap.to_checkpoint(), separators=(",", ":")).encode())
+        body = snap.to_checkpoint()
+        entry = (self.log_dir / gen_name(snap.generation)).read_bytes()
+        data = {"entry_sha256": hashlib.sha256(entry).hexdigest(),
+                "body_sha256": _sha256(_canonical(body)), "snapshot": body}
+        _write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
+
+    def discard(self, *, remove_root: bool) -> bool:
+        """Remove what `Log.create` made, for a store with no generation (caller holds the
+        exclusive lock). Anything else found under the root stays, and so does the root."""
+        if any(_GEN_RE.match(n) for n in os.listdir(self.log_dir)):
+            return False
+        for entry in os.scandir(self.root):
+            if entry.is_dir(follow_symlinks=False) and entry.name != LOG_DIR:
+                _remove_empty_tree(Path(entry.path))
+        (self.root / MARKER).unlink(missing_ok=True)
+        for entry in os.scandir(self.log_dir):
+            if entry.name == LOCK_FILE or TEMP_NAME_RE.match(entry.name):
+                os.unlink(entry.path)
+        with contextlib.suppress(OSError):
+            self.log_dir.rmdir()
+        if remove_root:
+            with contextlib.suppress(OSError):
+                self.root.rmdir()  # only if nothing else is left in it
+        return True
+
+    # -- the commit lock --------------------------------------------------------------------
+    # Writers hold it shared from their first partition file until their generation links;
+    # vacuum holds it exclusively while it deletes. So vacuum never removes the files of a
+    # commit in flight, and a writer that died releases it with its process.
+    def _lock_fd(self) -> int:
+        return os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the commit lock shared (many writers at once) for the block."""
+        fd = self._lock_fd()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_seconds: float) -> Iterator[None]:
+        """Hold the commit lock exclusively (no commit in flight), waiting up to a bound."""
+        fd = self._lock_fd()
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise ConcurrentCommitError(
+                            f"a writer kept committing to {self.root} for {wait_seconds:g} s; "
+                            f"nothing was removed: run vacuum again when writers are idle"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)
 
     def referenced_paths(self, generations: Iterable[Snapshot]) -> set[str]:
         out: set[str] = set()
@@ -290,6 +429,26 @@ class Log:
             for parts in snap.tables.values():
                 out.update(p.path for p in parts)
         return out
+
+
+def _remove_empty_tree(path: Path) -> None:
+    """Remove directories that hold nothing but empty directories (never a file)."""
+    for dirpath, _dirs, _files in os.walk(path, topdown=False, followlinks=False):
+        with contextlib.suppress(OSError):
+            os.rmdir(dirpath)
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's new entries durable (a file is reachable only once its name is)."""
+    _fsync_dir(path)
 
 
 def _write_file(path: Path, data: bytes, *, fsync: bool) -> None:

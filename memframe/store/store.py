@@ -18,14 +18,16 @@ import polars as pl
 from memframe import schema as S
 from memframe.errors import (
     ConcurrentCommitError,
+    CorruptStoreError,
     InvalidInputError,
     MemframeError,
     ReadOnlyStoreError,
 )
 from memframe.store import capture, tables
+from memframe.store import log as log_module
 from memframe.store.index import Indexes
-from memframe.store.log import Log, Part, Snapshot
-from memframe.text import parse_instant
+from memframe.store.log import Log, Part, Snapshot, fsync_dir
+from memframe.text import check_instant, parse_instant
 
 if TYPE_CHECKING:
     from memframe.projections import Memory
@@ -182,12 +184,12 @@ class StoreView:
             f"mf.Store.open({str(self.path)!r})"
         )
 
-    def _commit(self, fn: Callable[[capture.Commit], Any], op: str) -> Any:
+    def commit(self, fn: Callable[[capture.Commit], Any], *, operation: str) -> Any:
         return self._refuse()
 
     ingest = relate = forget = record_recall = record_miss = record_lane_override = _refuse
     classify = session_start = session_finish = record_git_scan = transaction = _refuse
-    append = compact = vacuum = _refuse
+    append = compact = vacuum = review = pin = _refuse
 
 
 def _checked_now(clock: Clock) -> datetime.datetime:
@@ -197,7 +199,7 @@ def _checked_now(clock: Clock) -> datetime.datetime:
     if now.tzinfo is None:
         raise MemframeError("the store's clock returned a naive datetime; return an aware one "
                             "(e.g. datetime.now(timezone.utc))")
-    return now.astimezone(datetime.UTC)
+    return check_instant(now.astimezone(datetime.UTC), "the store's clock")
 
 
 class Store(StoreView):
@@ -297,102 +299,165 @@ class Store(StoreView):
             self._indexes,
             now=_checked_now(self._clock),
             actor=self._actor,
-            read_part=lambda part: tables.read(self._log.root, [part],
-                                               S.table_schema("capsules")),
+            read_part=lambda part: self._read_pinned_part(snap, part),
+            view=lambda: StoreView(self._log, snap, self._clock),
         )
 
-    def _commit(self, fn: Callable[[capture.Commit], Any], op: str) -> Any:
+    def _read_pinned_part(self, snap: Snapshot, part: Part) -> pl.DataFrame:
+        if not (self._log.root / part.path).exists():
+            raise _StaleSnapshot(part.path)  # replaced and vacuumed: retry on a newer generation
+        return tables.read(self._log.root, [part], S.table_schema(part.path.split("/")[0]))
+
+    def commit(self, fn: Callable[[capture.Commit], Any], *, operation: str) -> Any:
         """Run ``fn`` against the newest generation and land what it staged as the next one.
 
-        A writer that loses the race for the next generation re-reads and runs ``fn``
-        again, so seqs and ids are reassigned against what won.
+        This is the store's one write path: every verb, the projection jobs, the importer
+        and the distributed landing call it. ``fn`` receives a `Writer` pinned to the
+        newest generation, stages rows through it (``writer.ingest(...)``,
+        ``writer.append(table, rows)``, ``writer.write_derived(...)``, ...) and returns a
+        result. Everything staged lands as one generation, or nothing does. A writer that
+        loses the race for the next generation re-reads and runs ``fn`` again, so seqs and
+        ids are reassigned against what won: ``fn`` must stage from what the writer shows,
+        not from state captured outside it.
+
+        Args:
+            fn: ``fn(writer) -> result``; it may run more than once.
+            operation: the name the generation file records (e.g. ``"memory_projections"``).
+
+        Returns:
+            What ``fn`` returned on the attempt that landed.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> store.commit(lambda w: w.ingest({"content": "x", "source": "s", "anchor": "a"}),
+            ...              operation="my_job")
+            ['cap-1']
+            >>> store.history()[-1]["operation"]
+            'my_job'
         """
+        if not isinstance(operation, str) or not operation.strip():
+            raise InvalidInputError("commit(fn, operation=...) needs a non-blank operation name")
         if self._tx is not None:
             return self._tx.run(fn)
         with self._lock:
             for attempt in range(_MAX_ATTEMPTS):
                 snap = self._refresh()
                 commit = self._new_commit(snap)
-                result = fn(commit)
+                try:
+                    result = fn(commit)
+                except _StaleSnapshot:
+                    self._backoff(attempt)
+                    continue
                 if commit.empty:
                     return result
-                if self._land(commit, op):
+                if self._land(commit, operation):
                     return result
-                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
+                self._backoff(attempt)
             raise ConcurrentCommitError(
                 f"gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing first; "
                 f"retry later or serialise the writers"
             )
 
+    @staticmethod
+    def _backoff(attempt: int) -> None:
+        time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
+
     def _land(self, commit: capture.Commit, op: str) -> bool:
+        """Write the commit's partitions and link its generation; False if another won.
+
+        The files are written and made durable (file and directory fsync) before the
+        generation that names them links, under the shared commit lock, so a vacuum can
+        never remove them in between: a generation never names a missing file.
+        """
         snap = commit.snapshot
         generation = snap.generation + 1
         commit.journal_frame()
         written: list[Path] = []
         adds: list[dict[str, Any]] = []
         removes: list[str] = []
-        try:
-            n = 0
-            for table, frames in commit.frames.items():
-                whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-                # bounded partitions: an erasure rewrites one of them, not a whole bulk load
-                for offset in range(0, whole.height, tables.PART_ROWS):
-                    rel = tables.part_path(table, generation, n)
+        root = self._log.root
+
+        def put(table: str, frame: pl.DataFrame, n: int, **kwargs: Any) -> None:
+            rel = tables.part_path(table, generation, n)
+            written.append(root / rel)
+            part = tables.write_part(root, rel, frame, **kwargs)
+            adds.append({"table": table, **part.to_json()})
+
+        with self._log.writing():
+            try:
+                n = 0
+                for table, frames in commit.frames.items():
+                    whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+                    # bounded partitions: an erasure rewrites one of them, not a whole bulk load
+                    for offset in range(0, whole.height, tables.PART_ROWS):
+                        put(table, whole.slice(offset, tables.PART_ROWS), n)
+                        n += 1
+                for old_parts, table, frame in commit.rewrites.values():
+                    if frame.height:
+                        put(table, frame, n)
+                        n += 1
+                    removes.extend(p.path for p in old_parts)
+                for table, (frames, replace, rg) in commit.derived.items():
+                    if replace:
+                        removes.extend(p.path for p in snap.parts(table))
+                    nonempty = [f for f in frames if f.height]
+                    if not nonempty:
+                        continue
+                    frame = pl.concat(nonempty, how="vertical_relaxed")
+                    put(table, frame, n, **({"row_group_rows": rg} if rg else {}))
                     n += 1
-                    part = tables.write_part(self._log.root, rel,
-                                             whole.slice(offset, tables.PART_ROWS))
-                    written.append(self._log.root / rel)
-                    adds.append({"table": table, **part.to_json()})
-            for old, frame in commit.rewrites.values():
-                rel = tables.part_path("capsules", generation, n)
-                n += 1
-                part = tables.write_part(self._log.root, rel, frame)
-                written.append(self._log.root / rel)
-                adds.append({"table": "capsules", **part.to_json()})
-                removes.append(old.path)
-            for table, (frames, replace, rg) in commit.derived.items():
-                if replace:
-                    removes.extend(p.path for p in snap.parts(table))
-                nonempty = [f for f in frames if f.height]
-                if not nonempty:
-                    continue
-                frame = pl.concat(nonempty, how="vertical_relaxed")
-                rel = tables.part_path(table, generation, n)
-                n += 1
-                kwargs = {"row_group_rows": rg} if rg else {}
-                part = tables.write_part(self._log.root, rel, frame, **kwargs)
-                written.append(self._log.root / rel)
-                adds.append({"table": table, **part.to_json()})
-            stamp = _commit_stamp(commit.now)
-            if snap.timestamp is not None and stamp < snap.timestamp:
-                stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects them)
-            first_seq = int(snap.counter("seq")) + 1
-            entry = {
-                "generation": generation,
-                "parent": snap.generation,
-                "operation": op,
-                "verbs": commit.operations,
-                "timestamp": stamp,
-                "seq": [first_seq, commit.seq] if commit.seq >= first_seq else None,
-                "add": adds,
-                "remove": removes,
-                "counters": commit.counters(),
-                "watermarks": commit.watermarks,
-            }
-            won = self._log.try_commit(entry)
-        except BaseException:
-            for path in written:
-                path.unlink(missing_ok=True)
-            raise
-        if not won:
-            for path in written:
-                path.unlink(missing_ok=True)
-            return False
+                for directory in sorted({p.parent for p in written}):
+                    fsync_dir(directory)
+                if written:
+                    fsync_dir(root)  # a table directory made by this commit
+                stamp = _commit_stamp(commit.now)
+                if snap.timestamp is not None and stamp < snap.timestamp:
+                    stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects)
+                first_seq = int(snap.counter("seq")) + 1
+                entry = {
+                    "generation": generation,
+                    "parent": snap.generation,
+                    "operation": op,
+                    "verbs": commit.operations,
+                    "timestamp": stamp,
+                    "seq": [first_seq, commit.seq] if commit.seq >= first_seq else None,
+                    "add": adds,
+                    "remove": removes,
+                    "counters": commit.counters(),
+                    "watermarks": commit.watermarks,
+                }
+                won = self._log.try_commit(entry)
+            except BaseException:
+                for path in written:
+                    path.unlink(missing_ok=True)
+                raise
+            if not won:
+                for path in written:
+                    path.unlink(missing_ok=True)
+                return False
         self._snap = snap.apply(entry)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):
                 self._log.write_checkpoint(self._snap)
         return True
+
+    def history(self) -> list[dict[str, Any]]:
+        """One dict per generation of the log: generation, operation, verbs, timestamp, seq.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> _ = store.session_start("p")
+            >>> [(h["generation"], h["operation"]) for h in store.history()]
+            [(1, 'session_start')]
+        """
+        out = []
+        for g in range(1, self.generation + 1):
+            entry = self._log.read_entry(g)
+            out.append({k: entry.get(k) for k in
+                        ("generation", "operation", "verbs", "timestamp", "seq")})
+        return out
 
     # -- verbs ----------------------------------------------------------------------------
     def ingest(self, rows: Any) -> list[str]:
@@ -404,48 +469,48 @@ class Store(StoreView):
         valid_to, authority_class, instruction_taint, conversation_id, author.
         Content already stored (same sha256) returns the existing id and writes nothing.
         """
-        return self._commit(lambda c: capture.ingest(c, rows), "ingest")
+        return self.commit(lambda c: capture.ingest(c, rows), operation="ingest")
 
     def relate(self, from_id: str, to_id: str, kind: str) -> None:
         """Record a typed edge; re-relating the same (kind, from, to) is a no-op."""
-        self._commit(lambda c: capture.relate(c, from_id, to_id, kind), "relate")
+        self.commit(lambda c: capture.relate(c, from_id, to_id, kind), operation="relate")
 
     def forget(self, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> None:
         """Tombstone a capsule; ``redact``/``purge`` also erase its content bytes."""
-        self._commit(lambda c: capture.forget(c, capsule_id, mode, reason), "forget")
+        self.commit(lambda c: capture.forget(c, capsule_id, mode, reason), operation="forget")
 
     def record_recall(self, capsule_ids: Sequence[str] | str) -> None:
         """Record that these capsules were returned by a recall (usage)."""
-        self._commit(lambda c: capture.record_recall(c, capsule_ids), "record_recall")
+        self.commit(lambda c: capture.record_recall(c, capsule_ids), operation="record_recall")
 
     def record_miss(self, terms: Sequence[str] | str, outcome: str) -> list[str]:
         """Record missed recall terms (folded per reference 4.7); returns the folded terms."""
-        return self._commit(lambda c: capture.record_miss(c, terms, outcome), "record_miss")
+        return self.commit(lambda c: capture.record_miss(c, terms, outcome), operation="record_miss")
 
     def record_lane_override(self, forced: str, auto_pick: str) -> None:
         """Record an explicit recall lane that disagreed with auto routing."""
-        self._commit(lambda c: capture.record_lane_override(c, forced, auto_pick),
-                     "record_lane_override")
+        self.commit(lambda c: capture.record_lane_override(c, forced, auto_pick),
+                    operation="record_lane_override")
 
     def classify(self, capsule_id: str, kind: str | None = None, tier: str | None = None) -> None:
         """Label a capsule's kind and/or move its tier."""
-        self._commit(lambda c: capture.classify(c, capsule_id, kind, tier), "classify")
+        self.commit(lambda c: capture.classify(c, capsule_id, kind, tier), operation="classify")
 
     def session_start(self, project: str = capture.DEFAULT_PROJECT,
                       session_id: str | None = None) -> str:
         """Open a session bracket; returns ``sess-<n>``."""
-        return self._commit(lambda c: capture.session_start(c, project, session_id),
-                            "session_start")
+        return self.commit(lambda c: capture.session_start(c, project, session_id),
+                           operation="session_start")
 
     def session_finish(self, sid: str, handoff: str | None = None) -> str | None:
         """Close a session; a handoff becomes a capsule (source ``memory_session_finish``)."""
-        return self._commit(lambda c: capture.session_finish(c, sid, handoff), "session_finish")
+        return self.commit(lambda c: capture.session_finish(c, sid, handoff), operation="session_finish")
 
     def record_git_scan(self, source_key: str, cursor: str,
                         corroborations: Sequence[Mapping[str, Any]] = ()) -> None:
         """Advance a git source's cursor and record the scan's corroborations."""
-        self._commit(lambda c: capture.record_git_scan(c, source_key, cursor, corroborations),
-                     "record_git_scan")
+        self.commit(lambda c: capture.record_git_scan(c, source_key, cursor, corroborations),
+                    operation="record_git_scan")
 
     def append(self, table: str, rows: Any) -> int:
         """Append many event rows of one table in one commit (the verbs, vectorised).
@@ -466,7 +531,8 @@ class Store(StoreView):
         """
         if isinstance(rows, Mapping) and rows and all(isinstance(v, list) for v in rows.values()):
             rows = pl.DataFrame(rows)
-        return self._commit(lambda c: capture.append_events(c, table, rows), f"append:{table}")
+        return self.commit(lambda c: capture.append_events(c, table, rows),
+                           operation=f"append:{table}")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Store]:
@@ -499,36 +565,68 @@ class Store(StoreView):
             tx.land()
 
     # -- maintenance ----------------------------------------------------------------------
-    def vacuum(self, *, grace_seconds: float = 60.0) -> dict[str, int]:
-        """Remove files the newest generation does not name: crash orphans, replaced parts.
+    def vacuum(self, *, grace_seconds: float = 60.0, wait_seconds: float = 30.0) -> dict[str, int]:
+        """Remove memframe's own files that the newest generation does not name.
 
-        A partition named for a generation that is already committed but not referenced
-        now is garbage (replaced by compaction/erasure, or a losing writer's leftover). A
-        partition for a future generation may belong to a writer still committing, so it is
-        removed only once older than ``grace_seconds``. After a vacuum, time travel reaches
-        back only to generations whose files remain.
+        Only partition files (``part-<generation>-<n>-<token>.parquet``) and temporary files
+        (``.tmp-<token>``) inside the store's own table directories (the canonical tables,
+        ``projections/`` and ``derived/``) and ``_log/`` are candidates: anything else under
+        the store root (your ``exports/mine.parquet``, a store nested inside) is never
+        touched, and symbolic links are not followed. Which files the newest generation
+        names is read from the log itself (every generation file, no checkpoint), since
+        this is the one operation that deletes.
+
+        Vacuum holds the commit lock exclusively while it deletes, so the files of a commit
+        in flight are never removed; it waits up to ``wait_seconds`` for running commits.
+        Temporary files, and partitions written for a generation that does not exist yet,
+        are removed only once older than ``grace_seconds``. After a vacuum, time travel
+        reaches back only to generations whose files remain.
 
         Returns:
             Counts of removed ``partitions`` and ``temporary`` files.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> store.vacuum()
+            {'partitions': 0, 'temporary': 0}
         """
-        with self._lock:
+        if (not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool)
+                or not grace_seconds > 0 or grace_seconds == float("inf")):
+            raise InvalidInputError(
+                f"grace_seconds={grace_seconds!r}: give a positive number of seconds (default "
+                f"60); it protects files a slow writer is still writing, so 0, negative, NaN "
+                f"and infinite values are refused"
+            )
+        if not isinstance(wait_seconds, int | float) or not wait_seconds >= 0:
+            raise InvalidInputError(f"wait_seconds={wait_seconds!r}: give seconds >= 0")
+        with self._lock, self._log.exclusive(wait_seconds):
             snap = self._refresh()
-            keep = {p.path for parts in snap.tables.values() for p in parts}
+            replayed = self._log.snapshot(snap.generation, use_checkpoints=False)
+            if replayed.tables != snap.tables:
+                raise CorruptStoreError(
+                    f"a checkpoint of {self.path} disagrees with the log at generation "
+                    f"{snap.generation}; nothing was removed. Delete the _log/_checkpoint.* "
+                    f"files (the log alone is authoritative) and run vacuum again"
+                )
+            keep = {p.path for parts in replayed.tables.values() for p in parts}
             cutoff = time.time() - grace_seconds
             removed = {"partitions": 0, "temporary": 0}
-            for dirpath, _dirs, files in os.walk(self._log.root):
-                for name in files:
-                    full = Path(dirpath, name)
-                    rel = full.relative_to(self._log.root).as_posix()
-                    if name.startswith(".tmp-"):
-                        if full.stat().st_mtime < cutoff:
-                            full.unlink(missing_ok=True)
-                            removed["temporary"] += 1
-                    elif name.endswith(".parquet") and rel not in keep:
-                        if _part_generation(name) > snap.generation and full.stat().st_mtime >= cutoff:
-                            continue  # possibly a writer still committing
+            for full, kind in _owned_files(self._log.root):
+                rel = full.relative_to(self._log.root).as_posix()
+                try:
+                    mtime = full.lstat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if kind == "temporary":
+                    if mtime < cutoff:
                         full.unlink(missing_ok=True)
-                        removed["partitions"] += 1
+                        removed["temporary"] += 1
+                elif rel not in keep:
+                    if _part_generation(full.name) > snap.generation and mtime >= cutoff:
+                        continue  # a writer that has not linked yet (it holds no lock: crashed)
+                    full.unlink(missing_ok=True)
+                    removed["partitions"] += 1
             return removed
 
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
@@ -536,6 +634,14 @@ class Store(StoreView):
 
         Only consecutive partitions (in seq order) are merged, so a table's partitions
         keep disjoint seq ranges. Returns merged-partition counts per table.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> for t in "ab":
+            ...     _ = store.ingest({"content": t, "source": "s", "anchor": t})
+            >>> store.compact("capsules")
+            {'capsules': 2}
         """
         names = [table] if table is not None else list(S.CANONICAL_TABLES)
         for name in names:
@@ -543,52 +649,73 @@ class Store(StoreView):
                 raise InvalidInputError(
                     f"unknown table {name!r}; compact one of: {', '.join(S.CANONICAL_TABLES)}"
                 )
-        with self._lock:
-            for _attempt in range(_MAX_ATTEMPTS):
-                snap = self._refresh()
-                merged: dict[str, int] = {}
-                runs: list[tuple[str, list[Part]]] = []
-                for name in names:
-                    run: list[Part] = []
-                    for part in [*snap.parts(name), None]:
-                        if part is not None and part.rows < min_rows:
-                            run.append(part)
-                            continue
-                        if len(run) > 1:
-                            runs.append((name, run))
-                            merged[name] = merged.get(name, 0) + len(run)
-                        run = []
-                if not runs:
-                    return {}
-                commit = self._new_commit(snap)
-                generation = snap.generation + 1
-                adds, removes, written = [], [], []
-                try:
-                    for i, (name, run) in enumerate(runs):
-                        frame = tables.read(self._log.root, run, S.table_schema(name))
-                        rel = tables.part_path(name, generation, i)
-                        part = tables.write_part(self._log.root, rel, frame)
-                        written.append(self._log.root / rel)
-                        adds.append({"table": name, **part.to_json()})
-                        removes.extend(p.path for p in run)
-                    entry = {
-                        "generation": generation, "parent": snap.generation,
-                        "operation": "compact", "verbs": ["compact"],
-                        "timestamp": max(_commit_stamp(commit.now), snap.timestamp or ""),
-                        "seq": None, "add": adds, "remove": removes,
-                        "counters": dict(snap.counters), "watermarks": dict(snap.watermarks),
-                    }
-                    won = self._log.try_commit(entry)
-                except BaseException:
-                    for path in written:
-                        path.unlink(missing_ok=True)
-                    raise
-                if won:
-                    self._snap = snap.apply(entry)
-                    return merged
-                for path in written:
-                    path.unlink(missing_ok=True)
-            raise ConcurrentCommitError("compact kept losing the race to other writers; retry")
+        if not isinstance(min_rows, int) or isinstance(min_rows, bool) or min_rows < 1:
+            raise InvalidInputError(f"min_rows={min_rows!r}: give a positive row count")
+
+        def merge(w: capture.Commit) -> dict[str, int]:
+            merged: dict[str, int] = {}
+            for name in names:
+                run: list[Part] = []
+                for part in [*w.snapshot.parts(name), None]:
+                    if part is not None and part.rows < min_rows:
+                        run.append(part)
+                        continue
+                    if len(run) > 1:
+                        frame = pl.concat([self._read_pinned_part(w.snapshot, p) for p in run])
+                        w.replace_parts(name, run, frame)
+                        merged[name] = merged.get(name, 0) + len(run)
+                    run = []
+            return merged
+
+        return self.commit(merge, operation="compact")
+
+    def discard_if_unused(self, *, remove_root: bool) -> bool:
+        """Remove this store if no generation was ever committed to it (undo a create).
+
+        Only what `Store.create` made is removed (the format marker, the log directory and
+        empty table directories), and only while the log is empty, checked under the
+        exclusive commit lock: a store another process has committed to is left alone.
+        ``remove_root`` also removes the (then empty) store directory. Returns whether the
+        store was removed.
+        """
+        with self._lock, self._log.exclusive(0.0):
+            if self._log.latest_generation() != 0:
+                return False
+            return self._log.discard(remove_root=remove_root)
+
+
+class _StaleSnapshot(Exception):
+    """A pinned file vanished (replaced, then vacuumed): run again on a newer generation."""
+
+
+def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
+    """memframe's own partition and temporary files under a store (no symlink followed)."""
+    dirs = [root / name for name in S.CANONICAL_TABLES]
+    for top in ("projections", "derived"):
+        base = root / top
+        if base.is_dir() and not base.is_symlink():
+            for dirpath, subdirs, _files in os.walk(base, followlinks=False):
+                here = Path(dirpath)
+                if (here / "memframe.json").exists() and here != root:
+                    subdirs[:] = []  # a store nested inside: never ours to clean
+                    continue
+                dirs.append(here)
+    for directory in dirs:
+        if directory.is_symlink() or not directory.is_dir():
+            continue
+        if (directory / "memframe.json").exists():
+            continue
+        for entry in os.scandir(directory):
+            if entry.is_dir(follow_symlinks=False):
+                continue
+            if log_module.PART_NAME_RE.match(entry.name) and not entry.is_symlink():
+                yield Path(entry.path), "partition"
+            elif log_module.TEMP_NAME_RE.match(entry.name):
+                yield Path(entry.path), "temporary"
+    log_dir = root / log_module.LOG_DIR
+    for entry in os.scandir(log_dir):
+        if log_module.TEMP_NAME_RE.match(entry.name):
+            yield Path(entry.path), "temporary"
 
 
 def _part_generation(name: str) -> int:

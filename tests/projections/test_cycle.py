@@ -88,9 +88,9 @@ def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(mstore.path, copy)
     other = mf.Store.open(copy, clock=TickingClock())
-    other._commit(lambda c: [c.write_derived(levels.level_table("session", k),
-                                             pl.DataFrame(), replace=True)
-                             for k in levels.levels(c.snapshot, "session")], "drop")
+    other.commit(lambda c: [c.write_derived(levels.level_table("session", k),
+                                            pl.DataFrame(), replace=True)
+                            for k in levels.levels(c.snapshot, "session")], operation="drop")
     assert stored_rows(other).height == 0
     other.memory.rebuild_projections()
     assert stored_rows(other).equals(incremental)
