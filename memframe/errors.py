@@ -15,6 +15,7 @@ __all__ = [
     "SchemaValidationError",
     "UnknownCapsuleError",
     "SessionError",
+    "TombstonedContentError",
     "DigestParameterError",
 ]
 
@@ -67,6 +68,19 @@ class SchemaValidationError(InvalidInputError):
 
 class UnknownCapsuleError(InvalidInputError):
     """A verb named a capsule id the store does not hold (or no longer shows)."""
+
+
+class TombstonedContentError(InvalidInputError):
+    """An ingest of content a forgotten capsule held: forget is sticky, so it is refused.
+
+    The forgotten capsule keeps its content hash (``source_hash``), so the same text can
+    never silently come back as a new memory, nor be answered with the dead id.
+    """
+
+    def __init__(self, message: str, *, capsule_id: str, row: int):
+        super().__init__(message)
+        self.capsule_id = capsule_id
+        self.row = row
 
 
 class SessionError(InvalidInputError):

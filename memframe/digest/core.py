@@ -18,13 +18,18 @@ from memframe.digest.params import (
 )
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
+from memframe.store import Store, StoreView
 
 __all__ = ["digest", "digest_tables", "read_pinned", "Digest", "HEADLINES_DEFAULT"]
 
 
 def _pin(store: Any) -> Any:
-    pinned = getattr(store, "pinned", None)
-    return pinned() if callable(pinned) else store
+    if not isinstance(store, StoreView):
+        raise InvalidInputError(
+            f"the digest reads a store, got {type(store).__name__} {store!r:.80}; pass "
+            f"mf.Store.open(path) (or a view of one: store.at(g), store.as_of(t))"
+        )
+    return store.pinned()
 
 
 def _check_known_hash(known_hash: object) -> None:
@@ -34,9 +39,10 @@ def _check_known_hash(known_hash: object) -> None:
 
 def read_pinned(store: Any, now: _dt.datetime | None) -> DigestInputs:
     view = _pin(store)
-    if now is None:
-        now = view.now()
-    return read_inputs(view, validate_now(now))
+    now = validate_now(view.now() if now is None else now)
+    if isinstance(store, Store):  # re-pinned if a vacuum removes what it pinned
+        return store.read(lambda v: read_inputs(v, now))
+    return read_inputs(view, now)
 
 
 def digest(

@@ -26,6 +26,7 @@ closed episode only once its run has been quiet longer than the gap and the job 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,8 @@ def _gap_ns(gap: dt.timedelta | float | int) -> int:
     if isinstance(gap, dt.timedelta):
         ns = (gap.days * 86_400 + gap.seconds) * 1_000_000_000 + gap.microseconds * 1_000
     elif isinstance(gap, int | float) and not isinstance(gap, bool):
+        if not math.isfinite(gap):
+            raise InvalidInputError(f"gap must be a finite number of seconds; got {gap!r}")
         ns = int(gap * 1_000_000_000)
     else:
         raise InvalidInputError(f"gap takes a timedelta or seconds; got {gap!r}")

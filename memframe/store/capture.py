@@ -17,6 +17,7 @@ from memframe import schema as S
 from memframe.errors import (
     InvalidInputError,
     SessionError,
+    TombstonedContentError,
     UnknownCapsuleError,
 )
 from memframe.ids import capsule_number, capsule_number_expr
@@ -300,6 +301,11 @@ def _to_frame(rows: Any) -> pl.DataFrame:
         )
     if not rows:
         return pl.DataFrame()
+    if any(not r for r in rows):
+        i = next(i for i, r in enumerate(rows) if not r)
+        raise InvalidInputError(
+            f"capsule row {i} is empty; every capsule needs content, source and anchor"
+        )
     unknown = sorted({k for r in rows for k in r} - set(INGEST_COLUMNS))
     if unknown:
         raise InvalidInputError(
@@ -418,6 +424,17 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     content = frame["content"].cast(pl.String)
     hashes = sha256_hex(content).to_list()
     existing = c.existing_ids_for_hashes(hashes)
+    for i, cid in enumerate(existing):
+        mode = c.forget_mode(cid) if cid is not None else None
+        if mode is not None:
+            assert cid is not None
+            raise TombstonedContentError(
+                f"capsule row {i} has the content of {cid}, which was forgotten ({mode}); "
+                f"forget is sticky: a forgotten memory cannot come back, nor be answered with "
+                f"its dead id. Nothing was written. Store different text (the store keeps "
+                f"the forgotten capsule's content hash to recognise it)",
+                capsule_id=cid, row=i,
+            )
 
     # within one call, the first occurrence of a content wins
     new_rows: list[int] = []
@@ -516,6 +533,9 @@ def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | No
     """Tombstone a capsule; redact/purge also erase its content bytes from the data files."""
     if mode not in S.FORGET_MODES:
         raise _vocab_error("forget mode", mode, S.FORGET_MODES)
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInputError(f"a forget reason is text or None; got {type(reason).__name__} "
+                                f"{reason!r}")
     c.require_capsule(capsule_id, live=False)
     previous = c.forget_mode(capsule_id)
     erase = mode in ("redact", "purge")
@@ -558,13 +578,26 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
     c.rewrites[key] = ([part], "capsules", frame)
 
 
+def _id_list(value: Any, verb: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise InvalidInputError(
+            f"{verb} takes a capsule id or a list of them (e.g. ['cap-1', 'cap-2']); "
+            f"got {type(value).__name__} {value!r:.60}"
+        )
+    return list(value)
+
+
 def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
-    ids = [capsule_ids] if isinstance(capsule_ids, str) else list(capsule_ids)
+    # usage is about the record: a capsule forgotten between retrieval and usage still
+    # takes it, so the batch's other ids never lose theirs (as nMEMORY records it)
+    ids = _id_list(capsule_ids, "record_recall")
     if not ids:
         return 0
     counts: dict[str, int] = {}
     for cid in ids:
-        c.require_capsule(cid, live=True)
+        c.require_capsule(cid, live=False)
         counts[cid] = counts.get(cid, 0) + 1
     c.append(
         "recalls",
@@ -579,6 +612,8 @@ def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
 def record_miss(c: Commit, terms: Sequence[str] | str, outcome: str) -> list[str]:
     if outcome not in S.MISS_OUTCOMES:
         raise _vocab_error("miss outcome", outcome, S.MISS_OUTCOMES)
+    if not isinstance(terms, str | Sequence):
+        raise InvalidInputError(f"record_miss takes a term or a list of terms; got {terms!r:.60}")
     raw = [terms] if isinstance(terms, str) else list(terms)
     bad = [t for t in raw if not isinstance(t, str)]
     if bad:
@@ -616,7 +651,7 @@ def classify(c: Commit, capsule_id: str, kind: str | None = None, tier: str | No
         raise _vocab_error("tier", tier, S.TIERS)
     if scope not in S.CLASSIFICATION_SCOPES:
         raise _vocab_error("classification scope", scope, S.CLASSIFICATION_SCOPES)
-    c.require_capsule(capsule_id, live=True)
+    c.require_capsule(capsule_id, live=False)  # "the label is about the record"
     if kind is not None:
         _append_classifications(c, [capsule_id], [kind], scope)
         c.journal("memory_classify", capsule_id, f"kind={kind}")
@@ -631,8 +666,10 @@ def session_start(c: Commit, project: str = DEFAULT_PROJECT, session_id: str | N
     if not isinstance(project, str) or not project.strip():
         raise InvalidInputError("session_start needs a non-blank project id, e.g. 'team/api'")
     if session_id is None:
-        sid = f"sess-{c.sessions + 1}"
         c.sessions += 1
+        while c.session(f"sess-{c.sessions}") is not None:  # taken by an explicit id
+            c.sessions += 1
+        sid = f"sess-{c.sessions}"
     else:
         if not isinstance(session_id, str) or not session_id.startswith("sess-"):
             raise InvalidInputError(f"session ids look like 'sess-<n>'; got {session_id!r}")
@@ -683,7 +720,16 @@ def record_git_scan(c: Commit, source_key: str, cursor: str,
         raise _vocab_error("source", source, S.CORROBORATION_SOURCES)
     if not isinstance(cursor, str) or not cursor:
         raise InvalidInputError("the scan cursor (the head sha) must be a non-empty string")
-    rows = [dict(r) for r in corroborations]
+    if isinstance(corroborations, str | bytes | Mapping):
+        raise InvalidInputError("corroborations is a list of dicts (capsule_id, kind, ref, verdict)")
+    rows = []
+    for i, r in enumerate(corroborations):
+        if not isinstance(r, Mapping):
+            raise InvalidInputError(
+                f"corroboration {i} is {type(r).__name__} {r!r:.40}; each is a dict with "
+                f"capsule_id, kind, ref, verdict (and optional detail)"
+            )
+        rows.append(dict(r))
     allowed = {"capsule_id", "kind", "ref", "verdict", "detail"}
     for i, r in enumerate(rows):
         extra = set(r) - allowed
@@ -744,6 +790,12 @@ _AUDITED: dict[str, tuple[str, str, pl.Expr | None]] = {
     "classifications": ("memory_classify", "capsule_id", pl.lit("kind=") + pl.col("kind")),
     "tiers": ("memory_tier", "capsule_id", pl.lit("tier=") + pl.col("tier")),
 }
+MAX_RECALL_COUNT = 2**31 - 1
+_NONBLANK: dict[str, tuple[str, ...]] = {
+    "summaries": ("conversation_id", "summary"),
+    "source_cursors": ("source_key", "cursor"),
+    "corroborations": ("ref",),
+}
 BULK_TABLES = ("relations", "forgets", "recalls", "classifications", "tiers", "recall_misses",
                "lane_overrides", "corroborations", "source_cursors", "summaries")
 _CAPSULE_REFS = {"forgets": ["capsule_id"], "recalls": ["capsule_id"],
@@ -792,12 +844,39 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
     frame = frame.with_columns(
         _time_column(frame, "at").fill_null(pl.lit(c.now, dtype=S.TIMESTAMP)).alias("at")
     )
+    for name in allowed:
+        if name == "at":
+            continue
+        have, want = frame[name].dtype, schema[name]
+        fits = (have == want or have == pl.Null
+                or (want == pl.Int64 and have.is_integer())
+                or (want == pl.Float64 and have.is_numeric()))
+        if not fits:
+            raise InvalidInputError(
+                f"{table}.{name} has dtype {have}; it holds {want} values: give "
+                f"{'strings' if want == pl.String else want} (nothing is coerced, so 1.5 is "
+                f"never truncated to 1 and 5 never becomes '5')"
+            )
     try:
         frame = frame.with_columns(
             [pl.col(n).cast(schema[n]) for n in allowed if n != "at"]
         )
     except pl.exceptions.PolarsError as exc:
-        raise InvalidInputError(f"{table}: a column has the wrong type: {exc}") from None
+        raise InvalidInputError(f"{table}: a value does not fit its column: {exc}") from None
+    for name in _NONBLANK.get(table, ()):
+        blank = frame[name].fill_null("").str.strip_chars() == ""
+        if blank.any():
+            raise InvalidInputError(f"{table} row {_first_bad(blank)}: {name} is blank; it "
+                                    f"must hold text")
+    if table == "recalls":
+        bad = ~frame["count"].is_between(1, MAX_RECALL_COUNT).fill_null(False)
+        if bad.any():
+            row = _first_bad(bad)
+            raise InvalidInputError(
+                f"recalls row {row}: count {frame['count'][row]} is outside 1..{MAX_RECALL_COUNT} "
+                f"(a recall batch counts how often one capsule was returned; bounded so that "
+                f"recall_count sums can never overflow)"
+            )
     for column in _CAPSULE_REFS.get(table, []):
         ids = frame[column]
         nums = pl.select(capsule_number_expr(pl.lit(ids))).to_series()
@@ -810,15 +889,6 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                 f"{table} row {row}: {column} {ids[row]!r} is not in this store "
                 f"(ids run cap-1..cap-{c.capsules})"
             )
-    if table in ("recalls", "classifications", "tiers"):
-        # like the verbs: a forgotten capsule takes no new usage, kind or tier
-        for i, cid in enumerate(frame["capsule_id"].to_list()):
-            mode = c.forget_mode(cid)
-            if mode is not None:
-                raise UnknownCapsuleError(
-                    f"{table} row {i}: capsule {cid!r} was forgotten ({mode}); "
-                    f"a forgotten capsule takes no new facts"
-                )
     if table == "relations":
         bad = ~frame["kind"].is_in(S.RELATION_KINDS)
         if bad.any():

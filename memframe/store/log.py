@@ -47,6 +47,7 @@ TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
 TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
 DERIVED_ROOTS = ("projections", "derived")
+_ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
 
 
 def check_part_path(table: str, path: str) -> None:
@@ -291,6 +292,14 @@ class Log:
         try:
             if not isinstance(entry, dict) or int(entry["generation"]) != generation:
                 raise ValueError("its generation number does not match its name")
+            lacking = sorted(_ENTRY_KEYS - set(entry))
+            if lacking:
+                raise KeyError(f"it lacks {', '.join(lacking)}")
+            if (not isinstance(entry["add"], list) or not isinstance(entry["remove"], list)
+                    or not all(isinstance(a, dict) for a in entry["add"])
+                    or not isinstance(entry["counters"], dict)
+                    or not isinstance(entry["watermarks"], dict)):
+                raise TypeError("add/remove must be lists, counters/watermarks objects")
             return snap.apply(entry)
         except CorruptStoreError as exc:
             raise CorruptStoreError(f"{self.log_dir / gen_name(generation)}: {exc}") from None

@@ -19,6 +19,7 @@ from memframe import schema as S
 from memframe.errors import (
     ConcurrentCommitError,
     CorruptStoreError,
+    GenerationNotFoundError,
     InvalidInputError,
     MemframeError,
     ReadOnlyStoreError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime.datetime]
 
 _MAX_ATTEMPTS = 200
+_MAX_READ_ATTEMPTS = 20
 
 
 def _system_clock() -> datetime.datetime:
@@ -100,6 +102,11 @@ class StoreView:
             >>> store.table("capsules").select("id", "content").collect().rows()
             [('cap-1', 'hello')]
         """
+        if name not in S.CANONICAL_TABLES:
+            raise InvalidInputError(
+                f"unknown table {name!r}; the canonical tables are: "
+                f"{', '.join(S.CANONICAL_TABLES)}"
+            )
         return tables.scan(self._log.root, self._snap.parts(name), S.table_schema(name))
 
     def tables(self) -> dict[str, pl.LazyFrame]:
@@ -139,6 +146,8 @@ class StoreView:
 
     def as_of(self, instant: datetime.datetime | str) -> StoreView:
         """A frozen view of the newest generation committed at or before ``instant``."""
+        if instant is None:
+            raise InvalidInputError("as_of needs an instant (a datetime or ISO 8601 text); got None")
         instant = parse_instant(instant, "as_of")
         return self.at(self._log.generation_for_instant(_commit_stamp(instant)))
 
@@ -267,17 +276,40 @@ class Store(StoreView):
         """A frozen view of the newest generation (what one call should read)."""
         return StoreView(self._log, self._refresh(), self._clock)
 
+    def read(self, fn: Callable[[StoreView], Any]) -> Any:
+        """Run ``fn(view)`` on a view pinned to the newest generation and return its result.
+
+        If files that generation names vanish while ``fn`` reads them (a compaction or an
+        erasure replaced them and a vacuum removed them), ``fn`` runs again on the newer
+        generation instead of failing. A file missing from the newest generation itself
+        is damage, and is reported.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> store.read(lambda view: view.generation)
+            0
+        """
+        for _attempt in range(_MAX_READ_ATTEMPTS):
+            view = self.pinned()
+            try:
+                return fn(view)
+            except (GenerationNotFoundError, CorruptStoreError):
+                if self._log.latest_generation(known=view.generation) == view.generation:
+                    raise
+        return fn(self.pinned())
+
     def table(self, name: str) -> pl.LazyFrame:
-        return self.pinned().table(name)
+        return self.read(lambda v: v.table(name))
 
     def tables(self) -> dict[str, pl.LazyFrame]:
-        return self.pinned().tables()
+        return self.read(lambda v: v.tables())
 
     def derived(self, name: str, schema: pl.Schema) -> pl.LazyFrame:
-        return self.pinned().derived(name, schema)
+        return self.read(lambda v: v.derived(name, schema))
 
     def read_matching(self, *args: Any, **kwargs: Any) -> tuple[pl.DataFrame, int]:
-        return self.pinned().read_matching(*args, **kwargs)
+        return self.read(lambda v: v.read_matching(*args, **kwargs))
 
     def row_count(self, name: str) -> int:
         return self.pinned().row_count(name)
@@ -286,7 +318,7 @@ class Store(StoreView):
         return self.pinned().files(name)
 
     def capsule_state(self) -> pl.LazyFrame:
-        return self.pinned().capsule_state()
+        return self.read(lambda v: v.capsule_state())
 
     def _summary_rows(self) -> list[tuple[str, int, int]]:
         return self.pinned()._summary_rows()
@@ -349,6 +381,8 @@ class Store(StoreView):
                 except _StaleSnapshot:
                     self._backoff(attempt)
                     continue
+                except UnicodeEncodeError as exc:
+                    raise _not_unicode(exc) from None
                 if commit.empty:
                     return result
                 if self._land(commit, operation):
@@ -530,7 +564,18 @@ class Store(StoreView):
             2
         """
         if isinstance(rows, Mapping) and rows and all(isinstance(v, list) for v in rows.values()):
-            rows = pl.DataFrame(rows)
+            lengths = {k: len(v) for k, v in rows.items()}
+            if len(set(lengths.values())) > 1:
+                raise InvalidInputError(
+                    f"append({table!r}, ...): columns have different lengths "
+                    f"({', '.join(f'{k}={n}' for k, n in lengths.items())}); give one value "
+                    f"per row in every column"
+                )
+            try:
+                rows = pl.DataFrame(rows, strict=False)
+            except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+                raise InvalidInputError(f"append({table!r}, ...): rows could not be read as "
+                                        f"columns: {exc}") from None
         return self.commit(lambda c: capture.append_events(c, table, rows),
                            operation=f"append:{table}")
 
@@ -684,6 +729,16 @@ class Store(StoreView):
             return self._log.discard(remove_root=remove_root)
 
 
+def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:
+    text = exc.object if isinstance(exc.object, str) else ""
+    near = text[max(0, exc.start - 20):exc.start]
+    return InvalidInputError(
+        f"text is not valid Unicode: {exc.reason} at position {exc.start} (after {near!r}); "
+        f"a lone surrogate usually comes from decoding bytes with errors='surrogateescape': "
+        f"decode as UTF-8 with errors='replace', or drop the character. Nothing was written"
+    )
+
+
 class _StaleSnapshot(Exception):
     """A pinned file vanished (replaced, then vacuumed): run again on a newer generation."""
 
@@ -736,7 +791,10 @@ class _Transaction:
         self.commit = store._new_commit(store._refresh())
 
     def run(self, fn: Callable[[capture.Commit], Any]) -> Any:
-        result = fn(self.commit)
+        try:
+            result = fn(self.commit)
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from None
         self.calls.append(fn)
         self.results.append(result)
         return result

@@ -45,7 +45,6 @@ CASES = [
     ("relation from a malformed id", lambda s: s.relate("cap-01", "cap-1", "blocks"), "cap-01"),
     ("self edge", lambda s: s.relate("cap-1", "cap-1", "blocks"), "itself"),
     ("unknown forget mode", lambda s: s.forget("cap-1", mode="burn"), "burn"),
-    ("recall of a forgotten capsule", lambda s: s.record_recall(["cap-2"]), "forgotten"),
     ("recall of a missing capsule", lambda s: s.record_recall(["cap-9"]), "cap-9"),
     ("unknown miss outcome", lambda s: s.record_miss(["x"], "grounded"), "missing_evidence"),
     ("non-string miss term", lambda s: s.record_miss([3], "abstain"), "strings"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import memframe as mf
@@ -21,19 +22,41 @@ def _two_capsules(tmp_path: Path) -> tuple[mf.Store, str, str]:
     return store, a, b
 
 
+VERB = {
+    "recalls": lambda store, cid: store.record_recall([cid]),
+    "classifications": lambda store, cid: store.classify(cid, kind="fact"),
+    "tiers": lambda store, cid: store.classify(cid, tier="archived"),
+}
+
+
 @pytest.mark.parametrize("table, row", [
     ("recalls", {"count": [1]}),
     ("classifications", {"kind": ["fact"]}),
     ("tiers", {"tier": ["archived"]}),
 ])
-def test_bulk_refuses_a_forgotten_capsule_like_the_verb(tmp_path: Path, table: str,
-                                                        row: dict) -> None:
+def test_record_level_state_takes_a_forgotten_capsule_like_the_verb(tmp_path: Path, table: str,
+                                                                     row: dict) -> None:
+    """Usage, kind and tier are about the record (nMEMORY's rule): a tombstoned capsule
+    takes them through the verb and through the bulk form alike; an unknown id does not."""
     store, a, _ = _two_capsules(tmp_path)
     store.forget(a)
-    with pytest.raises(UnknownCapsuleError):
-        store.record_recall([a])  # the verb refuses (so do classify(kind=..., tier=...))
-    with pytest.raises(UnknownCapsuleError):
-        store.append(table, {"capsule_id": [a], **row})
+    VERB[table](store, a)
+    assert store.append(table, {"capsule_id": [a], **row}) == 1
+    assert store.table(table).filter(pl.col("capsule_id") == a).collect().height == 2
+    generation = store.generation
+    with pytest.raises(UnknownCapsuleError, match="cap-3"):
+        VERB[table](store, "cap-3")
+    with pytest.raises(UnknownCapsuleError, match="cap-3"):
+        store.append(table, {"capsule_id": ["cap-3"], **row})
+    assert store.generation == generation
+
+
+def test_a_recall_batch_naming_a_forgotten_capsule_keeps_everyones_usage(tmp_path: Path) -> None:
+    store, a, b = _two_capsules(tmp_path)
+    store.forget(a)
+    store.record_recall([a, b, b])
+    counts = dict(store.capsule_state().select("id", "recall_count").collect().iter_rows())
+    assert counts == {a: 1, b: 2}
 
 
 def test_bulk_purge_erases_a_tombstoned_capsule_like_the_verb(tmp_path: Path) -> None:
