@@ -145,7 +145,8 @@ def _cmd_digest(args: argparse.Namespace) -> int:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             for root, d in digests.items():
-                name = root.replace("/", "__") + "." + ("json" if args.format == "json" else args.format)
+                stem = digest_mod.batch.project_file_stem(root)
+                name = f"{stem}.{'json' if args.format == 'json' else args.format}"
                 (out / name).write_text(_render_digest(d, args.format) + "\n", encoding="utf-8")
             print(f"wrote {len(digests)} digest(s) to {out}", file=sys.stderr)
         return 0

@@ -77,11 +77,27 @@ def test_batch_digest_reports_a_failing_store_and_keeps_going(small, tmp_path, c
 def test_per_project_writes_one_fenced_digest_per_subtree_root(small, tmp_path):
     out = tmp_path / "per"
     assert main(["digest", str(small.path), "--per-project", "1", "--out", str(out)]) == 0
+    from memframe.digest.batch import project_file_stem
+
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["ops.json", "team.json"]
-    team = json.loads((out / "team.json").read_text())
+    assert files == sorted(f"{project_file_stem(p)}.json" for p in ("ops", "team"))
+    team = json.loads((out / f"{project_file_stem('team')}.json").read_text())
     assert team["total"] == 6
     assert team == json.loads(mf.digest(small, project_prefix="team").to_json())
+
+
+def test_per_project_files_are_unique_and_bounded_whatever_the_ids(tmp_path, clock):
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    ids = ["x/y", "x__y", "p" * 300, "../up", "ünï/cødé", "a b"]
+    store.ingest([{"content": f"c{i}", "source": "s", "anchor": "a", "project_id": pid}
+                  for i, pid in enumerate(ids)])
+    out = tmp_path / "per"
+    assert main(["digest", str(store.path), "--per-project", "9", "--out", str(out)]) == 0
+    files = sorted(out.iterdir())
+    assert len(files) == len(ids)  # no digest lost to a shared name
+    assert all(len(f.name) <= 100 and f.parent == out for f in files)
+    totals = sorted(json.loads(f.read_text())["total"] for f in files)
+    assert totals == [1] * len(ids)
 
 
 def test_info_vacuum_compact(small, capsys):

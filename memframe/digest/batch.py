@@ -4,8 +4,10 @@ store in one pass."""
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import multiprocessing
 import os
+import re
 import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -19,7 +21,7 @@ from memframe.digest.params import validate_headlines
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
 
-__all__ = ["per_project_digests", "digest_many", "BatchReport"]
+__all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem"]
 
 
 def per_project_digests(
@@ -93,6 +95,29 @@ def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
 
     store = memframe.Store.open(path)
     return digest(store, **kwargs)
+
+
+_SLUG_CHARS = 64
+
+
+def project_file_stem(project_id: str) -> str:
+    """A file name stem for one project's digest: readable, unique and bounded.
+
+    Project ids may hold ``/``, ``..``, any Unicode and any length, and two ids may slug
+    to the same text (``x/y`` and ``x__y``); the stem is a readable slug of at most 64
+    characters plus 12 hex digits of the id's sha256, so different ids never share a file.
+
+    Examples:
+        >>> project_file_stem("team/api")
+        'team__api-0c8d32151f42'
+        >>> project_file_stem("x/y") != project_file_stem("x__y")
+        True
+        >>> len(project_file_stem("p" * 300)) <= 77
+        True
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", project_id.replace("/", "__")).strip("._")
+    digest = hashlib.sha256(project_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug[:_SLUG_CHARS] or 'project'}-{digest}"
 
 
 def _write(out_dir: Path, name: str, text: str) -> Path:
