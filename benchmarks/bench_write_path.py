@@ -1,0 +1,125 @@
+"""Write-path benchmarks: bulk ingest against a plain Parquet write, single-row commits.
+
+Prints figures and ratios measured side by side in one run; asserts nothing about time.
+
+    python benchmarks/bench_write_path.py                 # 1M capsules, 300 single commits
+    python benchmarks/bench_write_path.py --capsules 100000 --commits 100
+
+Figures:
+
+a. ``store.ingest(frame)`` of N capsules in one commit (rows/s, peak RSS of that process)
+   against ``frame.write_parquet`` of the same frame (the floor: no hashing, no ids, no
+   validation, no journal). Target ratio <= 6x.
+b. single-row commits (``store.ingest`` of one capsule, ``store.relate``,
+   ``store.record_recall``): median milliseconds, and the share spent validating frames.
+   Target: median ingest commit <= 15 ms with validation on every write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+import memframe as mf
+
+
+def capsule_frame(n: int, offset: int = 0) -> pl.DataFrame:
+    ids = pl.int_range(offset, offset + n, eager=True)
+    return pl.DataFrame({
+        "content": pl.format("capsule {} about the release plan and the schema fix", ids),
+        "source": pl.repeat("bench", n, eager=True),
+        "anchor": pl.format("a-{}", ids % 1000),
+        "project_id": pl.format("team/p{}", ids % 50),
+        "conversation_id": pl.format("conv-{}", ids % 5000),
+    })
+
+
+def _clock() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def bulk(n: int) -> dict:
+    """One process per measurement, so peak RSS is the measurement's own."""
+    out = {}
+    for what in ("parquet", "ingest"):
+        code = f"""
+import resource, sys, tempfile, time, json, os
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from bench_write_path import capsule_frame
+import memframe as mf
+frame = capsule_frame({n})
+tmp = tempfile.mkdtemp()
+t = time.perf_counter()
+if {what!r} == "parquet":
+    frame.write_parquet(os.path.join(tmp, "f.parquet"))
+else:
+    mf.Store.create(os.path.join(tmp, "s")).ingest(frame)
+secs = time.perf_counter() - t
+print(json.dumps({{"seconds": secs,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True)
+        out[what] = json.loads(result.stdout.strip().splitlines()[-1])
+    return out
+
+
+def single_commits(n: int) -> dict:
+    tmp = Path(tempfile.mkdtemp())
+    store = mf.Store.create(tmp / "s", clock=_clock)
+    store.ingest(capsule_frame(10_000))
+    times: dict[str, list[float]] = {"ingest": [], "relate": [], "record_recall": []}
+    profile = cProfile.Profile()
+    for i in range(n):
+        t = time.perf_counter()
+        profile.enable()
+        (cid,) = store.ingest({"content": f"single {i}", "source": "s", "anchor": "a"})
+        profile.disable()
+        times["ingest"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        store.relate(cid, f"cap-{i + 1}", "derived_from")
+        times["relate"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        store.record_recall([cid])
+        times["record_recall"].append(time.perf_counter() - t)
+    stats = pstats.Stats(profile)
+    validate = sum(v[3] for k, v in stats.stats.items() if k[2] == "validate_frame")
+    whole = sum(times["ingest"])
+    return {"median_ms": {k: statistics.median(v) * 1000 for k, v in times.items()},
+            "validation_share_of_ingest": validate / whole if whole else 0.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--capsules", type=int, default=1_000_000)
+    ap.add_argument("--commits", type=int, default=300)
+    args = ap.parse_args(argv)
+    b = bulk(args.capsules)
+    ratio = b["ingest"]["seconds"] / b["parquet"]["seconds"]
+    print(f"a. bulk ingest of {args.capsules:,} capsules in one commit")
+    print(f"   write_parquet      {b['parquet']['seconds']:8.3f} s   peak {b['parquet']['peak_mib']:7.0f} MiB")
+    print(f"   store.ingest       {b['ingest']['seconds']:8.3f} s   peak {b['ingest']['peak_mib']:7.0f} MiB"
+          f"   {args.capsules / b['ingest']['seconds']:,.0f} rows/s")
+    print(f"   ratio ingest / write_parquet: {ratio:.1f}x   (target <= 6x)")
+    s = single_commits(args.commits)
+    print(f"b. single-row commits on a 10k store ({args.commits} each)")
+    for verb, ms in s["median_ms"].items():
+        print(f"   {verb:<14} median {ms:6.1f} ms")
+    print(f"   validation share of the ingest commit: {s['validation_share_of_ingest']:.0%}"
+          f"   (target: ingest median <= 15 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
