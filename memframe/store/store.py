@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import html
 import os
 import random
 import threading
@@ -154,18 +153,10 @@ class StoreView:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        body = "".join(
-            f"<tr><td>{esc(name)}</td><td style='text-align:right'>{rows:,}</td>"
-            f"<td style='text-align:right'>{parts}</td></tr>"
-            for name, rows, parts in self._summary_rows()
-        )
-        return (
-            f"<div><b>memframe {esc(type(self).__name__)}</b> <code>{esc(str(self.path))}</code>"
-            f" generation <b>{self.generation}</b>"
-            f"<table><thead><tr><th>table</th><th>rows</th><th>partitions</th></tr></thead>"
-            f"<tbody>{body}</tbody></table></div>"
-        )
+        from memframe._render import store_html  # the leaf renderer
+
+        return store_html(type(self).__name__, str(self.path), self.generation,
+                          self.committed_at, self._summary_rows())
 
     # -- projections ----------------------------------------------------------------------
     @property
