@@ -218,9 +218,10 @@ class Store(StoreView):
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
-               actor: str = "memframe") -> Store:
-        """Create a new, empty store at ``path`` (which must be absent or empty)."""
-        return cls(Log.create(Path(path)), clock, actor)
+               actor: str = "memframe", exist_ok: bool = False) -> Store:
+        """Create a new, empty store at ``path`` (which must be absent or empty); with
+        ``exist_ok=True``, open the store already there instead (open-or-create)."""
+        return cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
