@@ -143,7 +143,7 @@ def cell(name: str, value: Any) -> str:
         return f"<td>{instant(value)}</td>"
     if name in _ID_NAMES:
         return f'<td class="mf-id">{esc(value)}</td>'
-    return f'<td class="mf-text">{esc(value)}</td>'
+    return f'<td class="mf-text" title="{esc(value)}">{esc(value)}</td>'
 
 
 def _head(name: str, numeric: bool) -> str:
@@ -162,6 +162,8 @@ def rows_table(rows: Sequence[Mapping[str, Any]], *, caption: str | None = None,
         columns = []
         for row in rows:
             columns += [k for k in row if k not in columns]
+        # a column with no value in any row says nothing: leave it out
+        columns = [c for c in columns if any(r.get(c) is not None for r in rows)] or columns
     numeric = {c for c in columns
                if rows and all(isinstance(r.get(c), int | float) and not isinstance(r.get(c), bool)
                                for r in rows if r.get(c) is not None)
@@ -211,7 +213,7 @@ def kv_table(pairs: Iterable[tuple[str, Any]], *, caption: str | None = None) ->
 
     Examples:
         >>> kv_table([("chain", "ok")])
-        '<table class="mf-table"><tbody><tr><th>chain</th><td class="mf-text">ok</td></tr></tbody></table>'
+        '<table class="mf-table"><tbody><tr><th>chain</th><td class="mf-text" title="ok">ok</td></tr></tbody></table>'
     """
     body = "".join(f"<tr><th>{esc(k)}</th>{cell(k, v)}</tr>" for k, v in pairs)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
