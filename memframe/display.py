@@ -593,8 +593,8 @@ def mission_chart(store: Any, *, max_nodes: int = 400, max_children: int | None 
         ...                      "kind": "epic" if i == 0 else "task"} for i in range(4)])
         >>> for child in ids[1:]:
         ...     store.relate(child, ids[0], "grounded_in")
-        >>> mission_chart(store, max_children=2).to_dict()["title"][:40]
-        'mission tree: 1 root, 2 child, 0 parent, '
+        >>> mission_chart(store, max_children=2).to_dict()["title"][:39]
+        'mission tree: 1 root, 2 child, 0 parent'
     """
     nodes, edges = mission_frames(store, max_nodes=max_nodes, max_children=max_children)
     return _graph_chart(nodes, edges, MISSION_COLORS,
