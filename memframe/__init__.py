@@ -22,6 +22,7 @@ __all__ = [
     "MEMORY_PROJECTION_NAMES",
     "audit",
     "importers",
+    "distributed",
     "__version__",
 ]
 
@@ -42,7 +43,7 @@ def __getattr__(name: str) -> Any:
         from memframe.projections import MEMORY_PROJECTION_NAMES
 
         return MEMORY_PROJECTION_NAMES
-    if name in ("audit", "importers", "synth", "graph", "state"):
+    if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display"):
         import importlib
 
         return importlib.import_module(f"memframe.{name}")

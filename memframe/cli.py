@@ -1,25 +1,55 @@
 """The ``memframe`` command: a thin shell over the public API (DESIGN.md section 6).
 
 Exit codes: 0 success, 2 usage error, 1 a ``MemframeError`` (message on stderr, no
-traceback). Results go to stdout unless ``--out`` names a file or folder; progress bars
-and diagnostics go to stderr. Each subcommand imports only what it needs, so that
-``memframe digest`` on the sample store starts quickly.
+traceback), 130 interrupted (Ctrl-C). One output convention for every command: results go
+to stdout, readable text on a terminal and JSON when piped or with ``--format json``;
+stage messages and progress bars go to stderr, on a terminal only (``--quiet`` silences
+them). Each subcommand imports only what it needs, so that ``memframe digest`` on the
+sample store starts quickly.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "synopsis"]
 
 
 class _UsageError(Exception):
     """A command line that cannot be run as given (exit code 2, like argparse's own)."""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help that shows every option's default (when it has one worth showing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" not in text and action.option_strings and default is not None
+                and default is not False and default is not argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, plus a suggestion when a command name is mistyped."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if match:
+            choices = [c.strip(" '") for c in match.group(2).split(",")]
+            near = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.5)
+            if near:
+                message += f"; did you mean '{near[0]}'?"
+        return super().error(message)
 
 
 def _headlines(value: str) -> int:
@@ -73,57 +103,53 @@ def _emit(text: str, out: str | None) -> None:
     print(f"wrote {target}", file=sys.stderr)
 
 
+def _terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def _format(args: argparse.Namespace, *, file_out: bool = False) -> str:
+    """The output format: as asked, else readable text on a terminal and JSON otherwise."""
+    if getattr(args, "format", None):
+        return str(args.format)
+    return "text" if _terminal() and not file_out else "json"
+
+
+def _json(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
 def _progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
+class _Stage:
+    """``memframe <command>: <what>...`` on stderr, then ``done in N.Ns`` (terminal only)."""
+
+    def __init__(self, args: argparse.Namespace, what: str):
+        self.show = _progress(args)
+        self.what = f"memframe {args.command}: {what}"
+        self.started = 0.0
+
+    def __enter__(self) -> _Stage:
+        self.started = time.perf_counter()
+        if self.show:
+            print(f"{self.what}...", end="", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        if self.show:
+            took = time.perf_counter() - self.started
+            print(" done" if kind is None else " stopped", f"in {took:.1f}s", file=sys.stderr)
+
+
 # ---- digest ------------------------------------------------------------------------------
-
-def _digest_text(d: Any) -> str:
-    body = d.to_dict()
-    lines = [f"memframe digest  generation {d.generation}  hash {d.hash[:12]}"]
-    if d.unchanged:
-        lines.append("unchanged (the known hash matches): no bodies")
-        return "\n".join(lines)
-    lines.append(f"total {body['total']} capsules in {len(body['by_project'])} project(s)")
-    for row in body["by_project"]:
-        lines.append(f"  {row['project_id']:<32} count {row['count']:>7}  live {row['live']:>7}")
-    for key, title in (("handoff", "handoffs"), ("newest", "newest"),
-                       ("most_recalled", "most recalled")):
-        rows = body.get(key) or []
-        if not rows:
-            continue
-        total = body.get(f"{key}_total", len(rows))
-        lines.append(f"{title} ({len(rows)} of {total}):")
-        for r in rows:
-            extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
-            lines.append(f"  {r['id']:<10} {r['project_id']:<20} {r['headline']}{extra}")
-    lines.append(f"relations {body['relations']}  open sessions {body['open_sessions']}  "
-                 f"audit events {body['audit_events']}  recall misses {body['recall_misses']}")
-    dag = body["dag"]
-    if dag["status"] == "ok":
-        lines.append(f"dag ok: ready {dag['ready_total']}, blocked {dag['blocked_total']}, "
-                     f"done {dag['done_total']}")
-    else:
-        lines.append(f"dag CYCLE: {' -> '.join(dag['cycle'])} (entangled {dag['entangled_total']})")
-    if "mission" in body:
-        m = body["mission"]
-        lines.append(f"mission {m['status']}: " + (
-            ", ".join(f"{r['id']} ({r['children']} children)" for r in m["roots"])
-            if m["status"] == "ok" else " -> ".join(m["cycle"])))
-    tiers, journal = body["tiers"], body["journal"]
-    lines.append(f"tiers active {tiers['active']} archived {tiers['archived']} "
-                 f"quarantined {tiers['quarantined']}  journal {journal['chain']}  "
-                 f"archive candidates {body['archive_candidates']}")
-    return "\n".join(lines)
-
 
 def _render_digest(d: Any, fmt: str) -> str:
     if fmt == "json":
-        return d.to_json()
+        return str(d.to_json())
     if fmt == "html":
-        return "<!doctype html><meta charset='utf-8'><title>memframe digest</title>" + d._repr_html_()
-    return _digest_text(d)
+        return str(d.to_html())
+    return str(d.to_text())
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
@@ -136,28 +162,36 @@ def _cmd_digest(args: argparse.Namespace) -> int:
             raise _UsageError("--per-project takes exactly one STORE")
         store = _open(stores[0], as_of=args.as_of)
         kwargs.pop("project_prefix")
-        digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
+        with _Stage(args, f"per-project digests of {store.path} at depth {args.per_project}"):
+            digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
         if args.out is None:
+            fmt = _format(args)
             for root, d in digests.items():
-                _emit(json.dumps({"project": root, "digest": json.loads(d.to_json())},
-                                 ensure_ascii=False, separators=(",", ":")), None)
+                if fmt == "json":
+                    _emit(_json({"project": root, "digest": json.loads(d.to_json())}), None)
+                else:
+                    _emit(f"== project {root}\n" + _render_digest(d, fmt), None)
         else:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             for root, d in digests.items():
-                stem = digest_mod.batch.project_file_stem(root)
-                name = f"{stem}.{'json' if args.format == 'json' else args.format}"
-                (out / name).write_text(_render_digest(d, args.format) + "\n", encoding="utf-8")
+                fmt = _format(args, file_out=True)
+                name = f"{digest_mod.batch.project_file_stem(root)}.{fmt}"
+                (out / name).write_text(_render_digest(d, fmt) + "\n", encoding="utf-8")
             print(f"wrote {len(digests)} digest(s) to {out}", file=sys.stderr)
         return 0
     if len(stores) == 1 and args.out is None:
-        d = digest_mod.digest(_open(stores[0], as_of=args.as_of), **kwargs)
-        _emit(_render_digest(d, args.format), None)
+        store = _open(stores[0], as_of=args.as_of)
+        with _Stage(args, f"digest of {store.path} at generation {store.generation}"):
+            d = digest_mod.digest(store, **kwargs)
+        _emit(_render_digest(d, _format(args)), None)
         return 0
     if args.as_of is not None:
         raise _UsageError("--as-of applies to one STORE at a time")
     if args.out is None:
         raise _UsageError("several stores need --out DIR (one JSON file per store)")
+    if _progress(args):
+        print(f"memframe digest: {len(stores)} stores into {args.out}", file=sys.stderr)
     if getattr(args, "engine", "processes") == "ray":
         from memframe.distributed import digest_many as ray_digest_many
 
@@ -176,12 +210,29 @@ def _cmd_digest(args: argparse.Namespace) -> int:
 # ---- projections -------------------------------------------------------------------------
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
-    from memframe.projections.commands import sessions_command
+    import polars as pl
+
+    from memframe.text import rfc3339
 
     store = _open(args.store, as_of=args.as_of)
-    body = sessions_command(store, known_hash=args.known_hash, limit=args.limit)
-    _emit(json.dumps(body, ensure_ascii=False, separators=(",", ":")), None)
+    page = store.memory.session_digest(limit=args.limit, known_hash=args.known_hash)
+    if _format(args) == "text":
+        head = (f"{page.total:,} sessions, {page.rows_visited:,} rows read, "
+                f"hash {page.hash[:12]}" if not page.unchanged
+                else f"unchanged (hash {page.hash[:12]})")
+        _emit("\n".join([head, *page.rows.get_column("line").to_list()]), None)
+        return 0
+    rows = page.rows.drop("line").with_columns(
+        rfc3339(pl.col(c)).alias(c) for c, d in page.rows.schema.items()
+        if isinstance(d, pl.Datetime))
+    _emit(_json({"hash": page.hash, "unchanged": page.unchanged,
+                 "rows_visited": page.rows_visited, "total": page.total,
+                 "sessions": rows.to_dicts()}), None)
     return 0
+
+
+def _report(args: argparse.Namespace, body: dict[str, Any], text: str) -> None:
+    _emit(text if _format(args) == "text" else _json(body), None)
 
 
 def _writable(path: str | None, command: str) -> str:
@@ -194,19 +245,27 @@ def _writable(path: str | None, command: str) -> str:
     return path
 
 
-def _cmd_cycle(args: argparse.Namespace) -> int:
-    from memframe.projections.commands import cycle_command
+def _cycle_text(verb: str, body: dict[str, Any]) -> str:
+    landed = (f"generation {body['generation']}" if body.get("generation") is not None
+              else "nothing to commit")
+    return (f"{verb}: folded {body['rows_folded']:,} rows, wrote {body['rows_written']:,} "
+            f"session rows ({body['rows_visited']:,} rows read); watermark "
+            f"{body['watermark']:,}; {landed}")
 
-    body = cycle_command(_open(_writable(args.store, "cycle")))
-    _emit(json.dumps(body, separators=(",", ":")), None)
+
+def _cmd_cycle(args: argparse.Namespace) -> int:
+    store = _open(_writable(args.store, "cycle"))
+    with _Stage(args, "folding what was written since the watermark"):
+        body = store.memory.run_cycle().to_dict()
+    _report(args, body, _cycle_text("cycle", body))
     return 0
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
-    from memframe.projections.commands import rebuild_command
-
-    body = rebuild_command(_open(_writable(args.store, "rebuild")))
-    _emit(json.dumps(body, separators=(",", ":")), None)
+    store = _open(_writable(args.store, "rebuild"))
+    with _Stage(args, "rebuilding the projections from the canonical rows"):
+        body = store.memory.rebuild_projections().to_dict()
+    _report(args, body, _cycle_text("rebuild", body))
     return 0
 
 
@@ -215,10 +274,13 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 def _cmd_audit_misses(args: argparse.Namespace) -> int:
     from memframe.audit import recall_misses
 
-    audit = recall_misses(_open(args.store), since=args.since, until=args.until)
-    if args.format == "json":
+    store = _open(args.store)
+    with _Stage(args, f"recall-miss audit of {store.path}"):
+        audit = recall_misses(store, since=args.since, until=args.until)
+    fmt = _format(args, file_out=args.out is not None)
+    if fmt == "json":
         text = audit.to_json()
-    elif args.format == "html":
+    elif fmt == "html":
         text = audit.to_html()
     else:
         text = audit.to_text()
@@ -229,8 +291,17 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
 def _cmd_import_nmemory(args: argparse.Namespace) -> int:
     from memframe.importers import import_nmemory
 
+    if _progress(args):
+        print(f"memframe import: reading {args.sqlite} into {args.store}", file=sys.stderr)
     report = import_nmemory(args.sqlite, args.store, progress=_progress(args))
-    _emit(str(report), None)
+    if _format(args) == "text":
+        _emit(str(report), None)
+    else:
+        _emit(_json({"mode": report.mode, "source": str(report.source),
+                     "store": str(report.store), "generation": report.generation,
+                     "rows_written": report.rows_written, "source_rows": report.source_rows,
+                     "read": report.read, "added": report.added, "skipped": report.skipped,
+                     "erased": report.erased, "notes": list(report.notes)}), None)
     return 0
 
 
@@ -243,145 +314,279 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_info(args: argparse.Namespace) -> int:
-    store = _open(args.store, as_of=args.as_of)
-    if args.format == "json":
-        view = store.pinned()
-        from memframe.schema import CANONICAL_TABLES
+def _readable(store: Any, limit: int = 1000) -> tuple[int, bool]:
+    """The oldest generation from which every later one is readable (all files present),
+    walking back from the newest at most ``limit`` generations; and whether the walk
+    reached generation 1 (so the whole history is readable)."""
+    newest = store.generation
+    oldest = newest
+    for g in range(newest, max(0, newest - limit), -1):
+        view = store.at(g)
+        parts = [p for parts in view.snapshot.tables.values() for p in parts]
+        if any(not (view.path / p.path).exists() for p in parts):
+            return oldest, False
+        oldest = g
+    return oldest, oldest <= 1
 
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from memframe.schema import CANONICAL_TABLES
+
+    store = _open(args.store)
+    view = _open(args.store, as_of=args.as_of).pinned()
+    newest = store.generation
+    oldest, whole = _readable(store)
+    if _format(args) == "json":
         info = {
             "path": str(view.path),
             "generation": view.generation,
             "committed_at": view.committed_at,
+            "newest_generation": newest,
+            "readable_generations": [oldest, newest] if newest else [],
             "tables": {n: {"rows": view.row_count(n), "partitions": len(view.files(n))}
                        for n in CANONICAL_TABLES},
             "watermarks": dict(view.watermarks),
         }
         _emit(json.dumps(info, indent=2), None)
+        return 0
+    lines = [repr(view)]
+    if newest == 0:
+        lines.append("an empty store (no generation yet)")
+    elif whole:
+        lines.append(f"readable generations: 1..{newest} (the whole history: --as-of and "
+                     f"store.at(g) reach every one)")
     else:
-        _emit(repr(store.pinned()), None)
+        lines.append(f"readable generations: {oldest}..{newest} (older ones lost files to "
+                     f"compaction and vacuum; --as-of and store.at(g) reach back to {oldest})")
+    _emit("\n".join(lines), None)
     return 0
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> int:
     removed = _open(args.store).vacuum(grace_seconds=args.grace_seconds)
-    _emit(json.dumps(removed), None)
+    _report(args, removed,
+            f"vacuum: removed {removed.get('partitions', 0):,} partition file(s) and "
+            f"{removed.get('temporary', 0):,} temporary file(s)")
     return 0
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     merged = _open(args.store).compact(args.table, min_rows=args.min_rows)
-    _emit(json.dumps(merged), None)
+    text = ("compact: nothing to merge" if not any(merged.values()) else
+            "compact: merged " + ", ".join(f"{n:,} partition(s) of {t}"
+                                           for t, n in merged.items() if n))
+    _report(args, merged, text)
     return 0
 
 
 # ---- parser --------------------------------------------------------------------------------
 
+_FORMAT_HELP = "text on a terminal, json when piped"
+
+
+def _sub(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
+
+
+def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    if required:
+        p.add_argument("store", metavar="STORE", help="the store directory")
+    else:
+        p.add_argument("store", nargs="?", metavar="STORE",
+                       help="the store directory (default: the bundled sample store)")
+
+
+def _format_arg(p: argparse.ArgumentParser, choices: Sequence[str]) -> None:
+    p.add_argument("--format", choices=tuple(choices), default=None,
+                   help=f"output format (default: {_FORMAT_HELP})")
+
+
+def _quiet_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no stage messages or progress bar on stderr")
+
+
+def _as_of_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-of", default=None, metavar="T",
+                   help="a generation number or an ISO instant: the store as it was then; "
+                        "`memframe info` lists the readable generations (default: the newest)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The ``memframe`` argument parser (also the source of the README's synopsis)."""
+    parser = _Parser(
         prog="memframe",
         description="An AI agent's long-term memory store as dataframes. With no STORE, "
-                    "commands read the bundled sample store.",
+                    "commands read the bundled sample store. Results go to stdout (text on "
+                    "a terminal, JSON when piped); messages go to stderr.",
+        formatter_class=_Formatter,
     )
     from memframe import __version__
 
     parser.add_argument("--version", action="version", version=f"memframe {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
-    p = sub.add_parser("digest", help="the session-start digest (spec 001)")
-    p.add_argument("stores", nargs="*", metavar="STORE")
+    p = _sub(sub, "digest", "the session-start digest (spec 001)")
+    p.add_argument("stores", nargs="*", metavar="STORE",
+                   help="one or more store directories (default: the bundled sample store)")
     p.add_argument("--headlines", type=_headlines, default=10, metavar="N",
-                   help="cap of every list (default 10; totals stay exact)")
+                   help="cap of every list; totals stay exact")
     p.add_argument("--project-prefix", default=None, metavar="P",
-                   help="fence the capsule sections to P and P/...")
-    p.add_argument("--as-of", default=None, metavar="T",
-                   help="a generation number or an ISO instant: the digest as it was")
-    p.add_argument("--format", choices=("json", "text", "html"), default="json")
+                   help="fence the capsule sections to P and P/... (default: the whole store)")
+    _as_of_arg(p)
+    _format_arg(p, ("text", "json", "html"))
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="write one file per store (or per project) into DIR")
+                   help="write one file per store (or per project) into DIR "
+                        "(default: print to stdout)")
     p.add_argument("--per-project", type=_positive, default=None, metavar="DEPTH",
-                   help="one fenced digest per project subtree root at DEPTH")
+                   help="one fenced digest per project subtree root at DEPTH (default: off)")
     p.add_argument("--engine", choices=("processes", "ray"), default="processes",
                    help="how several stores are digested in parallel")
-    p.add_argument("--address", default=None, help="Ray cluster address (with --engine ray)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--address", default=None, metavar="A",
+                   help="Ray cluster address, with --engine ray (default: a local cluster)")
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
 
-    p = sub.add_parser("sessions", help="the session projection (spec 000)")
-    p.add_argument("store", nargs="?", metavar="STORE")
-    p.add_argument("--limit", type=_positive, default=10)
-    p.add_argument("--known-hash", default=None, metavar="H")
-    p.add_argument("--as-of", default=None, metavar="T")
+    p = _sub(sub, "sessions", "the session projection's digest (spec 000)")
+    _store_arg(p)
+    p.add_argument("--limit", type=_positive, default=10, metavar="N",
+                   help="newest sessions to list; total stays exact")
+    p.add_argument("--known-hash", default=None, metavar="H",
+                   help="the hash of an earlier answer: unchanged means no rows are handed "
+                        "(default: none, always hand the rows)")
+    _as_of_arg(p)
+    _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_sessions)
 
     for name, func, help_text in (
         ("cycle", _cmd_cycle, "fold what was written since the watermark"),
         ("rebuild", _cmd_rebuild, "rebuild the projections from the canonical rows"),
     ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("store", nargs="?", metavar="STORE")
+        p = _sub(sub, name, help_text)
+        p.add_argument("store", nargs="?", metavar="STORE",
+                       help="the store directory (required: this command writes)")
+        _format_arg(p, ("text", "json"))
+        _quiet_arg(p)
         p.set_defaults(func=func)
 
-    audit = sub.add_parser("audit", help="offline audits")
-    audit_sub = audit.add_subparsers(dest="audit", required=True, metavar="AUDIT")
-    p = audit_sub.add_parser("misses", help="the recall-miss audit")
-    p.add_argument("store", nargs="?", metavar="STORE")
-    p.add_argument("--format", choices=("text", "json", "html"), default="text")
-    p.add_argument("--since", default=None)
-    p.add_argument("--until", default=None)
-    p.add_argument("--out", default=None, metavar="FILE")
+    audit = _sub(sub, "audit", "offline audits")
+    audit_sub = audit.add_subparsers(dest="audit", required=True, metavar="AUDIT",
+                                     parser_class=_Parser)
+    p = _sub(audit_sub, "misses", "the recall-miss audit")
+    _store_arg(p)
+    _format_arg(p, ("text", "json", "html"))
+    p.add_argument("--since", default=None, metavar="T",
+                   help="first instant or day, inclusive (default: the first miss)")
+    p.add_argument("--until", default=None, metavar="T",
+                   help="last instant or day, exclusive (default: now)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the report to FILE (default: print to stdout)")
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_audit_misses)
 
-    imp = sub.add_parser("import", help="import another engine's store")
-    imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE")
-    p = imp_sub.add_parser("nmemory", help="an nMEMORY SQLite file (schema v20)")
-    p.add_argument("sqlite", metavar="SQLITE")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--quiet", action="store_true")
+    imp = _sub(sub, "import", "import another engine's store")
+    imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE",
+                                 parser_class=_Parser)
+    p = _sub(imp_sub, "nmemory", "an nMEMORY SQLite file (schema v20)")
+    p.add_argument("sqlite", metavar="SQLITE", help="the nMEMORY SQLite file (read only)")
+    p.add_argument("store", metavar="STORE", help="the memframe store to write (created if new)")
+    _format_arg(p, ("text", "json"))
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_import_nmemory)
 
-    p = sub.add_parser("synth", help="write a deterministic synthetic store")
-    p.add_argument("out", metavar="OUT")
-    p.add_argument("--capsules", type=_positive, default=3000, metavar="N")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
-    p.add_argument("--quiet", action="store_true")
+    p = _sub(sub, "synth", "write a deterministic synthetic store")
+    p.add_argument("out", metavar="OUT", help="the new store's directory")
+    p.add_argument("--capsules", type=_positive, default=3000, metavar="N",
+                   help="how many capsules")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="the random seed (same seed, same store)")
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_synth)
 
-    p = sub.add_parser("info", help="a store's generation and tables")
-    p.add_argument("store", nargs="?", metavar="STORE")
-    p.add_argument("--as-of", default=None, metavar="T")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p = _sub(sub, "info", "a store's generation, readable history and tables")
+    _store_arg(p)
+    _as_of_arg(p)
+    _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_info)
 
-    p = sub.add_parser("vacuum", help="remove files no generation needs")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--grace-seconds", type=float, default=60.0)
+    p = _sub(sub, "vacuum", "remove files no generation needs")
+    _store_arg(p, required=True)
+    p.add_argument("--grace-seconds", type=float, default=60.0, metavar="S",
+                   help="keep uncommitted files younger than this (a writer may be busy)")
+    _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_vacuum)
 
-    p = sub.add_parser("compact", help="merge small partitions (no row changes)")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--table", default=None)
-    p.add_argument("--min-rows", type=_positive, default=65_536)
+    p = _sub(sub, "compact", "merge small partitions (no row changes)")
+    _store_arg(p, required=True)
+    p.add_argument("--table", default=None, metavar="NAME",
+                   help="one canonical table (default: every table)")
+    p.add_argument("--min-rows", type=_positive, default=65_536, metavar="N",
+                   help="partitions smaller than this are merged")
+    _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_compact)
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str) -> list[tuple[str, Any]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            out = []
+            for name, child in action.choices.items():
+                out += _commands(child, f"{prefix} {name}")
+            return out
+    return [(prefix, parser)]
+
+
+def _usage_of(prefix: str, parser: argparse.ArgumentParser) -> str:
+    parts = [prefix]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:
+            meta = action.metavar or action.dest
+            parts.append({"?": f"[{meta}]", "*": f"[{meta} ...]"}.get(action.nargs, meta))
+            continue
+        flag = action.option_strings[-1]
+        if action.nargs == 0:
+            parts.append(f"[{flag}]")
+        elif action.choices:
+            parts.append(f"[{flag} {'|'.join(action.choices)}]")
+        else:
+            parts.append(f"[{flag} {action.metavar or action.dest.upper()}]")
+    return " ".join(parts)
+
+
+def synopsis() -> str:
+    """One usage line per command, generated from the parser (the README shows it).
+
+    Examples:
+        >>> synopsis().splitlines()[0].startswith("memframe digest [STORE ...] [--headlines N]")
+        True
+    """
+    return "\n".join(_usage_of(prefix, p) for prefix, p in _commands(build_parser(), "memframe"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    from memframe.errors import MemframeError
-
     try:
-        return int(args.func(args) or 0)
-    except _UsageError as exc:
-        print(f"usage error: memframe {args.command}: {exc}", file=sys.stderr)
-        return 2
-    except MemframeError as exc:
-        print(f"memframe {args.command}: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+        args = parser.parse_args(argv)
+        from memframe.errors import MemframeError
+
+        try:
+            return int(args.func(args) or 0)
+        except _UsageError as exc:
+            print(f"usage error: memframe {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except MemframeError as exc:
+            print(f"memframe {args.command}: {exc}", file=sys.stderr)
+            return 1
+        except BrokenPipeError:
+            return 0
+    except KeyboardInterrupt:
+        print("\nmemframe: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

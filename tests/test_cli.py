@@ -117,3 +117,173 @@ def test_as_of_reads_an_earlier_generation(small, capsys):
     small.ingest({"content": "later", "source": "s", "anchor": "b"})
     assert main(["digest", str(small.path), "--as-of", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["total"] == 12
+
+
+# ---- one output convention: text on a terminal, JSON when piped --------------------------
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Pretend stdout (and stderr) is a terminal."""
+    from memframe import cli
+
+    monkeypatch.setattr(cli, "_terminal", lambda: True)
+    monkeypatch.setattr(cli, "_progress", lambda args: not getattr(args, "quiet", False))
+
+
+def test_digest_on_a_terminal_is_the_readable_report(small, capsys, terminal):
+    assert main(["digest", str(small.path), "--headlines", "2"]) == 0
+    captured = capsys.readouterr()
+    d = mf.digest(mf.Store.open(small.path), headlines=2)
+    assert captured.out == d.to_text() + "\n"
+    assert captured.out.startswith(f"memframe digest  generation {d.generation}")
+    assert "newest (2 of 12):" in captured.out and "{" not in captured.out
+    # the stage message goes to stderr, never into the result
+    assert captured.err.startswith("memframe digest: digest of ") and " done in " in captured.err
+    # --format json still gives the wire bytes; --quiet silences the stage line
+    assert main(["digest", str(small.path), "--format", "json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == mf.digest(mf.Store.open(small.path)).to_json() + "\n"
+    assert captured.err == ""
+
+
+def test_piped_output_is_json_for_every_command_with_both(small, capsys):
+    for argv in (["digest", str(small.path)], ["sessions", str(small.path)],
+                 ["audit", "misses", str(small.path)], ["info", str(small.path)],
+                 ["cycle", str(small.path)], ["rebuild", str(small.path)],
+                 ["compact", str(small.path)], ["vacuum", str(small.path)]):
+        assert main(argv) == 0, argv
+        captured = capsys.readouterr()
+        json.loads(captured.out)  # one JSON document
+        assert captured.err == "", argv  # no stage messages when not on a terminal
+
+
+def test_sessions_rows_are_objects(tmp_path, clock, capsys):
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest([{"content": f"m{i}", "source": "s", "anchor": "a",
+                   "conversation_id": "conv-1"} for i in range(3)])
+    store.memory.run_cycle()
+    assert main(["sessions", str(store.path)]) == 0
+    body = json.loads(capsys.readouterr().out)
+    page = store.memory.session_digest()
+    assert body["hash"] == page.hash and body["total"] == 1
+    (row,) = body["sessions"]
+    assert row["conversation_id"] == "conv-1" and row["memory_count"] == 3
+    assert row["first_at"].endswith("Z") and row["last_member_id"] == "cap-3"
+    assert main(["sessions", str(store.path), "--known-hash", page.hash]) == 0
+    assert json.loads(capsys.readouterr().out)["unchanged"] is True
+
+
+def test_maintenance_commands_print_a_line_on_a_terminal(small, capsys, terminal):
+    small.ingest({"content": "one more", "source": "s", "anchor": "b"})
+    assert main(["compact", str(small.path)]) == 0
+    assert capsys.readouterr().out == ("compact: merged 2 partition(s) of capsules, "
+                                       "2 partition(s) of journal\n")
+    assert main(["vacuum", str(small.path)]) == 0  # replaced parts need no grace
+    assert capsys.readouterr().out == ("vacuum: removed 4 partition file(s) and "
+                                       "0 temporary file(s)\n")
+    assert main(["cycle", str(small.path)]) == 0
+    assert capsys.readouterr().out.startswith("cycle: folded 0 rows, wrote 0 session rows")
+
+
+# ---- help, synopsis, typos, interrupts -----------------------------------------------------
+
+def _all_parsers():
+    from memframe.cli import _commands, build_parser
+
+    return _commands(build_parser(), "memframe")
+
+
+def test_every_option_has_help_and_shows_its_default():
+    import argparse
+
+    for name, parser in _all_parsers():
+        text = parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{name}: {action.dest} has no help"
+            if action.option_strings and action.default not in (None, False):
+                assert f"default: {action.default}" in " ".join(text.split()), \
+                    f"{name}: {action.dest} hides its default"
+            if action.option_strings and action.default is None:
+                assert "default:" in action.help, f"{name}: {action.dest} hides its default"
+
+
+def test_the_readme_synopsis_is_the_parser():
+    from pathlib import Path
+
+    from memframe.cli import synopsis
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("## The command line", 1)[1].split("```", 2)[1]
+    assert block.strip().splitlines() == synopsis().splitlines()
+    assert len(synopsis().splitlines()) == len(_all_parsers()) == 10
+
+
+def test_a_mistyped_command_suggests_the_nearest(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["digets"])
+    assert exc.value.code == 2
+    assert "did you mean 'digest'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["audit", "mises"])
+    assert "did you mean 'misses'?" in capsys.readouterr().err
+
+
+def test_ctrl_c_exits_130_with_one_line(small, capsys, monkeypatch):
+    import memframe.digest as digest_mod
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(digest_mod, "digest", interrupted)
+    assert main(["digest", str(small.path)]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == "memframe: interrupted"
+
+
+# ---- history: what is readable, and what is missing ----------------------------------------
+
+def test_info_says_which_generations_are_readable(small, capsys, terminal):
+    assert main(["info", str(small.path)]) == 0
+    assert "readable generations: 1..1 (the whole history" in capsys.readouterr().out
+    small.ingest({"content": "one more", "source": "s", "anchor": "b"})
+    small.compact()
+    small.vacuum()
+    assert main(["info", str(small.path), "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["readable_generations"] == [3, 3] and info["newest_generation"] == 3
+    assert main(["info", str(small.path)]) == 0
+    assert "readable generations: 3..3 (older ones lost files" in capsys.readouterr().out
+    assert main(["digest", str(small.path), "--as-of", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "replaced at generation 3 and then vacuumed" in err
+    assert "generations 3 and later may be read" in err
+
+
+def test_a_missing_file_is_reported_as_missing(small, capsys):
+    (part,) = small.files("capsules")
+    part.unlink()
+    assert main(["digest", str(small.path)]) == 1
+    err = capsys.readouterr().err
+    assert "is missing from" in err and "vacuumed" not in err
+
+
+def test_create_exist_ok_opens_the_store_already_there(small, tmp_path):
+    again = mf.Store.create(small.path, exist_ok=True)
+    assert again.generation == small.generation == 1
+    with pytest.raises(mf.errors.StoreExistsError):
+        mf.Store.create(small.path)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file").write_text("x")
+    with pytest.raises(mf.errors.StoreExistsError):  # files, not a store: still refused
+        mf.Store.create(tmp_path / "junk", exist_ok=True)
+    fresh = mf.Store.create(tmp_path / "new", exist_ok=True)
+    assert fresh.generation == 0
+
+
+def test_distributed_is_an_attribute_like_audit():
+    import importlib
+
+    assert mf.distributed is importlib.import_module("memframe.distributed")
+    assert mf.audit is importlib.import_module("memframe.audit")

@@ -208,11 +208,55 @@ def test_miss_trend_chart_spec(audited):
 def test_top_terms_chart_spec(audited):
     spec = display.top_terms_chart(audited, n=2).to_dict()
     values = spec["data"]["values"]
-    assert [v["term"] for v in values] == audited.terms.head(2).get_column("term").to_list()
-    assert spec["encoding"]["y"]["sort"] == [v["label"] for v in values]
-    assert values[0] == {**values[0], "term": "retreival", "misses": 9, "seen": "recurring",
-                         "alias": "retrieval"}
-    assert spec["title"] == "Top 2 missed terms"
+    top = audited.terms.head(2)
+    # one row per (term, outcome): bars stack by outcome, as in the audit page
+    assert [v["term"] for v in values[::2]] == top.get_column("term").to_list()
+    assert {v["outcome"] for v in values} == {"abstain", "missing_evidence"}
+    for row in top.iter_rows(named=True):
+        mine = {v["outcome"]: v["count"] for v in values if v["term"] == row["term"]}
+        assert mine == {"abstain": row["abstain"], "missing_evidence": row["missing_evidence"]}
+    assert spec["encoding"]["color"]["scale"]["range"] == [
+        display.OUTCOME_COLORS[o] for o in spec["encoding"]["color"]["scale"]["domain"]]
+    # the y order is the ranking; recurring terms are marked in their label
+    assert spec["encoding"]["y"]["sort"] == [v["label"] for v in values[::2]]
+    first = values[0]
+    assert first == {**first, "term": "retreival", "label": "retreival ↻", "misses": 9,
+                     "seen": "recurring", "alias": "retrieval"}
+    assert spec["title"]["text"] == "Top 2 missed terms"
+
+
+def test_count_axes_have_whole_ticks_and_recalls_a_log_scale(audited, ticking):
+    for chart in (display.miss_trend_chart(audited), display.lane_override_chart(audited)):
+        axis = chart.to_dict()["encoding"]["y"]["axis"]
+        assert axis == {**axis, "tickMinStep": 1, "format": "d"}
+    ticking.record_recall(_caps(ticking, 2))
+    spec = display.recall_distribution_chart(ticking).to_dict()
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+
+
+def test_mission_chart_folds_children_past_the_cap(ticking):
+    s = ticking
+    epic, *tasks = s.ingest([{"content": f"t{i}", "source": "s", "anchor": f"t{i}",
+                              "kind": "epic" if i == 0 else "task"} for i in range(8)])
+    sub = s.ingest({"content": "sub", "source": "s", "anchor": "sub", "kind": "task"})[0]
+    for t in tasks:
+        s.relate(t, epic, "grounded_in")
+    s.relate(sub, tasks[-1], "grounded_in")  # under a folded child: folded with it
+    full, _ = display.mission_frames(s)
+    assert full.height == 9
+    nodes, edges = display.mission_frames(s, max_children=3)
+    statuses = _statuses(nodes)
+    assert statuses == {epic: "root", **{t: "child" for t in sorted(tasks)[:3]},
+                        f"{epic} +4": "collapsed"}
+    assert (f"{epic} +4", epic) in edges.select("from_id", "to_id").rows()
+    note = nodes.filter(pl.col("status") == "collapsed").get_column("headline").item()
+    assert note.startswith("4 more children of cap-1: ")
+    # the tree layout: the parent sits at the mean of its children
+    pos = dict(nodes.select("id", "position").iter_rows())
+    kids = [n for n, st in statuses.items() if st != "root"]
+    assert pos[epic] == sum(pos[k] for k in kids) / len(kids)
+    spec = display.mission_chart(s, max_children=3).to_dict()
+    assert "collapsed" in spec["layer"][1]["encoding"]["color"]["scale"]["domain"]
 
 
 def test_lane_override_chart_spec(audited):

@@ -1,12 +1,17 @@
-"""The notebooks in notebooks/ run from a clean checkout, top to bottom, without error.
+"""The notebooks in notebooks/ run from a clean checkout, top to bottom, without error, and
+their outputs need no network: no chart loads a script, no output names a URL to fetch.
 
-Each is executed with nbclient (kernel python3, cwd notebooks/, 120 s budget). They read
-the bundled sample store or make small synthetic stores in temporary directories; nothing
-outside the repository and no network.
+Each is executed once per test session with nbclient (kernel python3, cwd notebooks/, 120 s
+budget per cell); ``tests/test_browser.py`` opens the same executed notebooks, exported to
+HTML, in a real browser. They read the bundled sample store or make small synthetic stores
+in temporary directories; nothing outside the repository and no network.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -17,6 +22,27 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = ["01-explore-a-store.ipynb", "02-digest.ipynb", "03-recall-miss-audit.ipynb",
             "04-sessions.ipynb"]
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+_EXECUTED: dict[Path, nbformat.NotebookNode] = {}
+
+
+def executed(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, executed once per test session."""
+    if path not in _EXECUTED:
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
+        # the kernel imports this checkout's memframe, whatever else is installed
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NOTEBOOKS.parent), before]))
+        try:
+            client.execute()  # raises CellExecutionError on the first failing cell
+        finally:
+            if before is None:
+                os.environ.pop("PYTHONPATH")
+            else:
+                os.environ["PYTHONPATH"] = before
+        _EXECUTED[path] = nb
+    return _EXECUTED[path]
 
 
 def test_the_notebooks_are_all_there():
@@ -40,10 +66,39 @@ def test_committed_without_outputs_and_teaching(path):
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_notebook_executes(path):
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
+    nb = executed(path)
     errors = [out for cell in nb.cells if cell.cell_type == "code"
               for out in cell.outputs if out.output_type == "error"]
     assert not errors
+
+
+_URL = re.compile(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", re.I)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_outputs_need_no_network(path):
+    nb = executed(path)
+    charts = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            assert not any("vegalite" in kind or "javascript" in kind for kind in data), \
+                "a chart left to a script"
+            for kind, value in data.items():
+                text = value if isinstance(value, str) else json.dumps(value)
+                if kind == "image/svg+xml":
+                    charts += 1
+                    text = text.replace("http://www.w3.org/", "")  # XML namespaces, not fetched
+                assert "<script" not in text.lower() or kind == "text/plain"
+                assert not _URL.search(text), (kind, _URL.search(text).group(0))
+    drawn = {"02-digest": 2, "03-recall-miss-audit": 4}.get(path.stem, 0)
+    assert charts == drawn
+
+
+def test_notebook_04_starts_with_a_real_first_cycle():
+    nb = executed(NOTEBOOKS / "04-sessions.ipynb")
+    first_cycle = next(c for c in nb.cells if c.cell_type == "code"
+                       and "report = store.memory.run_cycle()" in c.source)
+    (result,) = [o for o in first_cycle.outputs if o.output_type == "execute_result"]
+    report = eval(result["data"]["text/plain"], {})  # a dict literal printed by the kernel
+    assert report["rows_folded"] > 0 and report["rows_written"] > 0

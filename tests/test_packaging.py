@@ -35,12 +35,14 @@ def test_a_built_wheel_carries_the_sample_store_and_finds_it(tmp_path):
     assert store_files
     for name in store_files:
         assert f"memframe/_data/{name}" in names
+    assert "memframe/_render/style.css" in names  # the one stylesheet ships with the code
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = subprocess.run(
         [sys.executable, "-c",
          "import memframe.synth as s, memframe as mf; p = s.sample_store_path(); "
-         "print(p); print(mf.Store.open(p).row_count('capsules'))"],
+         "print(p); print(mf.Store.open(p).row_count('capsules')); "
+         "assert '.mf-id' in mf.Store.open(p)._repr_html_()"],
         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": ""},
     )
     assert probe.returncode == 0, probe.stderr

@@ -449,21 +449,32 @@ class MissAudit:
 
     def to_text(self, limit: int = 20) -> str:
         """A plain-text report for a terminal (control characters made visible)."""
-        from memframe.display import audit_text  # rendering sits above the audit
+        from memframe._render import audit_text  # the leaf renderer: frames and values in
 
-        return audit_text(self, limit=limit)
+        return audit_text(**self._render_values(), recurring_days=self.recurring_days,
+                          per_term=self.rules.per_term, limit=limit)
 
     def to_html(self, limit: int = 50) -> str:
         """One self-contained HTML page: tables and inline SVG charts, no script, no
         network at view time; every stored text escaped."""
-        from memframe.display import audit_html
+        from memframe._render import audit_html
 
-        return audit_html(self, limit=limit, page=True)
+        return audit_html(**self._render_values(), vocabulary_size=self.vocabulary_size,
+                          limit=limit, as_page=True)
 
     def _repr_html_(self) -> str:
-        from memframe.display import audit_html
+        from memframe._render import audit_html
 
-        return audit_html(self, limit=20, page=False)
+        return audit_html(**self._render_values(), vocabulary_size=self.vocabulary_size,
+                          limit=20, as_page=False)
+
+    def _render_values(self) -> dict[str, Any]:
+        from memframe._render import audit_summary, audit_window
+
+        return {"summary": audit_summary(self.generation, self.totals),
+                "window": audit_window(self.since, self.until), "totals": self.totals,
+                "terms": self.terms, "aliases": self.aliases, "daily": self.daily,
+                "lane_daily": self.lane_daily}
 
     def __repr__(self) -> str:
         t = self.totals

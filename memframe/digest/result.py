@@ -9,7 +9,6 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.capsules import HEADLINE_KEYS
-from memframe.digest.html import render_html
 
 __all__ = ["Digest", "wire_json"]
 
@@ -35,6 +34,17 @@ def wire_json(body: Any) -> str:
         '{"label":"ADVISORY_NOT_AUTHORITY","total":0,"h":"é"}'
     """
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+# Instants travel as RFC3339 text on the wire; the frames hold them as datetimes.
+_INSTANT_COLUMNS = ("created_at", "last_recalled_at", "at")
+
+
+def _instants(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(
+        pl.col(c).str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="ns", time_zone="UTC")
+        for c in _INSTANT_COLUMNS if frame.schema.get(c) == pl.String
+    )
 
 
 def _headline_frame(rows: list[dict], extra: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
@@ -139,7 +149,7 @@ class Digest:
             "journal_out_of_band": body["journal"]["out_of_band"],
             "archive_candidates": body["archive_candidates"],
         }
-        return {
+        return {name: _instants(frame) for name, frame in {
             "summary": pl.DataFrame(
                 [summary],
                 schema_overrides={"lane_overrides_total": pl.Int64, "unanchored": pl.Int64,
@@ -182,13 +192,32 @@ class Digest:
             "dag": pl.DataFrame(dag_rows, schema={"list": pl.String, "id": pl.String},
                                 orient="row"),
             "mission": mission_frame,
-        }
+        }.items()}
 
-    def _repr_html_(self) -> str:
-        title = "memframe digest" + (
+    def _title(self) -> str:
+        return "memframe digest" + (
             f" — project_prefix {self.project_prefix}" if self.project_prefix is not None else ""
         )
-        return render_html(self.to_dict(), title=title)
+
+    def _repr_html_(self) -> str:
+        from memframe._render import digest_html
+
+        return digest_html(self.to_dict(), title=self._title(), generation=self.generation,
+                           digest_hash=self.hash)
+
+    def to_html(self) -> str:
+        """The digest as one self-contained HTML page (inline stylesheet, no script)."""
+        from memframe._render import digest_html
+
+        return digest_html(self.to_dict(), title=self._title(), generation=self.generation,
+                           digest_hash=self.hash, as_page=True)
+
+    def to_text(self) -> str:
+        """The digest as a readable terminal report (what ``memframe digest`` prints on a
+        terminal); stored text has its control characters made visible."""
+        from memframe._render import digest_text
+
+        return digest_text(self.to_dict(), generation=self.generation, digest_hash=self.hash)
 
     def __repr__(self) -> str:
         state = "unchanged" if self.unchanged else f"total={self._body.get('total')}"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import html
 import json
 import sqlite3
 import sys
@@ -200,33 +199,17 @@ class ImportReport:
                 f"store={self.store!r})")
 
     def _repr_html_(self) -> str:
-        esc = html.escape
+        from memframe._render import import_html  # the leaf renderer
 
-        def rows(items: Sequence[tuple[str, int | None]]) -> str:
-            return "".join(
-                f"<tr><td>{esc(str(k))}</td><td style='text-align:right'>"
-                f"{'?' if v is None else format(v, ',')}</td></tr>" for k, v in items
-            )
-
-        def table(title: str, items: Sequence[tuple[str, int | None]]) -> str:
-            return (f"<table style='display:inline-block;vertical-align:top;margin-right:1em'>"
-                    f"<thead><tr><th colspan=2>{esc(title)}</th></tr></thead>"
-                    f"<tbody>{rows(items)}</tbody></table>")
-
-        notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
-        return (
-            f"<div><b>nMEMORY import</b> ({esc(self.mode)}) <code>{esc(self.source)}</code>"
-            f" &rarr; <code>{esc(self.store)}</code>, generation <b>{self.generation}</b>, "
-            f"{self.rows_written:,} rows written in {self.seconds:.2f}s"
-            + (f", {self.erased} content(s) erased" if self.erased else "")
-            + "<br>"
-            + table("source rows", list(self.source_rows.items()))
-            + table("rows read", list(self.read.items()))
-            + table("memframe rows added", list(self.added.items()))
-            + (table("not imported", list(self.skipped.items())) if self.skipped else "")
-            + (f"<ul>{notes}</ul>" if notes else "")
-            + "</div>"
-        )
+        tables = [("source rows", list(self.source_rows.items())),
+                  ("rows read", list(self.read.items())),
+                  ("memframe rows added", list(self.added.items()))]
+        if self.skipped:
+            tables.append(("not imported", list(self.skipped.items())))
+        return import_html(title="nMEMORY import", source=str(self.source),
+                           store=str(self.store), mode=self.mode, generation=self.generation,
+                           rows_written=self.rows_written, seconds=self.seconds,
+                           erased=self.erased, tables=tables, notes=list(self.notes))
 
 
 # ---- the source --------------------------------------------------------------------------

@@ -80,9 +80,10 @@ class Page:
         return self.rows.height
 
     def _repr_html_(self) -> str:
-        head = (f"<p>rows_visited={self.rows_visited:,} hash=<code>{self.hash[:16]}…</code>"
-                f"{' unchanged' if self.unchanged else ''}</p>")
-        return head + self.rows._repr_html_()
+        from memframe._render import door_page_html  # the leaf renderer
+
+        return door_page_html(self.rows, rows_visited=self.rows_visited, page_hash=self.hash,
+                              unchanged=self.unchanged, total=self.total)
 
 
 def lines_hash(lines: Sequence[str]) -> str:

@@ -174,8 +174,10 @@ class Log:
 
     # -- creation / identification ------------------------------------------------------
     @staticmethod
-    def create(root: Path) -> Log:
+    def create(root: Path, exist_ok: bool = False) -> Log:
         root = Path(root)
+        if exist_ok and (root / MARKER).exists():
+            return Log.open(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             what = "a store already" if (root / MARKER).exists() else "files"
             raise StoreExistsError(

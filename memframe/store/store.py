@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import html
 import os
 import random
 import threading
@@ -165,18 +164,10 @@ class StoreView:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        body = "".join(
-            f"<tr><td>{esc(name)}</td><td style='text-align:right'>{rows:,}</td>"
-            f"<td style='text-align:right'>{parts}</td></tr>"
-            for name, rows, parts in self._summary_rows()
-        )
-        return (
-            f"<div><b>memframe {esc(type(self).__name__)}</b> <code>{esc(str(self.path))}</code>"
-            f" generation <b>{self.generation}</b>"
-            f"<table><thead><tr><th>table</th><th>rows</th><th>partitions</th></tr></thead>"
-            f"<tbody>{body}</tbody></table></div>"
-        )
+        from memframe._render import store_html  # the leaf renderer
+
+        return store_html(type(self).__name__, str(self.path), self.generation,
+                          self.committed_at, self._summary_rows())
 
     # -- projections ----------------------------------------------------------------------
     @property
@@ -238,9 +229,10 @@ class Store(StoreView):
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
-               actor: str = "memframe") -> Store:
-        """Create a new, empty store at ``path`` (which must be absent or empty)."""
-        return cls(Log.create(Path(path)), clock, actor)
+               actor: str = "memframe", exist_ok: bool = False) -> Store:
+        """Create a new, empty store at ``path`` (which must be absent or empty); with
+        ``exist_ok=True``, open the store already there instead (open-or-create)."""
+        return cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,

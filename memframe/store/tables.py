@@ -64,16 +64,36 @@ def _paths(root: Path, parts: Sequence[Part]) -> list[str]:
     return [str(root / p.path) for p in parts]
 
 
+def _missing_message(root: Path, path: str) -> str:
+    """Why a partition file is absent: replaced by a later generation and vacuumed (time
+    travel's limit), or missing (deleted outside memframe, an incomplete copy)."""
+    import json
+
+    replaced_at = None
+    for entry in sorted((root / "_log").glob("[0-9]*.json")):
+        try:
+            if path in json.loads(entry.read_text()).get("remove", ()):
+                replaced_at = int(entry.stem)
+                break
+        except (OSError, ValueError):
+            continue
+    if replaced_at is not None:
+        return (f"this generation is no longer readable: its partition {path} was replaced "
+                f"at generation {replaced_at} and then vacuumed from {root}; generations "
+                f"{replaced_at} and later may be read (`memframe info {root}` lists the "
+                f"readable generations)")
+    return (f"partition {path} is missing from {root}: no generation replaced it, so it was "
+            f"deleted outside memframe or the store was copied incompletely; restore the file "
+            f"or read a generation that does not name it")
+
+
 def scan(root: Path, parts: Sequence[Part], schema: pl.Schema) -> pl.LazyFrame:
     """A LazyFrame over exactly ``parts`` (an empty frame of ``schema`` if none)."""
     if not parts:
         return pl.LazyFrame(schema=schema)
     missing = [p.path for p in parts if not (root / p.path).exists()]
     if missing:
-        raise GenerationNotFoundError(
-            f"partition {missing[0]} of this generation is gone from {root} (vacuumed after "
-            f"a later generation replaced it); time travel reaches back only to the last vacuum"
-        )
+        raise GenerationNotFoundError(_missing_message(root, missing[0]))
     return pl.scan_parquet(_paths(root, parts), schema=schema)
 
 

@@ -47,14 +47,41 @@ def test_escaping_also_covers_the_prefix_in_the_title(store):
     assert "&lt;script&gt;" in out
 
 
-def test_sections_render_as_tables(store):
+def test_sections_render_scannably(store):
     a = put(store, "alpha")
     b = put(store, "beta")
     store.relate(a, b, "blocks")
-    out = rendered(store)
-    for caption in ("by_project", "newest", "dag: ready", "dag: blocked", "tiers", "journal"):
-        assert f"<h4>{caption}" in out
-    assert out.count("<table>") >= 6
+    d = mf.digest(store, now=T0)
+    out = d._repr_html_()
+    for title in ("By project", "Newest", "Open sessions", "Blocks-DAG", "Tiers and journal"):
+        assert f"<h2>{title}" in out
+    assert "<h3>ready (1)</h3>" in out and "<h3>blocked (1)</h3>" in out
+    # ids sit in no-wrap cells or chips; instants in the one format
+    assert f'<td class="mf-id">{a}</td>' in out and f'<li class="mf-id">{a}</li>' in out
+    created = d.to_dict()["newest"][0]["created_at"]
+    shown = created[:10] + " " + created[11:19] + "Z"
+    assert f'datetime="{created}"' in out and f">{shown}</time>" in out
+    # the headline numbers are cards
+    assert f'<b>{d.to_dict()["total"]}</b><span>capsules</span>' in out
+
+
+def test_a_section_without_a_layout_still_shows(store):
+    from memframe._render import digest_html
+
+    put(store, "alpha")
+    body = mf.digest(store, now=T0).to_dict()
+    body["pins"] = [{"id": "cap-1", "headline": "<b>pinned</b>"}]
+    body["staged"] = {"total": 3, "ids": ["cap-9"]}
+    out = digest_html(body, generation=1, digest_hash="0" * 64)
+    assert "<h2>pins" in out and "&lt;b&gt;pinned&lt;/b&gt;" in out
+    assert "<h2>staged" in out and "cap-9" in out
+
+
+def test_the_page_is_self_contained(store):
+    put(store, "alpha")
+    page = mf.digest(store, now=T0).to_html()
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    assert "<script" not in page and "http" not in page.replace("http-equiv", "")
 
 
 def test_unchanged_digest_renders_a_stub(store):

@@ -178,4 +178,4 @@ def test_a_store_shows_itself_in_a_terminal_and_a_notebook(tmp_path, clock):
     assert "generation=1" in text and "capsules" in text and "2 rows" in text
     page = store._repr_html_()
     assert "<b>odd" not in page and "&lt;b&gt;odd&#x27;name" in page
-    assert "<td>capsules</td><td style='text-align:right'>2</td>" in page
+    assert '>capsules</td><td class="mf-num">2</td>' in page

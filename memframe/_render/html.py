@@ -1,0 +1,288 @@
+"""HTML primitives: escaping, instants, tables, cards, chips, the page shell.
+
+Every value that may come from a store goes through :func:`esc`: control, line and
+paragraph separators and bidirectional overrides are made visible as ``\\uXXXX`` text, then
+``html.escape(..., quote=True)`` neutralises markup and attribute breakouts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+
+from memframe.text import headline
+
+__all__ = [
+    "esc", "visible", "label", "instant", "cell", "html_table", "rows_table", "kv_table",
+    "cards", "chips", "fragment", "page", "stylesheet",
+]
+
+_INVISIBLE = (
+    list(range(0x00, 0x20))
+    + list(range(0x7F, 0xA0))
+    + [0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E]
+    + [0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF]
+)
+_VISIBLE = str.maketrans({code: f"\\u{code:04x}" for code in _INVISIBLE})
+
+
+def visible(text: str) -> str:
+    """Make control, separator and bidi-override characters visible as ``\\uXXXX``.
+
+    Examples:
+        >>> visible("a\\nb\\u202ec")
+        'a\\\\u000ab\\\\u202ec'
+    """
+    return text.translate(_VISIBLE)
+
+
+def esc(value: Any) -> str:
+    """Stored value -> safe HTML text (visible control characters, escaped markup).
+
+    Examples:
+        >>> esc('<script>alert("x")</script>')
+        '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'
+        >>> esc(True), esc(None)
+        ('true', '')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+    return html.escape(visible(value), quote=True)
+
+
+def label(text: str | None, width: int = 40) -> str:
+    """A stored text as one short visible line (headline law, then control characters
+    made visible). Not escaped: pass the result through :func:`esc` for HTML.
+
+    Examples:
+        >>> label("retrieval\\nsecond line")
+        'retrieval…'
+        >>> label("bell\\x07", 10)
+        'bell\\\\u0007'
+    """
+    if text is None:
+        return ""
+    return visible(headline(text, width))
+
+
+_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(\.\d+)?Z$")
+
+
+def _instant_text(value: datetime.datetime | datetime.date | str) -> tuple[str, str]:
+    """(shown, exact) for an instant: shown is ``YYYY-MM-DD HH:MM:SSZ`` (UTC), exact the
+    full text with its fraction."""
+    if isinstance(value, str):
+        match = _RFC3339.match(value)
+        return (f"{match.group(1)} {match.group(2)}Z" if match else value), value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.UTC)
+        exact = value.isoformat().replace("+00:00", "Z")
+        return value.strftime("%Y-%m-%d %H:%M:%S") + ("Z" if value.tzinfo else ""), exact
+    return value.isoformat(), value.isoformat()
+
+
+def instant(value: datetime.datetime | datetime.date | str | None) -> str:
+    """One instant as HTML, in the one format every page uses (UTC, to the second; the
+    exact value in the ``datetime`` attribute and the tooltip).
+
+    Examples:
+        >>> instant("2026-06-13T08:48:29.335893306Z")
+        '<time class="mf-time" datetime="2026-06-13T08:48:29.335893306Z" title="2026-06-13T08:48:29.335893306Z">2026-06-13 08:48:29Z</time>'
+        >>> instant(None)
+        ''
+    """
+    if value is None:
+        return ""
+    shown, exact = _instant_text(value)
+    return (f'<time class="mf-time" datetime="{esc(exact)}" title="{esc(exact)}">'
+            f"{esc(shown)}</time>")
+
+
+_ID_NAMES = {"id", "session_id", "conversation_id", "capsule_id", "last_member_id", "from_id",
+             "to_id", "subject", "cursor", "source_key", "hash", "alias", "term"}
+_TIME_NAMES = {"at", "created_at", "last_recalled_at", "first_at", "last_at", "started_at",
+               "finished_at", "committed_at", "first_seen", "last_seen"}
+
+
+def cell(name: str, value: Any) -> str:
+    """One ``<td>`` for a value of column ``name``: ids never wrap, instants in the one
+    format, numbers right-aligned, stored text escaped.
+
+    Examples:
+        >>> cell("id", "cap-12")
+        '<td class="mf-id">cap-12</td>'
+        >>> cell("count", 1234)
+        '<td class="mf-num">1,234</td>'
+    """
+    if value is None:
+        return "<td></td>"
+    if isinstance(value, bool):
+        return f"<td>{esc(value)}</td>"
+    if isinstance(value, int):
+        return f'<td class="mf-num">{value:,}</td>'
+    if isinstance(value, float):
+        return f'<td class="mf-num">{esc(f"{value:,.4g}")}</td>'
+    if isinstance(value, datetime.datetime | datetime.date) or (
+        isinstance(value, str) and name in _TIME_NAMES
+    ):
+        if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+            return f'<td class="mf-time">{esc(value.isoformat())}</td>'
+        return f"<td>{instant(value)}</td>"
+    if name in _ID_NAMES:
+        return f'<td class="mf-id">{esc(value)}</td>'
+    return f'<td class="mf-text" title="{esc(value)}">{esc(value)}</td>'
+
+
+def _head(name: str, numeric: bool) -> str:
+    return f'<th class="mf-num">{esc(name)}</th>' if numeric else f"<th>{esc(name)}</th>"
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], *, caption: str | None = None,
+               columns: Sequence[str] | None = None, more: int = 0) -> str:
+    """Plain rows (dicts) as one escaped table; ``more`` says how many were left out.
+
+    Examples:
+        >>> rows_table([{"id": "cap-1", "n": 2}])
+        '<table class="mf-table"><thead><tr><th>id</th><th class="mf-num">n</th></tr></thead><tbody><tr><td class="mf-id">cap-1</td><td class="mf-num">2</td></tr></tbody></table>'
+    """
+    if columns is None:
+        columns = []
+        for row in rows:
+            columns += [k for k in row if k not in columns]
+        # a column with no value in any row says nothing: leave it out
+        columns = [c for c in columns if any(r.get(c) is not None for r in rows)] or columns
+    numeric = {c for c in columns
+               if rows and all(isinstance(r.get(c), int | float) and not isinstance(r.get(c), bool)
+                               for r in rows if r.get(c) is not None)
+               and any(r.get(c) is not None for r in rows)}
+    head = "".join(_head(c, c in numeric) for c in columns)
+    body = "".join("<tr>" + "".join(cell(c, r.get(c)) for c in columns) + "</tr>" for r in rows)
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    tail = f'<p class="mf-more">{more:,} more not shown</p>' if more > 0 else ""
+    return (f'<table class="mf-table">{cap}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>{tail}")
+
+
+def html_table(frame: pl.DataFrame, *, caption: str | None = None, limit: int | None = None,
+               numeric_right: bool = True) -> str:
+    """A Polars frame as an escaped HTML table (instants in the one format).
+
+    Args:
+        frame: the rows to show.
+        caption: an optional caption (escaped).
+        limit: show at most this many rows and say how many were left out.
+        numeric_right: right-align numeric columns.
+
+    Examples:
+        >>> import polars as pl
+        >>> html_table(pl.DataFrame({"term": ["<b>"], "misses": [2]}))
+        '<table class="mf-table"><thead><tr><th>term</th><th class="mf-num">misses</th></tr></thead><tbody><tr><td class="mf-id">&lt;b&gt;</td><td class="mf-num">2</td></tr></tbody></table>'
+    """
+    shown = frame if limit is None else frame.head(limit)
+    numeric = {n for n, d in frame.schema.items() if numeric_right and d.is_numeric()}
+    head = "".join(_head(n, n in numeric) for n in frame.columns)
+    rows = []
+    for row in shown.iter_rows():
+        rows.append("<tr>" + "".join(
+            cell(n, v) if (n in numeric or not isinstance(v, int | float) or isinstance(v, bool))
+            else f"<td>{esc(v)}</td>"
+            for n, v in zip(frame.columns, row, strict=True)) + "</tr>")
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    more = ""
+    if limit is not None and frame.height > limit:
+        more = f'<p class="mf-more">{frame.height - limit:,} more rows not shown</p>'
+    return (f'<table class="mf-table">{cap}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>{more}")
+
+
+def kv_table(pairs: Iterable[tuple[str, Any]], *, caption: str | None = None) -> str:
+    """Name/value pairs as a two-column table.
+
+    Examples:
+        >>> kv_table([("chain", "ok")])
+        '<table class="mf-table"><tbody><tr><th>chain</th><td class="mf-text" title="ok">ok</td></tr></tbody></table>'
+    """
+    body = "".join(f"<tr><th>{esc(k)}</th>{cell(k, v)}</tr>" for k, v in pairs)
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f'<table class="mf-table">{cap}<tbody>{body}</tbody></table>'
+
+
+def cards(pairs: Iterable[tuple[str, Any]]) -> str:
+    """Headline numbers as a row of small cards (value above, name below).
+
+    Examples:
+        >>> cards([("total", 3000)])
+        '<div class="mf-cards"><div class="mf-card"><b>3,000</b><span>total</span></div></div>'
+    """
+    items = []
+    for name, value in pairs:
+        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else esc(value)
+        items.append(f'<div class="mf-card"><b>{shown}</b><span>{esc(name)}</span></div>')
+    return f'<div class="mf-cards">{"".join(items)}</div>'
+
+
+def chips(ids: Sequence[str], *, total: int | None = None) -> str:
+    """Ids as a wrapping row of chips (each id on one line); says how many are not shown.
+
+    Examples:
+        >>> chips(["cap-1", "cap-2"], total=5)
+        '<ul class="mf-chips"><li class="mf-id">cap-1</li><li class="mf-id">cap-2</li><li class="mf-muted">and 3 more</li></ul>'
+        >>> chips([])
+        '<p class="mf-muted">none</p>'
+    """
+    if not ids:
+        return '<p class="mf-muted">none</p>'
+    items = "".join(f'<li class="mf-id">{esc(i)}</li>' for i in ids)
+    if total is not None and total > len(ids):
+        items += f'<li class="mf-muted">and {total - len(ids):,} more</li>'
+    return f'<ul class="mf-chips">{items}</ul>'
+
+
+@cache
+def stylesheet() -> str:
+    """The one stylesheet (``memframe/_render/style.css``), as text.
+
+    Examples:
+        >>> ".mf-id" in stylesheet()
+        True
+    """
+    return resources.files(__package__).joinpath("style.css").read_text(encoding="utf-8")
+
+
+def fragment(body: str) -> str:
+    """A notebook fragment: the stylesheet and ``body`` inside one ``.mf`` block.
+
+    Examples:
+        >>> fragment("<p>x</p>").endswith('<div class="mf"><p>x</p></div>')
+        True
+    """
+    return f"<style>{stylesheet()}</style><div class=\"mf\">{body}</div>"
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained HTML page: inline stylesheet, no script, nothing fetched.
+
+    Examples:
+        >>> html = page("t <x>", "<p>hi</p>")
+        >>> html.startswith("<!DOCTYPE html>") and "<title>t &lt;x&gt;</title>" in html
+        True
+    """
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{stylesheet()}</style></head>"
+        f'<body><main class="mf mf-page">{body}</main></body></html>\n'
+    )

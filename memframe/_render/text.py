@@ -1,0 +1,184 @@
+"""Terminal text reports: the digest and the recall-miss audit.
+
+Stored text is shown through :func:`memframe._render.html.label` (control characters made
+visible), so a hostile headline or term cannot drive the terminal.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from memframe._render.html import label
+
+__all__ = ["digest_text", "audit_text", "audit_summary", "audit_window", "plural"]
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and the word, plural unless ``n == 1``.
+
+    Examples:
+        >>> plural(1, "miss", "misses"), plural(2, "day")
+        ('1 miss', '2 days')
+    """
+    return f"{n:,} " + (word if n == 1 else (many or word + "s"))
+
+
+def _when(value: Any) -> str:
+    text = value.isoformat() if hasattr(value, "isoformat") else str(value or "")
+    return text[:10] + " " + text[11:19] + "Z" if len(text) >= 19 and text[10] == "T" else text
+
+
+def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -> str:
+    """The digest as a readable terminal report.
+
+    Examples:
+        >>> print(digest_text({"unchanged": True}, generation=4, digest_hash="ab" * 32))
+        memframe digest  generation 4  hash abababababab
+        unchanged (the known hash matches): no bodies
+    """
+    lines = [f"memframe digest  generation {generation}  hash {digest_hash[:12]}"]
+    if body.get("unchanged"):
+        lines.append("unchanged (the known hash matches): no bodies")
+        return "\n".join(lines)
+    lines.append(f"{body['total']:,} capsules in {len(body['by_project'])} project(s)")
+    width = max((len(label(r["project_id"], 32)) for r in body["by_project"]), default=10)
+    for row in body["by_project"]:
+        lines.append(f"  {label(row['project_id'], 32):<{width}}  count {row['count']:>7,}  "
+                     f"live {row['live']:>7,}")
+    for key, title in (("handoff", "handoffs"), ("newest", "newest"),
+                       ("most_recalled", "most recalled")):
+        rows = body.get(key) or []
+        if not rows:
+            continue
+        total = body.get(f"{key}_total", len(rows))
+        lines.append("")
+        lines.append(f"{title} ({len(rows)} of {total:,}):")
+        idw = max(len(r["id"]) for r in rows)
+        pw = max(len(label(r["project_id"], 20)) for r in rows)
+        for r in rows:
+            extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
+            taint = " [taint]" if r.get("instruction_taint") else ""
+            lines.append(f"  {r['id']:<{idw}}  {_when(r.get('created_at'))}  "
+                         f"{label(r['project_id'], 20):<{pw}}  {label(r['headline'], 72)}"
+                         f"{taint}{extra}")
+    lines.append("")
+    lines.append(f"relations {body['relations']:,}  open sessions {body['open_sessions']:,}  "
+                 f"audit events {body['audit_events']:,}  "
+                 f"recall misses {body['recall_misses']:,}")
+    dag = body["dag"]
+    if dag["status"] == "ok":
+        lines.append(f"dag ok: ready {dag['ready_total']}, blocked {dag['blocked_total']}, "
+                     f"done {dag['done_total']}")
+    else:
+        lines.append(f"dag CYCLE: {' -> '.join(dag['cycle'])} "
+                     f"(entangled {dag['entangled_total']})")
+    if "mission" in body:
+        m = body["mission"]
+        lines.append(f"mission {m['status']}: " + (
+            ", ".join(f"{r['id']} ({r['children']} children)" for r in m["roots"])
+            if m["status"] == "ok" else " -> ".join(m["cycle"])))
+    tiers, journal = body["tiers"], body["journal"]
+    lines.append(f"tiers active {tiers['active']:,} archived {tiers['archived']:,} "
+                 f"quarantined {tiers['quarantined']:,}  journal {journal['chain']}  "
+                 f"archive candidates {body['archive_candidates']:,}")
+    return "\n".join(lines)
+
+
+def audit_window(since: datetime.datetime | None, until: datetime.datetime | None) -> str:
+    """The audit window in words.
+
+    Examples:
+        >>> audit_window(None, None)
+        'all time'
+    """
+    if since is None and until is None:
+        return "all time"
+    first = _rfc(since) if since else "the beginning"
+    last = _rfc(until) if until else "now"
+    return f"from {first} until {last} (exclusive)"
+
+
+def _rfc(value: datetime.datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    text = value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += "." + f"{value.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def audit_summary(generation: int, totals: Mapping[str, int]) -> str:
+    """The audit's one-line summary.
+
+    Examples:
+        >>> audit_summary(3, {"misses": 1, "terms": 2, "days_with_misses": 1})
+        'recall-miss audit, generation 3: 1 miss of 2 terms on 1 day'
+    """
+    return (f"recall-miss audit, generation {generation}: "
+            f"{plural(totals['misses'], 'miss', 'misses')} of {plural(totals['terms'], 'term')}"
+            f" on {plural(totals['days_with_misses'], 'day')}")
+
+
+def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: pl.DataFrame,
+               aliases: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
+               recurring_days: int, per_term: int, limit: int = 20) -> str:
+    """The recall-miss audit as a plain-text report.
+
+    Examples:
+        >>> print(audit_text(summary="s", window="all time",
+        ...                  totals={"misses": 0, "lane_overrides": 0}, terms=pl.DataFrame(),
+        ...                  aliases=pl.DataFrame(), daily=pl.DataFrame(),
+        ...                  lane_daily=pl.DataFrame(), recurring_days=2, per_term=3))
+        s
+        window: all time
+        no recall misses recorded
+    """
+    t = totals
+    lines = [summary, f"window: {window}"]
+    if t["misses"] == 0 and t["lane_overrides"] == 0:
+        lines.append("no recall misses recorded")
+        return "\n".join(lines)
+    lines.append(f"outcomes: abstain {t['abstain']:,}, missing_evidence "
+                 f"{t['missing_evidence']:,}")
+    lines.append(f"recurring terms (missed on {recurring_days}+ days): "
+                 f"{t['recurring_terms']:,}; terms the store's vocabulary lacks: "
+                 f"{t['unknown_terms']:,} ({t['terms_with_alias']:,} with an alias proposal)")
+    lines.append(f"lane overrides: {t['lane_overrides']:,}")
+    if terms.height:
+        lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,})",
+                  f"  {'misses':>6} {'abstain':>7} {'missing':>7} {'days':>4}  "
+                  f"{'first seen':<10} {'last seen':<10}  term"]
+        for row in terms.head(limit).iter_rows(named=True):
+            flags = []
+            if row["recurring"]:
+                flags.append("recurring")
+            if row["alias"] is not None:
+                flags.append(f"-> {label(row['alias'], 40)}")
+            elif not row["in_vocabulary"]:
+                flags.append("not in vocabulary")
+            lines.append(
+                f"  {row['misses']:>6,} {row['abstain']:>7,} {row['missing_evidence']:>7,} "
+                f"{row['days']:>4}  {row['first_seen']:%Y-%m-%d} {row['last_seen']:%Y-%m-%d}  "
+                f"{label(row['term'], 40)}" + (f"  [{', '.join(flags)}]" if flags else ""))
+    if aliases.height:
+        lines += ["", "alias proposals (missed term -> vocabulary term: distance, capsules)"]
+        for row in aliases.head(limit * per_term).iter_rows(named=True):
+            lines.append(f"  {label(row['term'], 40)} -> {label(row['alias'], 40)}: "
+                         f"{row['distance']}, {plural(row['capsules'], 'capsule')}")
+    if daily.height:
+        lines += ["", "misses per day (UTC)"]
+        top = max(daily.get_column("misses").max() or 1, 1)  # type: ignore[operator]
+        for row in daily.iter_rows(named=True):
+            bar = "#" * max(0, round(40 * row["misses"] / top))
+            lines.append(f"  {row['day']:%Y-%m-%d} {row['misses']:>6,} {bar}")
+    if t["lane_overrides"]:
+        lines += ["", "lane overrides (forced -> auto pick)"]
+        pairs = lane_daily.group_by("forced", "auto_pick", maintain_order=True).agg(
+            pl.col("overrides").sum())
+        for forced, auto, count in pairs.iter_rows():
+            lines.append(f"  {label(forced, 20)} -> {label(auto, 20)}: {count:,}")
+    return "\n".join(lines)

@@ -1,0 +1,175 @@
+"""Every HTML surface opened in a real browser (the system chromium, headless).
+
+The digest page, the recall-miss audit page, the import report and the notebooks exported
+to HTML are loaded from ``file://`` with every other request refused and recorded. Each
+must make no request beyond its own file, log no console error, raise no page error, draw
+every chart with a non-empty size, and (for the digest) keep every id on one line.
+``.ci/run`` installs Debian's chromium; the Python driver downloads no browser.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import memframe as mf
+from memframe.synth import sample_store_path
+
+from .test_notebooks import NOTEBOOKS, executed
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = os.environ.get("MEMFRAME_SCREENSHOTS")  # a folder to keep the screenshots in
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("the browser tests need the system chromium: apt-get install -y chromium "
+                    "(.ci/run does this)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="memframe-chromium-")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=_chromium(), headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1200, "height": 900}, offline=True,
+        )
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+class Visit:
+    """One page load with its requests, failures and console messages recorded."""
+
+    def __init__(self, context, path: Path):
+        self.url = path.resolve().as_uri()
+        self.requests: list[str] = []
+        self.refused: list[str] = []
+        self.failed: list[str] = []
+        self.console: list[str] = []
+        self.errors: list[str] = []
+        page = context.new_page()
+        page.route("**/*", self._route)
+        page.on("request", lambda r: self.requests.append(r.url))
+        page.on("requestfailed", lambda r: self.failed.append(r.url))
+        page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}")
+                if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.goto(self.url, wait_until="load")
+        page.wait_for_timeout(300)  # late scripts and fonts, if any, would show up here
+        self.page = page
+
+    def _route(self, route):
+        if route.request.url == self.url:
+            route.continue_()
+        else:
+            self.refused.append(route.request.url)
+            route.abort()
+
+    def assert_clean(self) -> None:
+        assert self.requests == [self.url], self.requests
+        assert self.refused == [] and self.failed == []
+        assert self.console == [] and self.errors == []
+
+    def drawn_svgs(self) -> list[dict]:
+        return self.page.evaluate("""() => [...document.querySelectorAll('svg')]
+            .filter(s => !s.parentElement.closest('svg'))
+            .map(s => { const r = s.getBoundingClientRect();
+                        return {w: r.width, h: r.height,
+                                marks: s.querySelectorAll('path, rect, circle, line').length}; })""")
+
+    def shot(self, name: str) -> None:
+        if SHOTS:
+            Path(SHOTS).mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_digest_page(browser, tmp_path):
+    d = mf.digest(mf.Store.open(sample_store_path()))
+    visit = Visit(browser, _write(tmp_path, "digest.html", d.to_html()))
+    visit.shot("digest")
+    visit.assert_clean()
+    page = visit.page
+    assert page.title() == "memframe digest"
+    # every id stays on one line, however narrow its cell
+    lines = page.evaluate("""() => [...document.querySelectorAll('.mf-id')].map(e => {
+        const range = document.createRange(); range.selectNodeContents(e);
+        const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        return [e.textContent, tops.size]; })""")
+    assert len(lines) > 40
+    assert [text for text, n in lines if n != 1] == []
+    # the stylesheet applied: a sans-serif page of reasonable height, not a serif wall
+    font = page.evaluate("getComputedStyle(document.querySelector('main')).fontFamily")
+    assert "system-ui" in font
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 3000, height
+    width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert width[0] <= width[1], width  # no sideways scrolling at 1200 px
+    times = page.evaluate("[...document.querySelectorAll('time')].map(t => t.textContent)")
+    assert times and all(len(t) == 20 and t[10] == " " and t.endswith("Z") for t in times)
+
+
+def test_the_audit_page(browser, tmp_path):
+    audit = mf.audit.recall_misses(mf.Store.open(sample_store_path()))
+    visit = Visit(browser, _write(tmp_path, "audit.html", audit.to_html()))
+    visit.shot("audit")
+    visit.assert_clean()
+    svgs = visit.drawn_svgs()
+    assert len(svgs) == 3  # misses per day, top terms, lane overrides
+    assert all(s["w"] > 200 and s["h"] > 100 and s["marks"] > 5 for s in svgs), svgs
+
+
+def test_the_notebook_fragments_share_the_stylesheet(browser, tmp_path):
+    store = mf.Store.open(sample_store_path())
+    parts = [store._repr_html_(), mf.digest(store, headlines=3)._repr_html_(),
+             store.memory.sessions(limit=3)._repr_html_(),
+             mf.audit.recall_misses(store)._repr_html_()]
+    html = "<!DOCTYPE html><meta charset='utf-8'><title>fragments</title>" + "".join(parts)
+    visit = Visit(browser, _write(tmp_path, "fragments.html", html))
+    visit.shot("fragments")
+    visit.assert_clean()
+    blocks = visit.page.evaluate("""() => [...document.querySelectorAll('div.mf')].map(
+        d => getComputedStyle(d).fontFamily)""")
+    assert len(blocks) == 4 and all("system-ui" in f for f in blocks)
+
+
+@pytest.mark.parametrize("name", ["02-digest", "03-recall-miss-audit"])
+def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name):
+    from nbconvert import HTMLExporter
+
+    nb = executed(NOTEBOOKS / f"{name}.ipynb")
+    exporter = HTMLExporter(template_name="lab")
+    exporter.mathjax_url = ""  # no formulas here; nothing to fetch
+    exporter.require_js_url = ""
+    body, _ = exporter.from_notebook_node(nbformat.from_dict(nb))
+    visit = Visit(browser, _write(tmp_path, f"{name}.html", body))
+    visit.shot(name)
+    visit.assert_clean()
+    charts = sum(1 for c in nb.cells for o in c.get("outputs", [])
+                 if "image/svg+xml" in o.get("data", {}))
+    assert charts == {"02-digest": 2, "03-recall-miss-audit": 4}[name]
+    # nbconvert embeds each SVG output as an image: every one decoded, with a real size
+    images = visit.page.evaluate("""() => [...document.querySelectorAll('img')]
+        .filter(i => i.src.startsWith('data:image/svg+xml'))
+        .map(i => ({ok: i.complete && i.naturalWidth > 0, w: i.naturalWidth,
+                    h: i.naturalHeight}))""")
+    assert len(images) == charts
+    assert all(i["ok"] and i["w"] > 150 and i["h"] > 100 for i in images), images

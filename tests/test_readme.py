@@ -1,0 +1,62 @@
+"""The README as a newcomer uses it: the first command, the tour (twice), the DuckDB recipe."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                          text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_first_command_installs_only_the_base_and_runs_the_digest():
+    console = re.findall(r"```console\n(.*?)```", README, flags=re.S)[0].strip()
+    assert console == "python3 -m pip install -e . && memframe digest"
+    # the base dependencies are enough: no extra is imported by `memframe digest`
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    blocked = ["altair", "vl_convert", "ray", "duckdb", "playwright", "nbclient", "pytest"]
+    assert "vl-convert-python" in " ".join(extras["plot"])
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+            + "from memframe.cli import main\nsys.exit(main(['digest', '--format', 'text']))")
+    run = _run(code, ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("memframe digest  generation ")
+
+
+def test_the_tour_runs_twice_and_shows_what_it_claims(tmp_path):
+    tour = _python_blocks()[0]
+    assert "exist_ok=True" in tour
+    for attempt in (1, 2):
+        run = _run(tour, tmp_path)
+        assert run.returncode == 0, (attempt, run.stderr)
+        # sessions with rows (the tour's conversation id), and the alias proposal
+        assert "thread-7" in run.stdout, attempt
+        assert re.search(r"retreival\s*┆\s*retrieval", run.stdout), run.stdout
+        assert "True" in run.stdout  # known_hash -> unchanged
+    import memframe as mf
+
+    store = mf.Store.open(tmp_path / "my-store")
+    assert store.memory.sessions().rows.get_column("conversation_id").to_list() == ["thread-7"]
+
+
+def test_the_duckdb_recipe_runs_as_pasted(tmp_path):
+    tour, recipe = _python_blocks()[0], _python_blocks()[-1]
+    assert "duckdb" in recipe and '"at"' in recipe
+    assert _run(tour, tmp_path).returncode == 0
+    run = _run(recipe, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "team/api" in run.stdout and "retreival" in run.stdout
