@@ -35,14 +35,14 @@ import memframe as mf
 
 
 def capsule_frame(n: int, offset: int = 0) -> pl.DataFrame:
-    ids = pl.int_range(offset, offset + n, eager=True)
-    return pl.DataFrame({
-        "content": pl.format("capsule {} about the release plan and the schema fix", ids),
-        "source": pl.repeat("bench", n, eager=True),
-        "anchor": pl.format("a-{}", ids % 1000),
-        "project_id": pl.format("team/p{}", ids % 50),
-        "conversation_id": pl.format("conv-{}", ids % 5000),
-    })
+    i = pl.int_range(offset, offset + n, eager=True).alias("i").to_frame()
+    return i.select(
+        pl.format("capsule {} about the release plan and the schema fix", "i").alias("content"),
+        pl.lit("bench").alias("source"),
+        pl.format("a-{}", pl.col("i") % 1000).alias("anchor"),
+        pl.format("team/p{}", pl.col("i") % 50).alias("project_id"),
+        pl.format("conv-{}", pl.col("i") % 5000).alias("conversation_id"),
+    )
 
 
 def _clock() -> dt.datetime:

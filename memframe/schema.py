@@ -9,7 +9,9 @@ fast.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import polars as pl
@@ -344,3 +346,67 @@ def _teaching_error(table: str, exc: Exception) -> SchemaValidationError:
         column=column,
         row=row,
     )
+
+
+# --- write rules: one declaration per event table -------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TableRules:
+    """How rows of one canonical table are written, declared once beside its model.
+
+    The bulk path (`Store.append`) enforces exactly this, and the verbs stage their rows
+    through the same checks, so the two cannot drift.
+
+    Attributes:
+        defaults: values for columns a caller may leave out (``at`` defaults to the clock).
+        capsule_refs: columns that name a capsule; each must be a ``cap-<n>`` the store
+            issued (``relations.from_id`` may also be an outcome ``out-<n>`` for
+            ``falsifies``).
+        accepts_tombstoned: whether a referenced capsule may already be forgotten (usage,
+            kind and tier are about the record, as in nMEMORY; so are edges and forgets).
+        nonblank: text columns that must hold more than white space.
+        dedupe: the key whose repeats are skipped (relations: an edge is stored once).
+        journal: (action, subject column, reason expression) of the one journal row each
+            written row gets, or None for tables that are not audited (usage, misses and
+            lane overrides, as that engine does).
+    """
+
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    capsule_refs: tuple[str, ...] = ()
+    accepts_tombstoned: bool = True
+    nonblank: tuple[str, ...] = ()
+    dedupe: tuple[str, ...] = ()
+    journal: tuple[str, str, pl.Expr | None] | None = None
+
+
+MAX_RECALL_COUNT = 2**31 - 1  # per row: recall_count sums can never overflow int64
+
+RULES: dict[str, TableRules] = {
+    "relations": TableRules(
+        defaults={"origin": "manual"}, capsule_refs=("from_id", "to_id"),
+        dedupe=("kind", "from_id", "to_id"),
+        journal=("memory_relate", "from_id",
+                 pl.concat_str([pl.col("kind"), pl.col("to_id")], separator=" ")),
+    ),
+    "forgets": TableRules(
+        defaults={"mode": "tombstone", "reason": None}, capsule_refs=("capsule_id",),
+        dedupe=("capsule_id",), journal=("memory_forget", "capsule_id", pl.col("reason")),
+    ),
+    "recalls": TableRules(defaults={"count": 1}, capsule_refs=("capsule_id",)),
+    "classifications": TableRules(
+        defaults={"scope": "project"}, capsule_refs=("capsule_id",),
+        journal=("memory_classify", "capsule_id", pl.lit("kind=") + pl.col("kind")),
+    ),
+    "tiers": TableRules(
+        capsule_refs=("capsule_id",),
+        journal=("memory_tier", "capsule_id", pl.lit("tier=") + pl.col("tier")),
+    ),
+    "recall_misses": TableRules(nonblank=("term",)),
+    "lane_overrides": TableRules(),
+    "corroborations": TableRules(
+        defaults={"source": "git", "detail": None}, capsule_refs=("capsule_id",),
+        nonblank=("ref",),
+    ),
+    "source_cursors": TableRules(nonblank=("source_key", "cursor")),
+    "summaries": TableRules(nonblank=("conversation_id", "summary")),
+}

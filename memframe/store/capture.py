@@ -782,32 +782,9 @@ def absorb(c: Commit, member_ids: Sequence[str], into_id: str) -> None:
 
 # ---- bulk: the verbs' vectorised form ------------------------------------------------------
 
-# table -> (journal action, subject column, reason expression) for audited event tables
-_AUDITED: dict[str, tuple[str, str, pl.Expr | None]] = {
-    "relations": ("memory_relate", "from_id", pl.concat_str([pl.col("kind"), pl.col("to_id")],
-                                                            separator=" ")),
-    "forgets": ("memory_forget", "capsule_id", pl.col("reason")),
-    "classifications": ("memory_classify", "capsule_id", pl.lit("kind=") + pl.col("kind")),
-    "tiers": ("memory_tier", "capsule_id", pl.lit("tier=") + pl.col("tier")),
-}
-MAX_RECALL_COUNT = 2**31 - 1
-_NONBLANK: dict[str, tuple[str, ...]] = {
-    "summaries": ("conversation_id", "summary"),
-    "source_cursors": ("source_key", "cursor"),
-    "corroborations": ("ref",),
-}
-BULK_TABLES = ("relations", "forgets", "recalls", "classifications", "tiers", "recall_misses",
-               "lane_overrides", "corroborations", "source_cursors", "summaries")
-_CAPSULE_REFS = {"forgets": ["capsule_id"], "recalls": ["capsule_id"],
-                 "classifications": ["capsule_id"], "tiers": ["capsule_id"],
-                 "corroborations": ["capsule_id"], "relations": ["from_id", "to_id"]}
-_DEFAULTS: dict[str, dict[str, Any]] = {
-    "relations": {"origin": "manual"},
-    "forgets": {"mode": "tombstone", "reason": None},
-    "recalls": {"count": 1},
-    "classifications": {"scope": "project"},
-    "corroborations": {"source": "git", "detail": None},
-}
+# the tables `Store.append` takes; each one's rules are declared in schema.RULES
+BULK_TABLES = tuple(S.RULES)
+MAX_RECALL_COUNT = S.MAX_RECALL_COUNT
 
 
 def append_events(c: Commit, table: str, rows: Any) -> int:
@@ -832,7 +809,8 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
     if unknown:
         raise InvalidInputError(f"{table}: unknown column(s) {', '.join(unknown)}; "
                                 f"allowed: {', '.join(allowed)}")
-    defaults = {"at": None, **_DEFAULTS.get(table, {})}
+    rules = S.RULES[table]
+    defaults = {"at": None, **rules.defaults}
     lacking = [n for n in allowed if n not in frame.columns and n not in defaults]
     if lacking:
         raise InvalidInputError(f"{table}: missing column(s) {', '.join(lacking)}")
@@ -863,7 +841,7 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
         )
     except pl.exceptions.PolarsError as exc:
         raise InvalidInputError(f"{table}: a value does not fit its column: {exc}") from None
-    for name in _NONBLANK.get(table, ()):
+    for name in rules.nonblank:
         blank = frame[name].fill_null("").str.strip_chars() == ""
         if blank.any():
             raise InvalidInputError(f"{table} row {_first_bad(blank)}: {name} is blank; it "
@@ -877,7 +855,14 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                 f"(a recall batch counts how often one capsule was returned; bounded so that "
                 f"recall_count sums can never overflow)"
             )
-    for column in _CAPSULE_REFS.get(table, []):
+    if table == "relations":  # the verb's order: vocabulary, self edge, then the ids
+        bad = ~frame["kind"].is_in(S.RELATION_KINDS)
+        if bad.any():
+            raise _vocab_error("relation kind", frame["kind"][_first_bad(bad)], S.RELATION_KINDS)
+        self_loop = frame["from_id"] == frame["to_id"]
+        if self_loop.any():
+            raise InvalidInputError(f"relations row {_first_bad(self_loop)} is an edge to itself")
+    for column in rules.capsule_refs:
         ids = frame[column]
         nums = pl.select(capsule_number_expr(pl.lit(ids))).to_series()
         ok = (nums.is_not_null() & (nums <= c.capsules)).fill_null(False)
@@ -889,14 +874,14 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                 f"{table} row {row}: {column} {ids[row]!r} is not in this store "
                 f"(ids run cap-1..cap-{c.capsules})"
             )
+    if not rules.accepts_tombstoned:
+        for column in rules.capsule_refs:
+            for i, cid in enumerate(frame[column].to_list()):
+                if c.forget_mode(cid) is not None:
+                    raise UnknownCapsuleError(f"{table} row {i}: {column} {cid!r} was forgotten; "
+                                              f"this table takes live capsules only")
     if table == "relations":
-        bad = ~frame["kind"].is_in(S.RELATION_KINDS)
-        if bad.any():
-            raise _vocab_error("relation kind", frame["kind"][_first_bad(bad)], S.RELATION_KINDS)
-        self_loop = frame["from_id"] == frame["to_id"]
-        if self_loop.any():
-            raise InvalidInputError(f"relations row {_first_bad(self_loop)} is an edge to itself")
-        frame = frame.unique(["kind", "from_id", "to_id"], keep="first", maintain_order=True)
+        frame = frame.unique(list(rules.dedupe), keep="first", maintain_order=True)
         stored = c.indexes.relations_exist(frame.select("kind", "from_id", "to_id"))
         if c._new_relations:
             stored = [s or key in c._new_relations for s, key in
@@ -915,7 +900,7 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
             raise InvalidInputError("recall_misses terms must be folded already "
                                     "(memframe.text.fold_term) and hold an alphanumeric")
     if table == "forgets":
-        frame = frame.unique("capsule_id", keep="first", maintain_order=True)
+        frame = frame.unique(list(rules.dedupe), keep="first", maintain_order=True)
         # like the verb: skip what is already forgotten at least this thoroughly
         fresh = [
             (previous := c.forget_mode(cid)) is None
@@ -931,8 +916,8 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
             c._new_forgets[cid] = mode
             if mode in ("redact", "purge"):
                 _erase_content(c, cid)
-    if table in _AUDITED:
-        action, subject, reason = _AUDITED[table]
+    if rules.journal is not None:
+        action, subject, reason = rules.journal
         audit = staged.select(pl.col(subject), (reason if reason is not None else pl.lit(None))
                               .cast(pl.String).alias("reason"))
         c.journal_many(action, audit[subject].to_list(), audit["reason"].to_list())
