@@ -23,6 +23,7 @@ _HEADLINE_SCHEMA: dict[str, pl.DataType] = {
     "expired": pl.Boolean(),
     "kind": pl.String(),
     "superseded": pl.Boolean(),
+    "pinned": pl.Boolean(),
 }
 assert tuple(_HEADLINE_SCHEMA) == HEADLINE_KEYS
 
