@@ -19,9 +19,9 @@ from typing import Any
 
 import polars as pl
 
+from memframe.digest.staged import annotate
 from memframe.errors import MemframeError
 from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
-from memframe.digest.staged import annotate
 from memframe.state import capsule_state
 
 __all__ = [

@@ -6,7 +6,6 @@ import datetime as dt
 import tempfile
 from pathlib import Path
 
-import pytest
 from conftest import PROJECT, T0, dig, ids, put
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -10,8 +10,8 @@ import pytest
 from conftest import PROJECT, T0, dig, ids, put
 
 import memframe as mf
-from memframe.digest import digest_tables
 from memframe import schema as S
+from memframe.digest import digest_tables
 from memframe.digest.batch import per_project_digests
 from memframe.errors import (
     InvalidInputError,
