@@ -107,8 +107,11 @@ def render_html(body: Mapping[str, Any], *, title: str = "memframe digest") -> s
         parts.append(_table(mission["roots"], "mission roots"))
     if "unanchored" in body:
         parts.append(_table([{"unanchored": body["unanchored"]}], "unanchored"))
-    for key in ("tiers", "journal"):
+    for key in ("tiers", "journal", "staged"):
         if key in body:
             parts.append(_table([body[key]], key))
+    for key in ("pinned", "open_efforts"):
+        if key in body or f"{key}_total" in body:
+            parts.append(_table(body.get(key, []), key, body.get(f"{key}_total")))
     parts.append("</div>")
     return "".join(parts)

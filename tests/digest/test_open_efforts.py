@@ -257,3 +257,23 @@ def test_dag_fields_are_global_lists_intersected_with_members(graph):
                 limit = 10_000 if body is full else graph["cap"]
                 assert row[name] == expected[:limit]
                 assert row[f"{name}_total"] == len(expected)
+
+
+def test_frames_carry_pinned_and_open_efforts(store):
+    epic = effort(store)
+    member = put(store, "member")
+    store.relate(member, epic, "part_of")
+    sid = store.session_start(PROJECT)
+    handoff = store.session_finish(sid, handoff="handed over")
+    store.relate(handoff, epic, "part_of")
+    store.pin(member)
+    frames = mf.digest(store, now=T0).frames
+    row = frames["open_efforts"].row(0, named=True)
+    assert (row["id"], row["member_total"], row["newest_id"], row["handoff_id"]) == (
+        epic, 2, handoff, handoff)
+    assert row["ready_total"] == 0 and row["pinned"] is None
+    assert frames["pinned"]["id"].to_list() == [member]
+    assert frames["pinned"]["pinned"].to_list() == [True]
+    summary = frames["summary"].row(0, named=True)
+    assert (summary["pinned_total"], summary["open_efforts_total"],
+            summary["staged_proposed"]) == (1, 1, 0)

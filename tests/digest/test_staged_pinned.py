@@ -304,3 +304,13 @@ def test_per_project_digests_equal_fenced_digests_with_reviews_pins_and_efforts(
     for root, digest in batch.items():
         assert digest.to_json() == mf.digest(store, project_prefix=root, now=now).to_json()
     assert batch["team"].to_dict()["open_efforts"][0]["member_total"] == 1
+
+
+def test_html_view_shows_staged_pinned_and_efforts_escaped(store):
+    epic = put(store, "<b>epic</b>", kind="epic")
+    store.pin(epic)
+    store.review(put(store, "proposal"), "proposed")
+    page = mf.digest(store, now=T0)._repr_html_()
+    for caption in ("<h4>staged</h4>", "<h4>pinned (1 of 1)</h4>", "<h4>open_efforts (1 of 1)"):
+        assert caption in page
+    assert "<b>epic</b>" not in page and "&lt;b&gt;epic&lt;/b&gt;" in page
