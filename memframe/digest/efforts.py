@@ -125,11 +125,20 @@ def open_efforts_sections(
               on="epic", how="left")
         .with_columns(pl.col("member_total").fill_null(0))
     )
+    board = (
+        epics.join(stats, left_on="id", right_on="epic", how="left")
+        .sort(["newest_number", "seq"], descending=[True, True])
+    )
+    totals = dict(board.group_by(SCOPE).len().iter_rows())
+    top = top_per_scope(board, n)
+    # the per-row work (dag slices, handoffs) follows the rows shown, not every open epic
+    shown_ids = top.get_column("id").unique()
+    shown_members = members.filter(pl.col("epic").is_in(shown_ids.implode()))
     handoff_source = alive.filter(
         (pl.col("source") == HANDOFF_SOURCE).fill_null(False) & ~pl.col("superseded")
     )
     handoffs = (
-        members.join(handoff_source, left_on="member", right_on="id", how="inner")
+        shown_members.join(handoff_source, left_on="member", right_on="id", how="inner")
         .sort("seq", descending=True)
         .group_by("epic", maintain_order=True)
         .first()
@@ -137,16 +146,13 @@ def open_efforts_sections(
     )
     handoff_rows = alive.filter(pl.col("id").is_in(handoffs.get_column("handoff_id").implode()))
     handoff_lines = {row["id"]: row for row in headline_rows(handoff_rows, now)}
-    slices = _dag_slices(belongs, projection, n) if projection["status"] == "ok" else {}
-
-    board = (
-        epics.join(stats, left_on="id", right_on="epic", how="left")
-        .join(handoffs, left_on="id", right_on="epic", how="left")
-        .sort(["newest_number", "seq"], descending=[True, True])
+    slices = (
+        _dag_slices(belongs.filter(pl.col("epic").is_in(shown_ids.implode())), projection, n)
+        if projection["status"] == "ok" else {}
     )
-    totals = dict(board.group_by(SCOPE).len().iter_rows())
+    top = top.join(handoffs, left_on="id", right_on="epic", how="left", maintain_order="left")
     out: dict[str, dict] = {}
-    shown = per_scope(top_per_scope(board, n))
+    shown = per_scope(top)
     for scope in scopes:
         part = shown.get(scope)
         section: dict = {}
