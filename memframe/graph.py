@@ -31,6 +31,8 @@ __all__ = [
     "cycle_status",
     "dead_ids",
     "blocks_dag",
+    "blocks_projection",
+    "cap_projection",
     "MissionGraph",
     "mission_graph",
 ]
@@ -138,9 +140,70 @@ def dead_ids(relations: pl.DataFrame | pl.LazyFrame, tombstoned: Iterable[str] |
     return pl.concat([_id_series(tombstoned), superseded.rename("id")]).unique().sort()
 
 
-def _sorted_capped(ids: pl.Series, n: int) -> tuple[list[str], int]:
-    ids = ids.unique().sort()
-    return ids.head(n).to_list(), ids.len()
+def blocks_projection(
+    relations: pl.DataFrame | pl.LazyFrame,
+    tombstoned: Iterable[str] | pl.Series,
+) -> dict:
+    """The blocks-DAG projection with uncapped id lists (one per digest call).
+
+    Returns ``{"status": "ok", "ready", "blocked", "done"}`` with every id of each set,
+    byte-wise sorted, or the ``{"status": "cycle", "cycle", "entangled_total"}`` report.
+    :func:`blocks_dag` caps it for the ``dag`` section; the ``open_efforts`` rows
+    intersect the same full lists with each effort's members.
+
+    Examples:
+        >>> import polars as pl
+        >>> rel = pl.DataFrame({"kind": ["blocks"] * 3, "from_id": ["cap-1", "cap-1", "cap-3"],
+        ...                     "to_id": ["cap-2", "cap-10", "cap-2"]})
+        >>> blocks_projection(rel, [])
+        {'status': 'ok', 'ready': ['cap-1', 'cap-3'], 'blocked': ['cap-10', 'cap-2'], 'done': []}
+    """
+    edges = _edges(relations)
+    dead = dead_ids(edges, tombstoned)
+    blocks = edges.filter(pl.col("kind") == "blocks").select("from_id", "to_id").unique()
+    universe = pl.concat([blocks.get_column("from_id"), blocks.get_column("to_id")]).unique()
+    universe = universe.filter(~universe.is_in(dead.implode()))  # the live participants
+    done = (
+        edges.filter(pl.col("kind") == "witnesses")
+        .get_column("to_id")
+        .unique()
+    )
+    done = done.filter(done.is_in(universe.implode()))
+    active = universe.filter(~universe.is_in(done.implode()))
+    live_blocks = blocks.filter(
+        pl.col("from_id").is_in(active.implode()) & pl.col("to_id").is_in(active.implode())
+    )
+    graph = nx.DiGraph()
+    graph.add_nodes_from(active.to_list())
+    graph.add_edges_from(live_blocks.iter_rows())
+    cycle = cycle_status(graph)
+    if cycle is not None:
+        return cycle
+    blocked_ids = live_blocks.get_column("to_id").unique()
+    ready_ids = active.filter(~active.is_in(blocked_ids.implode()))
+    return {
+        "status": "ok",
+        "ready": ready_ids.unique().sort().to_list(),
+        "blocked": blocked_ids.unique().sort().to_list(),
+        "done": done.unique().sort().to_list(),
+    }
+
+
+def cap_projection(projection: dict, n: int) -> dict:
+    """The ``dag`` section of a :func:`blocks_projection`: lists capped at ``n``, exact totals.
+
+    Examples:
+        >>> cap_projection({"status": "ok", "ready": ["cap-1", "cap-2"], "blocked": [],
+        ...                 "done": []}, 1)
+        {'status': 'ok', 'ready': ['cap-1'], 'ready_total': 2, 'blocked': [], 'blocked_total': 0, 'done': [], 'done_total': 0}
+    """
+    if projection["status"] != "ok":
+        return dict(projection)
+    out: dict = {"status": "ok"}
+    for key in ("ready", "blocked", "done"):
+        out[key] = list(projection[key][:n])
+        out[f"{key}_total"] = len(projection[key])
+    return out
 
 
 def blocks_dag(
@@ -169,41 +232,7 @@ def blocks_dag(
         >>> blocks_dag(rel, [], 10)
         {'status': 'ok', 'ready': ['cap-2'], 'ready_total': 1, 'blocked': [], 'blocked_total': 0, 'done': ['cap-1'], 'done_total': 1}
     """
-    edges = _edges(relations)
-    dead = dead_ids(edges, tombstoned)
-    blocks = edges.filter(pl.col("kind") == "blocks").select("from_id", "to_id").unique()
-    universe = pl.concat([blocks.get_column("from_id"), blocks.get_column("to_id")]).unique()
-    universe = universe.filter(~universe.is_in(dead.implode()))  # the live participants
-    done = (
-        edges.filter(pl.col("kind") == "witnesses")
-        .get_column("to_id")
-        .unique()
-    )
-    done = done.filter(done.is_in(universe.implode()))
-    active = universe.filter(~universe.is_in(done.implode()))
-    live_blocks = blocks.filter(
-        pl.col("from_id").is_in(active.implode()) & pl.col("to_id").is_in(active.implode())
-    )
-    graph = nx.DiGraph()
-    graph.add_nodes_from(active.to_list())
-    graph.add_edges_from(live_blocks.iter_rows())
-    cycle = cycle_status(graph)
-    if cycle is not None:
-        return cycle
-    blocked_ids = live_blocks.get_column("to_id").unique()
-    ready_ids = active.filter(~active.is_in(blocked_ids.implode()))
-    ready, ready_total = _sorted_capped(ready_ids, n)
-    blocked, blocked_total = _sorted_capped(blocked_ids, n)
-    done_list, done_total = _sorted_capped(done, n)
-    return {
-        "status": "ok",
-        "ready": ready,
-        "ready_total": ready_total,
-        "blocked": blocked,
-        "blocked_total": blocked_total,
-        "done": done_list,
-        "done_total": done_total,
-    }
+    return cap_projection(blocks_projection(relations, tombstoned), n)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,8 @@ BRACKET_EVENTS: tuple[str, ...] = ("start", "finish")
 CORROBORATION_SOURCES: tuple[str, ...] = ("git",)
 CORROBORATION_KINDS: tuple[str, ...] = ("anchor_path", "anchor_sha", "anchor_content", "mention")
 CORROBORATION_VERDICTS: tuple[str, ...] = ("corroborated", "drifted", "missing")
+#: review verdicts (reference 2.1 / 6): a capsule is staged while its latest is not ratified
+REVIEW_VERDICTS: tuple[str, ...] = ("proposed", "ratified", "rejected")
 
 Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 TIMESTAMP = pl.Datetime("ns", "UTC")
@@ -89,6 +91,8 @@ CANONICAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "lane_overrides": ("seq", "at", "forced", "auto_pick"),
     "corroborations": ("seq", "at", "capsule_id", "source", "kind", "ref", "verdict", "detail"),
     "source_cursors": ("seq", "at", "source_key", "cursor"),
+    "reviews": ("seq", "at", "capsule_id", "verdict", "reason", "actor"),
+    "pins": ("seq", "at", "capsule_id", "pinned", "reason", "actor"),
 }
 CANONICAL_TABLES: tuple[str, ...] = tuple(CANONICAL_COLUMNS)
 
@@ -98,6 +102,7 @@ _MODEL_NAMES = {
     "brackets": "Brackets", "processing": "Processing", "summaries": "Summaries",
     "journal": "Journal", "recall_misses": "RecallMisses", "lane_overrides": "LaneOverrides",
     "corroborations": "Corroborations", "source_cursors": "SourceCursors",
+    "reviews": "Reviews", "pins": "Pins",
 }
 
 
@@ -225,6 +230,22 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
         source_key: pl.String = pa.Field(str_length={"min_value": 1})
         cursor: pl.String
 
+
+    class Reviews(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String = pa.Field(str_startswith="cap-")
+        verdict: pl.String = pa.Field(isin=list(REVIEW_VERDICTS))
+        reason: pl.String = pa.Field(nullable=True)
+        actor: pl.String = pa.Field(str_length={"min_value": 1})
+
+
+    class Pins(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String = pa.Field(str_startswith="cap-")
+        pinned: pl.Boolean
+        reason: pl.String = pa.Field(nullable=True)
+        actor: pl.String = pa.Field(str_length={"min_value": 1})
+
     declared = locals()
     return {table: declared[name] for table, name in _MODEL_NAMES.items()}
 
@@ -258,6 +279,7 @@ _DTYPES: dict[str, pl.DataType] = {
     "count": pl.Int64(),
     "confidence": pl.Float64(),
     "instruction_taint": pl.Boolean(),
+    "pinned": pl.Boolean(),
 }
 _TIME_COLUMNS = {"created_at", "valid_from", "valid_to", "at"}
 

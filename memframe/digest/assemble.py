@@ -8,15 +8,17 @@ import polars as pl
 
 from memframe.digest import counters, ledger, telemetry
 from memframe.digest.capsules import capsule_sections
+from memframe.digest.efforts import open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
 from memframe.digest.planning import (
-    dag_section,
     mission_graph,
     mission_sections,
     unanchored_sections,
 )
 from memframe.digest.scope import explode_roots, fence, population, subtree_roots
+from memframe.digest.staged import pinned_sections, staged_section
 from memframe.errors import MemframeError
+from memframe.graph import blocks_projection, cap_projection
 
 __all__ = ["LABEL", "FRAMING", "global_sections", "compose", "assemble", "assemble_roots"]
 
@@ -34,16 +36,19 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
         tables = inputs.tables
         opened, open_ids = counters.open_sessions(tables["brackets"], n)
         tombstoned = _tombstoned(inputs)
+        projection = blocks_projection(tables["relations"], tombstoned)
         return {
             "relations": counters.relations_total(tables["relations"]),
             "open_sessions": opened,
             "open_session_ids": open_ids,
             "audit_events": counters.audit_events(tables["journal"]),
-            "dag": dag_section(tables["relations"], tombstoned, n),
+            "dag": cap_projection(projection, n),
             "tiers": ledger.tiers_section(inputs.state),
             "journal": ledger.journal_section(tables["journal"], inputs.state),
             "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now),
+            "staged": staged_section(tables["reviews"], inputs.now),
             "_mission_graph": mission_graph(tables["relations"], tombstoned),
+            "_dag_projection": projection,
             **_fail_open_sections(inputs),
         }
     except MemframeError:
@@ -82,8 +87,13 @@ def compose(
     mission: dict | None,
     unanchored: int | None,
     fenced: bool,
+    curated: dict | None = None,
 ) -> dict:
-    """One digest body, keys in the order and with the omissions of reference 4.0."""
+    """One digest body, keys in the order and with the omissions of reference 4.0.
+
+    ``curated`` holds the scope's ``pinned``/``pinned_total`` and
+    ``open_efforts``/``open_efforts_total`` keys (each present only when non-empty).
+    """
     body: dict = {"label": LABEL, "framing": FRAMING}
     body.update(capsules)
     for key in ("relations", "open_sessions", "open_session_ids", "audit_events", "recall_misses"):
@@ -101,6 +111,12 @@ def compose(
         body["unanchored"] = unanchored
     for key in ("tiers", "journal", "archive_candidates"):
         body[key] = glob[key]
+    if glob.get("staged") is not None:
+        body["staged"] = glob["staged"]
+    curated = curated or {}
+    for key in ("pinned", "pinned_total", "open_efforts", "open_efforts_total"):
+        if key in curated:
+            body[key] = curated[key]
     return body
 
 
@@ -116,6 +132,12 @@ def _bodies(
     try:
         caps = capsule_sections(scoped, scopes, n, inputs.now)
         missions = mission_sections(scoped, graph, scopes, n, inputs.now)
+        pinned = pinned_sections(scoped, scopes, inputs.now)
+        alive = inputs.state.filter(pl.col("status") != "tombstoned")
+        efforts = open_efforts_sections(
+            scoped, alive, inputs.tables["relations"], glob["_dag_projection"], scopes, n,
+            inputs.now,
+        )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     try:
@@ -123,7 +145,8 @@ def _bodies(
     except Exception:  # noqa: BLE001 - advisory nudge: fail open
         unanchored = dict.fromkeys(scopes)
     return {
-        scope: compose(caps[scope], glob, missions[scope], unanchored[scope], fenced)
+        scope: compose(caps[scope], glob, missions[scope], unanchored[scope], fenced,
+                       {**pinned[scope], **efforts[scope]})
         for scope in scopes
     }
 

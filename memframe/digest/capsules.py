@@ -21,7 +21,7 @@ __all__ = ["headline_rows", "capsule_sections", "HEADLINE_KEYS"]
 #: the keys a headline row may carry, in wire order (4.0).
 HEADLINE_KEYS = (
     "id", "project_id", "instruction_taint", "created_at", "headline",
-    "tier", "expired", "kind", "superseded",
+    "tier", "expired", "kind", "superseded", "pinned",
 )
 
 
@@ -41,7 +41,8 @@ def headline_rows(
         A list of insertion-ordered dicts: ``id``, ``project_id``, ``instruction_taint``,
         ``created_at`` (RFC3339), ``headline``, then ``tier`` (non-active only),
         ``expired`` (true only), ``kind`` (if classified), ``superseded`` (true only),
-        then the extra keys.
+        ``pinned`` (true only; rows without a ``pinned`` column are unpinned), then the
+        extra keys.
 
     Examples:
         >>> import datetime as dt, polars as pl
@@ -67,6 +68,7 @@ def headline_rows(
         (pl.col("valid_to").is_not_null() & (now_lit > pl.col("valid_to"))).alias("expired"),
         "kind",
         "superseded",
+        (pl.col("pinned") if "pinned" in rows.columns else pl.lit(False)).alias("pinned"),
         *[expr.alias(f"_x{i}") for i, (_key, expr) in enumerate(extra)],
     )
     out: list[dict] = []
@@ -86,6 +88,8 @@ def headline_rows(
             item["kind"] = row["kind"]
         if row["superseded"]:
             item["superseded"] = True
+        if row["pinned"]:
+            item["pinned"] = True
         for i, (key, _expr) in enumerate(extra):
             item[key] = row[f"_x{i}"]
         out.append(item)

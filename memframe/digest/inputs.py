@@ -19,8 +19,9 @@ from typing import Any
 
 import polars as pl
 
+from memframe.digest.staged import annotate
 from memframe.errors import MemframeError
-from memframe.schema import RELATION_KINDS
+from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
 from memframe.state import capsule_state
 
 __all__ = [
@@ -50,10 +51,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "lane_overrides": ("seq", "at", "forced", "auto_pick"),
     "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
     "source_cursors": ("seq", "at", "source_key", "cursor"),
+    "reviews": ("seq", "at", "capsule_id", "verdict"),
+    "pins": ("seq", "capsule_id", "pinned"),
 }
 FAIL_CLOSED: tuple[str, ...] = (
     "capsules", "relations", "forgets", "recalls", "classifications", "tiers", "brackets",
-    "journal",
+    "journal", "reviews", "pins",
 )
 FAIL_OPEN: tuple[str, ...] = ("recall_misses", "lane_overrides", "corroborations", "source_cursors")
 
@@ -70,7 +73,8 @@ class DigestInputs:
     Attributes:
         tables: the fail-closed tables, collected.
         optional: the fail-open tables, collected, or None when their read failed.
-        state: capsule state (every capsule, tombstoned included), collected.
+        state: capsule state (every capsule, tombstoned included), collected, with the
+            digest's ``staged`` and ``pinned`` flags.
         now: the instant that feeds ``expired`` and ``archive_candidates``.
         rows_visited: Parquet rows read (sum of partition row counts of each read table).
         generation: the generation read, when known.
@@ -117,6 +121,21 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     brackets = tables["brackets"]
     if brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height:
         raise digest_failed("a session bracket row has no time or id")
+    # staged/pinned reads fail closed (reference 5)
+    reviews = tables["reviews"]
+    bad = reviews.filter(
+        pl.col("capsule_id").is_null() | pl.col("at").is_null() | pl.col("seq").is_null()
+        | ~pl.col("verdict").is_in(list(REVIEW_VERDICTS)).fill_null(False)
+    )
+    if bad.height:
+        raise digest_failed(f"review row at seq {bad['seq'][0]} is corrupt (verdict "
+                            f"{bad['verdict'][0]!r}, capsule {bad['capsule_id'][0]!r})")
+    pins = tables["pins"]
+    bad = pins.filter(
+        pl.col("capsule_id").is_null() | pl.col("pinned").is_null() | pl.col("seq").is_null()
+    )
+    if bad.height:
+        raise digest_failed(f"pin row at seq {bad['seq'][0]} is corrupt")
 
 
 def _collect_together(
@@ -166,6 +185,7 @@ def _build(
         state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
             engine="in-memory"
         )
+        state = annotate(state, tables["reviews"], tables["pins"])
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(f"capsule state: {exc}") from exc
     return DigestInputs(

@@ -123,7 +123,8 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime) -> int:
     """How many records the consolidation planner would propose archiving (4.15).
 
     A non-tombstoned capsule counts when it is superseded, its effective tier is
-    ``active``, it does not pass the quarantine guard (tainted AND externally-imported
+    ``active``, it is not pinned (the pin veto; a state without a ``pinned`` column has
+    no pins), it does not pass the quarantine guard (tainted AND externally-imported
     AND the taint scanner finds something), and either ``valid_to < now`` or it is more
     than 180 whole days old with no recall.
 
@@ -143,9 +144,11 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime) -> int:
     stale = ((now_lit - pl.col("created_at")) >= pl.duration(days=ARCHIVE_AFTER_DAYS + 1)) & (
         pl.col("recall_count").fill_null(0) == 0
     )
+    unpinned = ~pl.col("pinned") if "pinned" in state.columns else pl.lit(True)
     shortlist = state.filter(
         (pl.col("status") != "tombstoned")
         & pl.col("superseded")
+        & unpinned
         & (pl.col("tier").fill_null("active") == "active")
         & (expired | stale)
     )

@@ -22,8 +22,17 @@ _HEADLINE_SCHEMA: dict[str, pl.DataType] = {
     "expired": pl.Boolean(),
     "kind": pl.String(),
     "superseded": pl.Boolean(),
+    "pinned": pl.Boolean(),
 }
 assert tuple(_HEADLINE_SCHEMA) == HEADLINE_KEYS
+_EFFORT_SCHEMA: dict[str, pl.DataType] = {
+    "member_total": pl.Int64(),
+    "newest_id": pl.String(),
+    "ready_total": pl.Int64(),
+    "blocked_total": pl.Int64(),
+    "done_total": pl.Int64(),
+    "handoff_id": pl.String(),
+}
 
 
 def wire_json(body: Any) -> str:
@@ -116,7 +125,9 @@ class Digest:
         Keys: ``summary`` (one row of the scalar sections), ``by_project``, ``handoff``,
         ``newest``, ``most_recalled``, ``open_sessions``, ``recent_failures``,
         ``sources``, ``dag`` (``list``: ready/blocked/done/cycle, ``id``),
-        ``mission`` (roots, or the cycle as ``id`` rows).
+        ``mission`` (roots, or the cycle as ``id`` rows), ``pinned`` and
+        ``open_efforts`` (the epic headline, ``member_total``, ``newest_id``, the three
+        dag totals and ``handoff_id``; null totals when the dag is in a cycle).
         """
         if self.unchanged:
             return {}
@@ -148,7 +159,15 @@ class Digest:
             "journal_chain": body["journal"]["chain"],
             "journal_out_of_band": body["journal"]["out_of_band"],
             "archive_candidates": body["archive_candidates"],
+            "staged_proposed": body.get("staged", {}).get("proposed", 0),
+            "staged_stale": body.get("staged", {}).get("stale_proposals", 0),
+            "pinned_total": body.get("pinned_total", 0),
+            "open_efforts_total": body.get("open_efforts_total", 0),
         }
+        efforts = [
+            {**row, "handoff_id": row.get("handoff", {}).get("id")}
+            for row in body.get("open_efforts", [])
+        ]
         return {name: _instants(frame) for name, frame in {
             "summary": pl.DataFrame(
                 [summary],
@@ -192,6 +211,8 @@ class Digest:
             "dag": pl.DataFrame(dag_rows, schema={"list": pl.String, "id": pl.String},
                                 orient="row"),
             "mission": mission_frame,
+            "pinned": _headline_frame(body.get("pinned", [])),
+            "open_efforts": _headline_frame(efforts, _EFFORT_SCHEMA),
         }.items()}
 
     def _title(self) -> str:

@@ -28,20 +28,25 @@ _THREAD = r"^ACTIVE\(([^)]*)\)"
 
 
 def population(state: pl.DataFrame) -> pl.DataFrame:
-    """``all`` of reference 4.1, unfenced: non-tombstoned capsules, ascending seq.
+    """``all`` of reference 4.1, unfenced: non-tombstoned, non-staged capsules, ascending seq.
 
+    A ``staged`` column (reference 2.1), when present, removes the review-fenced capsules.
     Adds ``thread`` (the ACTIVE() label, null when the content has none) and ``bracket``
     (provenance source is ``memory_session_finish``).
 
     Examples:
         >>> import polars as pl
-        >>> s = pl.DataFrame({"seq": [1, 2], "status": ["live", "tombstoned"],
-        ...                   "content": ["ACTIVE(t): go", "x"], "source": ["note", "note"]})
+        >>> s = pl.DataFrame({"seq": [1, 2, 3], "status": ["live", "tombstoned", "live"],
+        ...                   "content": ["ACTIVE(t): go", "x", "y"], "source": ["note"] * 3,
+        ...                   "staged": [False, False, True]})
         >>> population(s).select("seq", "thread", "bracket").rows()
         [(1, 't', False)]
     """
+    keep = pl.col("status") != "tombstoned"
+    if "staged" in state.columns:
+        keep = keep & ~pl.col("staged")
     return (
-        state.filter(pl.col("status") != "tombstoned")
+        state.filter(keep)
         .with_columns(
             pl.col("content").str.extract(_THREAD, 1).alias("thread"),
             (pl.col("source") == HANDOFF_SOURCE).fill_null(False).alias("bracket"),

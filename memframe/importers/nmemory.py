@@ -16,6 +16,9 @@ and 4 (what each column means). One import is one memframe commit:
   and ``source_cursors`` map one to one.
 * ``audit_events`` -> ``journal`` rows keeping the audit seq and ``chained_hash``, so the
   chain verifies with memframe's own verifier. The import adds no journal row of its own.
+* ``review_events`` -> ``reviews`` and ``pin_events`` -> ``pins`` (``pinned`` 0/1 becomes a
+  boolean), one row per event in seq order: the staged and pinned state of the digest
+  (reference 2.1, 2.2, 4.17) is the latest row per capsule, as in the source.
 
 Importing again into the same store appends only what changed since the last import
 (watermark ``import:nmemory`` in the store's log) and refuses a source that was rewritten
@@ -83,9 +86,14 @@ SOURCE_TABLES: dict[str, dict[str, pl.DataType]] = {
     "corroborations": {"seq": _I, "capsule_id": _S, "source": _S, "kind": _S, "ref": _S,
                        "verdict": _S, "detail": _S, "at": _S},
     "source_cursors": {"source_key": _S, "cursor": _S, "at": _S},
+    "review_events": {"seq": _I, "capsule_id": _S, "verdict": _S, "reason": _S, "actor": _S,
+                      "at": _S},
+    "pin_events": {"seq": _I, "capsule_id": _S, "pinned": _I, "reason": _S, "actor": _S,
+                   "at": _S},
 }
 #: append-only source tables keyed by seq: a re-import reads only rows past the watermark
-_SEQ_TABLES = ("capsules", "audit_events", "recall_misses", "lane_overrides", "corroborations")
+_SEQ_TABLES = ("capsules", "audit_events", "recall_misses", "lane_overrides", "corroborations",
+               "review_events", "pin_events")
 #: columns fingerprinted for the last imported row of each seq table (canonical_json is
 #: left out: tombstoning a capsule legitimately nulls it later)
 _TAIL_COLUMNS = {
@@ -94,7 +102,11 @@ _TAIL_COLUMNS = {
     "recall_misses": ("seq", "term", "outcome", "at"),
     "lane_overrides": ("seq", "forced", "auto_pick", "at"),
     "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict", "detail", "at"),
+    "review_events": ("seq", "capsule_id", "verdict", "reason", "actor", "at"),
+    "pin_events": ("seq", "capsule_id", "pinned", "reason", "actor", "at"),
 }
+#: the watermark of a seq table an earlier import did not read yet (nothing imported)
+_NO_MARK = {"seq": 0, "rows": 0, "tail": None}
 _FORGET_MODES = {"purged": "purge", "redacted": "redact"}
 
 _CAPSULE_V1 = pl.Struct({
@@ -715,11 +727,44 @@ def _corroboration_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
     return rows.select(at.alias("at"), "capsule_id", "source", "kind", "ref", "verdict", "detail")
 
 
+def _review_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
+    t, k = "review_events", "seq"
+    _vocab(rows, "verdict", S.REVIEW_VERDICTS, t, k, "review verdict")
+    _fail(t, k, rows, rows["capsule_id"].is_null() | rows["actor"].is_null(),
+          "capsule_id or actor is NULL")
+    at = _times(rows, "at", t, k, notes=notes)
+    return rows.select(at.alias("at"), "capsule_id", "verdict", "reason", "actor")
+
+
+def _pin_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
+    t, k = "pin_events", "seq"
+    _fail(t, k, rows, ~rows["pinned"].is_in([0, 1]).fill_null(False), "pinned is not 0 or 1")
+    _fail(t, k, rows, rows["capsule_id"].is_null() | rows["actor"].is_null(),
+          "capsule_id or actor is NULL")
+    at = _times(rows, "at", t, k, notes=notes)
+    return rows.select(at.alias("at"), "capsule_id", (pl.col("pinned") == 1).alias("pinned"),
+                       "reason", "actor")
+
+
 _SEQ_ROWS: dict[str, tuple[str, Callable[[pl.DataFrame, _Notes], pl.DataFrame]]] = {
     "recall_misses": ("recall_misses", _miss_rows),
     "lane_overrides": ("lane_overrides", _override_rows),
     "corroborations": ("corroborations", _corroboration_rows),
+    "review_events": ("reviews", _review_rows),
+    "pin_events": ("pins", _pin_rows),
 }
+#: seq tables whose rows name a capsule of the source (checked against the capsule count)
+_CAPSULE_TABLES = ("review_events", "pin_events")
+
+
+def _check_capsule_refs(table: str, rows: pl.DataFrame, capsules: int) -> None:
+    """Refuse rows naming no capsule of the source (ids run cap-1..cap-<capsules>)."""
+    num = rows["capsule_id"].str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+    _fail(table, "seq", rows,
+          num.is_null() | (num < 1) | (num > capsules)
+          | ~rows["capsule_id"].str.starts_with("cap-")
+          | rows["capsule_id"].str.strip_prefix("cap-").str.starts_with("0"),
+          f"capsule_id names no capsule of the source (capsules run cap-1..cap-{capsules})")
 
 
 def _session_projects(src: _Source, ids: Sequence[str] | None) -> dict[str, str]:
@@ -851,6 +896,8 @@ def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Pro
     for table, (target, convert) in _SEQ_ROWS.items():
         rows = src.read(table, order="seq")
         progress.update(rows.height)
+        if table in _CAPSULE_TABLES:
+            _check_capsule_refs(table, rows, plan.capsules)
         plan.add(target, convert(rows, notes), table)
     return plan
 
@@ -888,7 +935,8 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     old = mark["tables"]
     # append-only tables: the rows up to the watermark must be exactly what was imported
     for table in _SEQ_TABLES:
-        seq, rows, tail = old[table]["seq"], old[table]["rows"], old[table]["tail"]
+        seen = old.get(table, _NO_MARK)
+        seq, rows, tail = seen["seq"], seen["rows"], seen["tail"]
         if src.count(table, "seq <= ?", [seq]) != rows:
             raise _refuse(f"{table} no longer holds the {rows} row(s) up to seq {seq} it had")
         if seq and src.tail(table, seq) != tail:
@@ -930,8 +978,10 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     audit = old["audit_events"]["seq"]
     plan.journal = _read_journal(src, audit, progress, batch_rows)
     for table, (target, convert) in _SEQ_ROWS.items():
-        rows = src.read(table, "seq > ?", [old[table]["seq"]], order="seq")
+        rows = src.read(table, "seq > ?", [old.get(table, _NO_MARK)["seq"]], order="seq")
         progress.update(rows.height)
+        if table in _CAPSULE_TABLES:
+            _check_capsule_refs(table, rows, plan.capsules)
         plan.add(target, convert(rows, notes), table)
     return plan
 
@@ -1099,8 +1149,10 @@ def import_nmemory(
     ``content_chars`` 0, the tombstone's provenance source (or ``"nmemory-tombstone"``)
     and anchor (or its own id), confidence 0.6, no ``valid_to`` and no taint. A capsule
     tombstoned after an earlier import keeps the metadata that import saw; its content is
-    erased from the data files. ``review_events`` and ``pin_events`` (and every table the
-    digest does not read) are not imported; the report lists them with row counts.
+    erased from the data files. ``review_events`` and ``pin_events`` become ``reviews`` and
+    ``pins`` rows (so the digest's staged and pinned sections equal the engine's); every
+    table the digest does not read is not imported, and the report lists those with row
+    counts.
 
     Args:
         sqlite_path: the nMEMORY SQLite file.
@@ -1164,7 +1216,8 @@ def import_nmemory(
                     f"import needs the store as that import left it: import into a new path"
                 )
             todo = sum(counts[t] for t in SOURCE_TABLES if t not in _SEQ_TABLES) + sum(
-                max(0, counts[t] - mark["tables"][t]["rows"]) for t in _SEQ_TABLES)
+                max(0, counts[t] - mark["tables"].get(t, _NO_MARK)["rows"])
+                for t in _SEQ_TABLES)
         else:
             todo = sum(counts.values())
         bar = _Progress(progress, todo, "nmemory import: reading")
@@ -1188,9 +1241,6 @@ def import_nmemory(
             "imports": (mark["imports"] + 1) if mark is not None else 1,
         }
         skipped = src.skipped_tables()
-        if skipped.get("review_events") or skipped.get("pin_events"):
-            notes.add("review_events / pin_events rows are not imported: memframe has no "
-                      "staged or pinned state yet, so those digest sections stay absent")
         mode = "full" if mark is None else "incremental"
         if mark is not None and plan.empty:
             generation, mode = store.generation, "unchanged"  # type: ignore[union-attr]

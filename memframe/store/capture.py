@@ -923,3 +923,51 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
         c.journal_many(action, audit[subject].to_list(), audit["reason"].to_list())
     c.operations.append(f"append:{table}")
     return staged.height
+
+
+# ---- review and pin (reference 2.1, 2.2, 4.17) ---------------------------------------------
+
+#: the journal action of each review verdict. A proposal is born through the engine's
+#: staged ingest (``memory_ingest``, reason ``staged proposed``); the verdict that closes
+#: it is the engine's ``memory_ratify`` verb, which memframe also uses for a rejection
+#: (the verdict is named in the journal reason).
+REVIEW_ACTIONS = {"proposed": "memory_ingest", "ratified": "memory_ratify",
+                  "rejected": "memory_ratify"}
+STAGED_PROPOSED_REASON = "staged proposed"
+
+
+def _optional_reason(verb: str, reason: str | None) -> None:
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        raise InvalidInputError(
+            f"{verb}: reason must be non-blank text or None; got {reason!r}"
+        )
+
+
+def review(c: Commit, capsule_id: str, verdict: str, reason: str | None = None) -> None:
+    """Record a review verdict; the latest one decides whether the capsule is staged."""
+    if verdict not in S.REVIEW_VERDICTS:
+        raise _vocab_error("review verdict", verdict, S.REVIEW_VERDICTS)
+    _optional_reason("review", reason)
+    c.require_capsule(capsule_id, live=True)
+    c.append("reviews", pl.DataFrame({
+        "at": c._now_frame(1), "capsule_id": [capsule_id], "verdict": [verdict],
+        "reason": pl.Series([reason], dtype=pl.String), "actor": [c.actor]}))
+    if verdict == "proposed":
+        c.journal(REVIEW_ACTIONS[verdict], capsule_id, STAGED_PROPOSED_REASON)
+    else:
+        note = f"verdict={verdict}" + (f" {reason}" if reason is not None else "")
+        c.journal(REVIEW_ACTIONS[verdict], capsule_id, note)
+    c.operations.append("review")
+
+
+def pin(c: Commit, capsule_id: str, pinned: bool = True, reason: str | None = None) -> None:
+    """Pin (or unpin) a capsule; the latest pin row decides (journaled as ``memory_pin``)."""
+    if not isinstance(pinned, bool):
+        raise InvalidInputError(f"pin: pinned must be True or False; got {pinned!r}")
+    _optional_reason("pin", reason)
+    c.require_capsule(capsule_id, live=True)
+    c.append("pins", pl.DataFrame({
+        "at": c._now_frame(1), "capsule_id": [capsule_id], "pinned": [pinned],
+        "reason": pl.Series([reason], dtype=pl.String), "actor": [c.actor]}))
+    c.journal("memory_pin", capsule_id, reason)
+    c.operations.append("pin")

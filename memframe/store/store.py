@@ -109,7 +109,7 @@ class StoreView:
         return tables.scan(self._log.root, self._snap.parts(name), S.table_schema(name))
 
     def tables(self) -> dict[str, pl.LazyFrame]:
-        """All 14 canonical tables at this generation (name -> LazyFrame)."""
+        """All canonical tables at this generation (name -> LazyFrame)."""
         return {name: self.table(name) for name in S.CANONICAL_TABLES}
 
     def derived(self, name: str, schema: pl.Schema) -> pl.LazyFrame:
@@ -537,6 +537,38 @@ class Store(StoreView):
         """Advance a git source's cursor and record the scan's corroborations."""
         self.commit(lambda c: capture.record_git_scan(c, source_key, cursor, corroborations),
                     operation="record_git_scan")
+
+    def review(self, capsule_id: str, verdict: str, reason: str | None = None) -> None:
+        """Record a review verdict: ``proposed``, ``ratified`` or ``rejected``.
+
+        A capsule whose latest verdict is not ``ratified`` is staged (reference 2.1): the
+        digest counts it only under ``staged`` and leaves it out of every capsule section.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> (cid,) = store.ingest({"content": "draft", "source": "s", "anchor": "a"})
+            >>> store.review(cid, "proposed")
+            >>> mf.digest(store).to_dict()["staged"]
+            {'proposed': 1, 'stale_proposals': 0}
+            >>> store.review(cid, "ratified", reason="checked")
+            >>> "staged" in mf.digest(store).to_dict()
+            False
+        """
+        self.commit(lambda c: capture.review(c, capsule_id, verdict, reason), operation="review")
+
+    def pin(self, capsule_id: str, pinned: bool = True, reason: str | None = None) -> None:
+        """Pin (or, with ``pinned=False``, unpin) a capsule; the latest pin row decides.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> (cid,) = store.ingest({"content": "keep", "source": "s", "anchor": "a"})
+            >>> store.pin(cid, reason="load-bearing")
+            >>> mf.digest(store).to_dict()["pinned_total"]
+            1
+        """
+        self.commit(lambda c: capture.pin(c, capsule_id, pinned, reason), operation="pin")
 
     def append(self, table: str, rows: Any) -> int:
         """Append many event rows of one table in one commit (the verbs, vectorised).

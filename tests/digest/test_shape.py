@@ -24,7 +24,8 @@ WIRE_ORDER = [
     "newest_total", "most_recalled", "most_recalled_total", "relations", "open_sessions",
     "open_session_ids", "audit_events", "recall_misses", "recent_failures",
     "lane_overrides_total", "sources", "dag", "mission", "unanchored", "tiers", "journal",
-    "archive_candidates",
+    "archive_candidates", "staged", "pinned", "pinned_total", "open_efforts",
+    "open_efforts_total",
 ]
 
 
@@ -67,10 +68,14 @@ def test_every_present_key_follows_the_wire_order(store):
     store.record_miss(["lost term"], "abstain")
     store.record_lane_override("term", "fused")
     store.record_git_scan("git:/repo", "sha1", [])
+    draft = put(store, "a staged draft")
+    store.review(draft, "proposed")
+    store.pin(a, reason="load-bearing")
     keys = list(dig(store))
     assert keys == [k for k in WIRE_ORDER if k in keys]
     for key in ("handoff", "handoff_total", "most_recalled_total", "recent_failures",
-                "lane_overrides_total", "sources", "mission", "unanchored"):
+                "lane_overrides_total", "sources", "mission", "unanchored", "staged",
+                "pinned", "pinned_total", "open_efforts", "open_efforts_total"):
         assert key in keys, key
 
 

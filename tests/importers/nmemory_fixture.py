@@ -6,7 +6,8 @@ reason}))``), usage upserts, tombstones that null the canonical JSON, and rows i
 tables the digest does not read (FTS, embeddings, synonyms, receipts). Every mutation
 takes its RFC3339 instant as text, so expected digests can be written from the script.
 
-The three scenarios (`build_rich`, `grow_rich`, `build_cycles`) are the parity fixtures.
+The scenarios (`build_rich`, `grow_rich`, `build_cycles`, `build_curated`,
+`grow_curated`) are the parity fixtures.
 """
 
 from __future__ import annotations
@@ -317,6 +318,24 @@ class Builder:
     def synonym(self, term: str, alias: str, *, at: str) -> None:
         self.con.execute("INSERT INTO synonyms VALUES (?, ?, ?)", (term, alias, at))
 
+    def stage(self, cid: str, *, at: str) -> None:
+        """A staged ingest's birth verdict, as the engine writes it after the capture."""
+        self.con.execute("INSERT INTO review_events (capsule_id, verdict, reason, actor, at) "
+                         "VALUES (?, 'proposed', 'staged ingest', ?, ?)", (cid, ACTOR, at))
+        self.audit(at, "memory_ingest", cid, "staged proposed")
+
+    def review(self, cid: str, verdict: str, *, at: str, reason: str) -> None:
+        """A closing verdict (ratified / rejected) on a proposal."""
+        self.con.execute("INSERT INTO review_events (capsule_id, verdict, reason, actor, at) "
+                         "VALUES (?, ?, ?, ?, ?)", (cid, verdict, reason, ACTOR, at))
+        self.audit(at, "memory_ratify", cid, f"verdict={verdict} {reason}")
+
+    def pin(self, cid: str, pinned: bool = True, *, at: str, reason: str) -> None:
+        """memory_pin: one pin_events row and its audit row (reason mandatory)."""
+        self.con.execute("INSERT INTO pin_events (capsule_id, pinned, reason, actor, at) "
+                         "VALUES (?, ?, ?, ?, ?)", (cid, int(pinned), reason, ACTOR, at))
+        self.audit(at, "memory_pin", cid, reason)
+
 
 # ---- the parity scenarios ----------------------------------------------------------------
 
@@ -445,6 +464,77 @@ def build_cycles(path: str | Path) -> Path:
     b.relate(c6, c7, "grounded_in", at=t("17"))
     b.relate(c7, c6, "grounded_in", at=t("18"))
     b.forget(c9, "purged", at=t("19"))
+    b.close()
+    return Path(path)
+
+
+def build_curated(path: str | Path) -> Path:
+    """Fixture D: staged proposals, pins and open efforts (see expected/curated.json)."""
+    b = Builder(path)
+    t = "2026-07-01T10:00:{}Z".format
+    c1 = b.ingest("Old rule kept for reference", at="2026-01-01T00:00:00Z", project="team")
+    c2 = b.ingest("Rule, second edition", at="2026-01-02T00:00:00Z", project="team")
+    c3 = b.ingest("Older draft replaced", at="2026-01-03T00:00:00Z", project="team")
+    b.relate(c2, c1, "supersedes", at=t("00"))
+    b.relate(c2, c3, "supersedes", at=t("01"))
+    b.pin(c1, True, at=t("02"), reason="audit trail")  # pinned: vetoes its archiving
+    b.pin(c3, True, at=t("03"), reason="briefly")
+    b.pin(c3, False, at=t("04"), reason="not needed")  # unpinned again: archivable
+    c4 = b.ingest("Ship the importer", at=t("05"), project="team")
+    b.classify(c4, "epic", at=t("06"))
+    c5 = b.ingest("Write the reader", at=t("07"), project="team/api")
+    b.classify(c5, "task", at=t("08"))
+    c6 = b.ingest("Write the writer", at=t("09"), project="team/api")
+    b.classify(c6, "task", at=t("10"))
+    b.relate(c5, c4, "part_of", at=t("11"))
+    b.relate(c6, c4, "part_of", at=t("12"))
+    b.relate(c5, c6, "blocks", at=t("13"))
+    c7 = b.ingest("Proposed: compress partitions with zstd", at=t("14"), project="team")
+    b.stage(c7, at=t("14"))  # a stale proposal, and a staged member of cap-4
+    b.relate(c7, c4, "part_of", at=t("15"))
+    c8 = b.ingest("Proposed: rename the store marker", at=t("16"), project="other")
+    b.stage(c8, at=t("16"))
+    b.review(c8, "ratified", at=t("17"), reason="agreed")  # truth again
+    c9 = b.ingest("Proposed epic: rewrite everything", at=t("18"), project="team")
+    b.classify(c9, "epic", at=t("19"))
+    b.stage(c9, at=t("20"))  # a staged epic: no mission root, no open effort
+    s1 = b.session_start("team", at=t("21"))
+    c10 = b.session_finish(s1, at=t("22"), project="team", handoff="Reader done; writer next")
+    b.relate(c10, c4, "part_of", at=t("23"))  # the effort's handoff
+    c11 = b.ingest("Witnessed epic: publish figures", at=t("24"), project="other")
+    b.classify(c11, "epic", at=t("25"))
+    b.relate(c8, c11, "witnesses", at=t("26"))  # witnessed: not an open effort
+    c12 = b.ingest("Empty epic: future work", at=t("27"), project="other")
+    b.classify(c12, "epic", at=t("28"))
+    b.pin(c12, True, at=t("29"), reason="north star")
+    c13 = b.ingest("Pinned then forgotten", at=t("30"), project="team/api")
+    b.pin(c13, True, at=t("31"), reason="oops")
+    b.forget(c13, "purged", at=t("32"), reason="wrong")
+    c14 = b.ingest("Proposed then forgotten", at=t("33"), project="team")
+    b.stage(c14, at=t("33"))  # still counted under staged.proposed
+    b.forget(c14, "purged", at=t("34"), reason="withdrawn")
+    b.pin(c5, True, at=t("35"), reason="critical path")
+    b.pin(c2, True, at=t("36"), reason="current rule")
+    b.pin(c9, True, at=t("37"), reason="pinned proposal")  # staged: not listed
+    c15 = b.ingest("Proposed: drop the v1 reader", at="2026-07-20T08:00:00Z", project="team")
+    b.stage(c15, at="2026-07-20T08:00:00Z")
+    b.review(c15, "rejected", at="2026-07-21T08:00:00Z", reason="v1 still has users")
+    b.close()
+    return Path(path)
+
+
+def grow_curated(path: str | Path) -> Path:
+    """Review and pin changes an incremental import must carry, applied to fixture D."""
+    b = Builder(path, fresh=False)
+    g = "2026-07-22T09:00:{}Z".format
+    b.review("cap-7", "ratified", at=g("00"), reason="benchmarked")  # a member joins truth
+    b.pin("cap-1", False, at=g("01"), reason="history is enough")  # archivable now
+    b.pin("cap-6", True, at=g("02"), reason="next up")
+    c16 = b.ingest("Proposed: a second effort", at=g("03"), project="team")
+    b.classify(c16, "epic", at=g("04"))
+    b.stage(c16, at=g("05"))
+    b.review("cap-9", "ratified", at=g("06"), reason="approved")  # the epic opens
+    b.relate("cap-6", "cap-9", "part_of", at=g("07"))
     b.close()
     return Path(path)
 

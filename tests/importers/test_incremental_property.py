@@ -11,7 +11,8 @@ from memframe.importers import import_nmemory
 
 OPS = st.lists(
     st.tuples(st.sampled_from(["ingest", "relate", "recall", "forget", "classify", "tier",
-                               "session", "miss", "scan", "import"]),
+                               "session", "miss", "scan", "stage", "review", "pin",
+                               "import"]),
               st.integers(min_value=0, max_value=10**6)),
     min_size=4, max_size=24,
 )
@@ -62,6 +63,12 @@ def test_any_import_points_equal_one_import(tmp_path_factory, ops):
                 open_sessions.append(b.session_start("p0", at=at()))
         elif op == "miss":
             b.miss([f"term{r % 5}"], "abstain", at=at())
+        elif op == "stage":
+            b.stage(live[r % len(live)], at=at())
+        elif op == "review":
+            b.review(live[r % len(live)], ("ratified", "rejected")[r % 2], at=at(), reason="r")
+        elif op == "pin":
+            b.pin(live[r % len(live)], bool(r % 2), at=at(), reason="why")
         elif op == "scan":
             b.git_scan("git:/r", f"sha{r}", [(live[r % len(live)], "mention", "x", "missing")],
                        at=at())

@@ -26,9 +26,9 @@ def test_report_counts(imported):
                             "classifications": 5, "tiers": 1, "brackets": 5, "journal": 37,
                             "recall_misses": 3, "lane_overrides": 2, "corroborations": 4,
                             "source_cursors": 1}
-    assert report.skipped == {"capsules_fts": 14, "embeddings": 14, "pin_events": 0,
-                              "recall_receipts": 4, "review_events": 0, "source_backfills": 0,
-                              "synonyms": 1}
+    assert report.skipped == {"capsules_fts": 14, "embeddings": 14, "recall_receipts": 4,
+                              "source_backfills": 0, "synonyms": 1}
+    assert report.source_rows["review_events"] == report.source_rows["pin_events"] == 0
     assert report.rows_written == 87 and report.rows_per_second > 0
     assert report.to_dict()["mode"] == "full"
 
@@ -85,13 +85,21 @@ def test_relations_keep_origin(imported):
         ("derived_from", "cap-1", "cap-12")]
 
 
-def test_review_and_pin_events_are_reported_not_imported(tmp_path):
+def test_review_and_pin_events_are_imported_not_skipped(tmp_path):
     db = build_rich(tmp_path / "a.db")
     execute(db, "INSERT INTO pin_events (capsule_id, pinned, actor, at) "
-                "VALUES ('cap-1', 1, 'me', '2026-07-22T00:00:00Z')")
+                "VALUES ('cap-1', 1, 'me', '2026-07-22T00:00:00Z')",
+            "INSERT INTO review_events (capsule_id, verdict, reason, actor, at) "
+            "VALUES ('cap-2', 'proposed', 'staged ingest', 'me', '2026-07-22T00:00:01Z')")
     report = import_nmemory(db, tmp_path / "s", progress=False)
-    assert report.skipped["pin_events"] == 1
-    assert any("pin_events" in note for note in report.notes)
+    assert "pin_events" not in report.skipped and "review_events" not in report.skipped
+    assert report.added["pins"] == report.added["reviews"] == 1
+    assert not any("pin_events" in note for note in report.notes)
+    store = mf.Store.open(tmp_path / "s")
+    assert store.table("pins").select("capsule_id", "pinned", "reason", "actor").collect().rows() \
+        == [("cap-1", True, None, "me")]
+    assert store.table("reviews").select("capsule_id", "verdict", "reason").collect().rows() \
+        == [("cap-2", "proposed", "staged ingest")]
 
 
 def test_non_canonical_times_are_normalised_and_noted(tmp_path):

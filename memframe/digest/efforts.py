@@ -1,0 +1,176 @@
+"""The ``open_efforts`` board (reference 4.17): one row per open epic of the fence.
+
+An epic is **open** when it is in the scope's population (fenced, not tombstoned, not
+staged), its latest kind is ``epic``, and no ``witnesses`` or ``supersedes`` edge names
+it. Which epics ride is fenced; everything about their members is graph truth, counted
+store-wide:
+
+* ``member_total``: distinct ``part_of`` from-ids into the epic, dead members included;
+* ``newest_id``: the highest capsule number among the epic and its members;
+* ``ready``/``blocked``/``done`` (+ ``*_total``): the store-global blocks-DAG lists
+  intersected with members and the epic, capped at N (all six omitted on a cycle);
+* ``handoff``: the newest member that is not superseded, not tombstoned (staged is fine)
+  and whose source is ``memory_session_finish``, as a headline row.
+
+Rows sort by ``newest_id`` number descending, then epic seq descending, capped at N;
+``open_efforts_total`` is the exact count.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+import polars as pl
+
+from memframe.digest.capsules import headline_rows
+from memframe.digest.scope import HANDOFF_SOURCE, SCOPE, per_scope, top_per_scope
+
+__all__ = ["DAG_LISTS", "open_efforts_sections"]
+
+DAG_LISTS = ("ready", "blocked", "done")
+
+
+def _number(column: str) -> pl.Expr:
+    # cap-<n> -> n (the capsule's append position); anything else -> null
+    digits = pl.col(column).str.strip_prefix("cap-")
+    ok = pl.col(column).str.starts_with("cap-") & ~digits.str.starts_with("0")
+    return pl.when(ok).then(digits.cast(pl.Int64, strict=False))
+
+
+def _dag_slices(
+    belongs: pl.DataFrame, projection: dict, n: int
+) -> dict[str, dict[str, list[str] | int]]:
+    """epic -> the six dag fields (global lists intersected with members and the epic)."""
+    rows = [
+        (name, position, cid)
+        for name in DAG_LISTS
+        for position, cid in enumerate(projection[name])
+    ]
+    listed = pl.DataFrame(
+        rows, schema={"list": pl.String, "position": pl.Int64, "id": pl.String}, orient="row"
+    )
+    hits = (
+        belongs.join(listed, left_on="member", right_on="id", how="inner")
+        .sort("epic", "list", "position")
+        .group_by("epic", "list", maintain_order=True)
+        .agg(pl.col("member").alias("ids"))
+    )
+    out: dict[str, dict] = {}
+    for epic, name, found in hits.iter_rows():
+        out.setdefault(epic, {})[name] = found
+    slices: dict[str, dict] = {}
+    for epic in belongs.get_column("epic").unique().to_list():
+        found = out.get(epic, {})
+        fields: dict = {}
+        for name in DAG_LISTS:
+            ids = found.get(name, [])
+            fields[name] = ids[:n]
+            fields[f"{name}_total"] = len(ids)
+        slices[epic] = fields
+    return slices
+
+
+def open_efforts_sections(
+    scoped: pl.DataFrame,
+    alive: pl.DataFrame,
+    relations: pl.DataFrame,
+    projection: dict,
+    scopes: Sequence[str],
+    n: int,
+    now: _dt.datetime,
+) -> dict[str, dict]:
+    """``{"open_efforts": [...], "open_efforts_total": k}`` per scope (omitted when empty).
+
+    Args:
+        scoped: the scope-tagged population (fenced, tombstoned and staged excluded).
+        alive: every non-tombstoned capsule, unfenced, staged included (members and
+            handoffs are resolved against it).
+        relations: all relation rows (``kind``, ``from_id``, ``to_id``).
+        projection: the uncapped blocks-DAG projection
+            (:func:`memframe.graph.blocks_projection`).
+        scopes: the scopes to answer.
+        n: the headline cap (rows and each dag list).
+        now: the digest's instant (``expired`` flags).
+    """
+    empty: dict[str, dict] = {scope: {} for scope in scopes}
+    edges = relations.select("kind", "from_id", "to_id")
+    witnessed = edges.filter(pl.col("kind") == "witnesses").get_column("to_id").unique()
+    epics = scoped.filter(
+        (pl.col("kind") == "epic").fill_null(False)
+        & ~pl.col("superseded")
+        & ~pl.col("id").is_in(witnessed.implode())
+    )
+    if epics.height == 0:
+        return empty
+    epic_ids = epics.get_column("id").unique()
+    members = (
+        edges.filter((pl.col("kind") == "part_of") & pl.col("to_id").is_in(epic_ids.implode()))
+        .select(pl.col("to_id").alias("epic"), pl.col("from_id").alias("member"))
+        .unique()
+    )
+    # the epic belongs to its own effort (newest_id and the dag intersection)
+    belongs = pl.concat(
+        [members, pl.DataFrame({"epic": epic_ids, "member": epic_ids})]
+    ).unique()
+    stats = (
+        belongs.with_columns(_number("member").alias("number"))
+        .group_by("epic")
+        .agg(
+            pl.col("member").sort_by("number", descending=True, nulls_last=True)
+            .first().alias("newest_id"),
+            pl.col("number").max().alias("newest_number"),
+        )
+        .join(members.group_by("epic").agg(pl.len().cast(pl.Int64).alias("member_total")),
+              on="epic", how="left")
+        .with_columns(pl.col("member_total").fill_null(0))
+    )
+    board = (
+        epics.join(stats, left_on="id", right_on="epic", how="left")
+        .sort(["newest_number", "seq"], descending=[True, True])
+    )
+    totals = dict(board.group_by(SCOPE).len().iter_rows())
+    top = top_per_scope(board, n)
+    # the per-row work (dag slices, handoffs) follows the rows shown, not every open epic
+    shown_ids = top.get_column("id").unique()
+    shown_members = members.filter(pl.col("epic").is_in(shown_ids.implode()))
+    handoff_source = alive.filter(
+        (pl.col("source") == HANDOFF_SOURCE).fill_null(False) & ~pl.col("superseded")
+    )
+    handoffs = (
+        shown_members.join(handoff_source, left_on="member", right_on="id", how="inner")
+        .sort("seq", descending=True)
+        .group_by("epic", maintain_order=True)
+        .first()
+        .select("epic", pl.col("member").alias("handoff_id"))
+    )
+    handoff_rows = alive.filter(pl.col("id").is_in(handoffs.get_column("handoff_id").implode()))
+    handoff_lines = {row["id"]: row for row in headline_rows(handoff_rows, now)}
+    slices = (
+        _dag_slices(belongs.filter(pl.col("epic").is_in(shown_ids.implode())), projection, n)
+        if projection["status"] == "ok" else {}
+    )
+    top = top.join(handoffs, left_on="id", right_on="epic", how="left", maintain_order="left")
+    out: dict[str, dict] = {}
+    shown = per_scope(top)
+    for scope in scopes:
+        part = shown.get(scope)
+        section: dict = {}
+        if part is not None and part.height:
+            rows = headline_rows(
+                part,
+                now,
+                extra=(("member_total", pl.col("member_total")),
+                       ("newest_id", pl.col("newest_id"))),
+            )
+            for row, handoff_id in zip(rows, part.get_column("handoff_id").to_list(),
+                                       strict=True):
+                if projection["status"] == "ok":
+                    row.update(slices[row["id"]])
+                if handoff_id is not None:
+                    row["handoff"] = handoff_lines[handoff_id]
+            section["open_efforts"] = rows
+        if totals.get(scope, 0):
+            section["open_efforts_total"] = int(totals[scope])
+        out[scope] = section
+    return out
