@@ -126,15 +126,35 @@ def _render_digest(d: Any, fmt: str) -> str:
     return _digest_text(d)
 
 
+def _advance(store: Any, args: argparse.Namespace) -> None:
+    """Run the projections' cycle (the digest's state included) when the store is writable.
+
+    The digest is exact without it; advancing keeps the next call warm. A frozen view
+    (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
+    cannot write are read as they are.
+    """
+    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError
+    from memframe.store import Store
+
+    if args.no_advance or not args.stores or not isinstance(store, Store):
+        return
+    try:
+        store.memory.run_cycle()
+    except (OSError, ReadOnlyStoreError, ConcurrentCommitError):
+        pass  # read-only here: the digest still answers exactly
+
+
 def _cmd_digest(args: argparse.Namespace) -> int:
     import memframe.digest as digest_mod
 
-    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix}
+    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
+                              "verify": args.verify}
     stores = args.stores or [str(_default_store())]
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
         store = _open(stores[0], as_of=args.as_of)
+        _advance(store, args)
         kwargs.pop("project_prefix")
         digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
         if args.out is None:
@@ -150,7 +170,9 @@ def _cmd_digest(args: argparse.Namespace) -> int:
             print(f"wrote {len(digests)} digest(s) to {out}", file=sys.stderr)
         return 0
     if len(stores) == 1 and args.out is None:
-        d = digest_mod.digest(_open(stores[0], as_of=args.as_of), **kwargs)
+        store = _open(stores[0], as_of=args.as_of)
+        _advance(store, args)
+        d = digest_mod.digest(store, **kwargs)
         _emit(_render_digest(d, args.format), None)
         return 0
     if args.as_of is not None:
@@ -303,6 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=("processes", "ray"), default="processes",
                    help="how several stores are digested in parallel")
     p.add_argument("--address", default=None, help="Ray cluster address (with --engine ray)")
+    p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
+                   help="journal check: from the verified checkpoint (default) or the whole "
+                        "hash chain")
+    p.add_argument("--no-advance", action="store_true",
+                   help="do not run the projections' cycle first (read the store as it is)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_digest)
 

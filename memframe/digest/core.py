@@ -15,6 +15,7 @@ from memframe.digest.params import (
     validate_headlines,
     validate_now,
     validate_project_prefix,
+    validate_verify,
 )
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
@@ -32,11 +33,12 @@ def _check_known_hash(known_hash: object) -> None:
         raise InvalidInputError(f"known_hash must be a hex string or None, got {known_hash!r}")
 
 
-def read_pinned(store: Any, now: _dt.datetime | None) -> DigestInputs:
+def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental"
+                ) -> DigestInputs:
     view = _pin(store)
     if now is None:
         now = view.now()
-    return read_inputs(view, validate_now(now))
+    return read_inputs(view, validate_now(now), validate_verify(verify))
 
 
 def digest(
@@ -45,6 +47,7 @@ def digest(
     project_prefix: str | None = None,
     known_hash: str | None = None,
     now: _dt.datetime | None = None,
+    verify: str = "incremental",
 ) -> Digest:
     """The session-start digest of a store (or of a frozen view of one).
 
@@ -58,6 +61,10 @@ def digest(
             the result is ``unchanged`` and carries no bodies.
         now: the instant for the ``expired`` flags and ``archive_candidates``; defaults
             to the store's clock.
+        verify: ``"incremental"`` (default) checks the journal rows written since the
+            verified checkpoint and confirms the older parts are the very files that were
+            verified (falling back to the full walk when anything differs); ``"full"``
+            walks the whole hash chain. Both give the same answer for the same store.
 
     Returns:
         A :class:`Digest`.
@@ -84,7 +91,8 @@ def digest(
     n = validate_headlines(headlines)
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
-    inputs = read_pinned(store, now)
+    verify = validate_verify(verify)
+    inputs = read_pinned(store, now, verify)
     body = assemble(inputs, n, prefix)
     return Digest(
         body,
