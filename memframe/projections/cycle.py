@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.projections import journal, levels
+from memframe.projections import forgotten, journal, levels
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
 from memframe.store import StoreView, tables
 
@@ -50,7 +50,8 @@ class CycleReport:
         rows_written: session rows written (changed or new ones; all of them for a rebuild).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
-        projections: per maintained state (``session``, ``digest``), its own
+        projections: per maintained state (``session``; ``forgotten``, the live-count
+            indexes of `memframe.projections.forgotten`; ``digest``), its own
             ``rows_visited``, ``rows_folded`` and ``rows_written``; the totals above
             (but ``watermark``) add them up.
     """
@@ -104,17 +105,23 @@ def _digest_cycle(view: StoreView, commit: Commit, *, full: bool = False) -> dic
 
 def _cycle(store: Store, commit: Commit) -> CycleReport:
     view = _view_of(store, commit)
-    session, mark = _session_cycle(view, commit)
-    return _combine(commit, mark, {"session": session, "digest": _digest_cycle(view, commit)})
+    old_mark = watermark_of(view)
+    session, mark, caps = _session_cycle(view, commit)
+    # the live-count indexes advance with the session projection's new watermark (sharing
+    # the capsule rows it read when both start from the same mark)
+    dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
+    return _combine(commit, mark, {"session": session, "forgotten": dead,
+                                   "digest": _digest_cycle(view, commit)})
 
 
-def _session_cycle(view: StoreView, commit: Commit) -> tuple[dict[str, int], int]:
+def _session_cycle(view: StoreView, commit: Commit
+                   ) -> tuple[dict[str, int], int, pl.DataFrame | None]:
     snap = commit.snapshot
     mark = watermark_of(view)
     cap_parts = [p for p in snap.parts("capsules") if (p.seq_hi or 0) > mark]
     sum_parts = [p for p in snap.parts("summaries") if (p.seq_hi or 0) > mark]
     if not cap_parts and not sum_parts:
-        return _part(0, 0, 0), mark
+        return _part(0, 0, 0), mark, None
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     new_mark = max(p.seq_hi or 0 for p in [*cap_parts, *sum_parts])
     after = pl.col("seq") > mark
@@ -135,7 +142,7 @@ def _session_cycle(view: StoreView, commit: Commit) -> tuple[dict[str, int], int
                                           _validated(changed), level0)
             written = changed.height
     commit.set_watermark(WATERMARK, new_mark)
-    return _part(visited, folded_in, written), new_mark
+    return _part(visited, folded_in, written), new_mark, caps
 
 
 def run_cycle(store: Store) -> CycleReport:
@@ -169,7 +176,10 @@ def _rebuild(store: Store, commit: Commit) -> CycleReport:
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
     session = stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
-    parts = {"session": _part(session.rows_visited, session.rows_folded, session.rows_written),
+    dead = forgotten.stage_rebuild(commit, view, mark)
+    parts = {"session": _part(session.rows_visited, session.rows_folded,
+                              session.rows_written),
+             "forgotten": dead,
              "digest": _digest_cycle(view, commit, full=True)}
     return _combine(commit, mark, parts)
 

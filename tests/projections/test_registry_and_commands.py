@@ -64,7 +64,8 @@ def test_cli_functions(tmp_path):
     assert commands.sessions_command(path)["sessions"] == []
     store.ingest(caps([("a", 1), ("b", 2)]))
     cycle = commands.cycle_command(path)
-    assert (cycle["rows_folded"], cycle["projections"]["session"]["rows_written"]) == (2, 2)
+    session = cycle["projections"]["session"]
+    assert (session["rows_folded"], session["rows_written"]) == (2, 2)
     rebuild = commands.rebuild_command(str(path))
     assert rebuild["projections"]["session"]["rows_written"] == 2
     out = commands.sessions_command(path)
