@@ -218,7 +218,7 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
             commit.set_watermark(WATERMARK, {"seq": after, "session": session_mark})
         return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     visited = 0
-    if capsules is not None and capsules[0] == after and capsules[1] is not None:
+    if capsules is not None and capsules[0] <= after and capsules[1] is not None:
         read = capsules[1]
     else:
         visited += sum(p.rows for p in cap_parts)

@@ -6,6 +6,7 @@ crashed writer's files are never read.
 
 from __future__ import annotations
 
+import bisect
 import os
 import secrets
 from collections.abc import Iterable, Sequence
@@ -124,7 +125,8 @@ def read_matching(
             if stats is not None and stats.has_min_max:
                 if stats.max < lo or stats.min > hi:
                     continue
-                if not any(stats.min <= v <= stats.max for v in wanted):
+                i = bisect.bisect_left(wanted, stats.min)  # the first wanted >= min
+                if i == len(wanted) or wanted[i] > stats.max:
                     continue
             groups.append(g)
         if not groups:
