@@ -97,28 +97,23 @@ def member_conversations(view: StoreView, nums: list[int]) -> tuple[pl.DataFrame
 def read_ints(view: StoreView, table: str, schema: pl.Schema, column: str,
               values: list[int]) -> tuple[pl.DataFrame, int]:
     """Rows whose integer ``column`` is in ``values``, pruning row groups by statistics."""
-    import pyarrow.parquet as pq
-
     wanted = sorted(set(values))
     empty = pl.DataFrame(schema=schema)
     if not wanted:
         return empty, 0
     pieces, visited = [], 0
     for part in view.snapshot.parts(table):
-        pf = pq.ParquetFile(view.path / part.path)
-        meta = pf.metadata
-        col = pf.schema_arrow.get_field_index(column)
+        _meta, mins, maxs, counts = tables.row_group_ranges(view.path / part.path, column)
         groups = []
-        for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(col).statistics
-            if stats is not None and stats.has_min_max:
-                i = bisect.bisect_left(wanted, stats.min)
-                if i == len(wanted) or wanted[i] > stats.max:
+        for g, (gmin, gmax) in enumerate(zip(mins, maxs, strict=True)):
+            if gmin is not None:
+                i = bisect.bisect_left(wanted, gmin)
+                if i == len(wanted) or wanted[i] > gmax:
                     continue
             groups.append(g)
         if groups:
-            visited += sum(meta.row_group(g).num_rows for g in groups)
-            pieces.append(pl.from_arrow(pf.read_row_groups(groups)).cast(dict(schema)))
+            visited += sum(counts[g] for g in groups)
+            pieces.append(tables.read_row_groups(view.path, part, groups, schema))
     if not pieces:
         return empty, visited
     return pl.concat(pieces).filter(pl.col(column).is_in(wanted)), visited
