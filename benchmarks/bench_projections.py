@@ -8,8 +8,14 @@ Prints figures and ratios measured in one run:
 * a cycle after 10k new capsules on a store of 100k and on a store of 1M capsules
   (``--big``: 5M): time and rows_visited, and their ratio (flat means close to 1).
 
+* ``--uuid STORE ...`` (synthetic stores, ``memframe synth``; each is copied first): the
+  cycle after 2,000 new capsules on 50 random-UUID conversations, time and rows_visited
+  per store size and their ratios; with ``--door``, a one-conversation door lookup after
+  1,000 forgets spread over the store (before and after the cycle folds them).
+
 Usage:
     python benchmarks/bench_projections.py [--workdir DIR] [--big] [--huge]
+    python benchmarks/bench_projections.py --uuid S100K S1M S5M [--door]
 """
 
 from __future__ import annotations
@@ -157,8 +163,86 @@ def cycle_after(store: mf.Store, n_new: int = 10_000, repeats: int = 3) -> tuple
     return min(times), int(statistics.median(visited))
 
 
+def _copy(src: Path, work: Path) -> mf.Store:
+    import shutil
+
+    dst = work / src.name
+    shutil.copytree(src, dst)
+    return mf.Store.open(dst, clock=lambda: T0 + dt.timedelta(days=4000))
+
+
+def _uuid_batch(store: mf.Store, n: int, convs: int, seed: int) -> pl.DataFrame:
+    """``n`` new capsules spread over ``convs`` existing random-UUID conversations."""
+    import random
+
+    rng = random.Random(seed)
+    ids = (store.table("capsules").select("conversation_id").drop_nulls().unique()
+           .sort("conversation_id").collect()["conversation_id"].to_list())
+    picked = rng.sample(ids, convs)
+    return pl.DataFrame({
+        "content": [f"uuid bench {seed} {i}" for i in range(n)],
+        "source": ["conversation"] * n, "anchor": ["bench"] * n,
+        "conversation_id": [picked[i % convs] for i in range(n)],
+    })
+
+
+def uuid_cycles(paths: list[Path], work: Path, door: bool) -> int:
+    print("cycle after 2,000 new capsules on 50 random-UUID conversations")
+    out = []
+    for src in paths:
+        store = _copy(src, work)
+        store.memory.rebuild_projections()
+        runs = []
+        for r in range(3):  # best time of three batches (the machine is shared)
+            store.ingest(_uuid_batch(store, 2_000, 50, r))
+            store._indexes.refresh(store.snapshot)  # the store's write state, not the cycle's
+            t = time.perf_counter()
+            report = store.memory.run_cycle()
+            runs.append((time.perf_counter() - t, report))
+        seconds = min(t for t, _ in runs)
+        report = max((r for _, r in runs), key=lambda r: r.rows_visited)  # the worst reads
+        size = store.row_count("capsules")
+        out.append((size, seconds, report))
+        parts = ", ".join(f"{k} {v['rows_visited']:,}" for k, v in report.projections.items())
+        print(f"  {size:>10,} capsules: {seconds * 1000:7.0f} ms (best of 3)  rows_visited (max) "
+              f"{report.rows_visited:,} ({parts})  bound 3 x 2,000 + 10,000 = 16,000: "
+              f"{'ok' if report.rows_visited <= 16_000 else 'EXCEEDED'}")
+        if door and 900_000 <= size <= 1_100_000:
+            door_after_forgets(store)
+    small, big = out[0], out[-1]
+    print(f"  ratio largest/smallest: time {big[1] / small[1]:.2f}, rows_visited "
+          f"{big[2].rows_visited / max(1, small[2].rows_visited):.2f} (flat: within 1.3)")
+    return 0
+
+
+def door_after_forgets(store: mf.Store) -> None:
+    import random
+
+    rng = random.Random(3)
+    view = store.pinned()
+    caps = view.table("capsules").select("id", "conversation_id").collect()
+    gone = set(view.table("forgets").select("capsule_id").collect()["capsule_id"].to_list())
+    candidates = [i for i in caps["id"].to_list() if i not in gone]
+    picked = rng.sample(candidates, 1_000)
+    store.append("forgets", {"capsule_id": picked})
+    conv = caps.filter(pl.col("id") == picked[0])["conversation_id"][0] or (
+        caps["conversation_id"].drop_nulls()[0])
+    before = store.memory.sessions(conversation_id=conv)
+    store.memory.run_cycle()
+    t = time.perf_counter()
+    after = store.memory.sessions(conversation_id=conv)
+    seconds = time.perf_counter() - t
+    assert before.rows.equals(after.rows)
+    print(f"  door sessions(conversation_id=...) after 1,000 forgets on {caps.height:,} "
+          f"capsules: rows_visited {after.rows_visited:,} in {seconds * 1000:.0f} ms after the "
+          f"cycle (bound 10,000: {'ok' if after.rows_visited <= 10_000 else 'EXCEEDED'}); "
+          f"{before.rows_visited:,} before the cycle folded the forgets")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--uuid", nargs="+", type=Path, default=None, metavar="STORE")
+    parser.add_argument("--door", action="store_true")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--big", action="store_true", help="cycle on 5M capsules (not 1M)")
     parser.add_argument("--huge", action="store_true", help="rebuild at 10M capsules (not 1M)")
@@ -169,6 +253,8 @@ def main() -> int:
         print(json.dumps(fn[args.phase[0]](args.phase[1])))
         return 0
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-projections-"))
+    if args.uuid:
+        return uuid_cycles(args.uuid, work, args.door)
     n_rebuild = 10_000_000 if args.huge else 1_000_000
     n_big = 5_000_000 if args.big else 1_000_000
 

@@ -152,15 +152,35 @@ def _render_digest(d: Any, fmt: str) -> str:
     return str(d.to_text())
 
 
+def _advance(store: Any, args: argparse.Namespace) -> None:
+    """Run the projections' cycle (the digest's state included) when the store is writable.
+
+    The digest is exact without it; advancing keeps the next call warm. A frozen view
+    (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
+    cannot write are read as they are.
+    """
+    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError
+    from memframe.store import Store
+
+    if args.no_advance or not args.stores or not isinstance(store, Store):
+        return
+    try:
+        store.memory.run_cycle()
+    except (OSError, ReadOnlyStoreError, ConcurrentCommitError):
+        pass  # read-only here: the digest still answers exactly
+
+
 def _cmd_digest(args: argparse.Namespace) -> int:
     import memframe.digest as digest_mod
 
-    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix}
+    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
+                              "verify": args.verify}
     stores = args.stores or [str(_default_store())]
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
         store = _open(stores[0], as_of=args.as_of)
+        _advance(store, args)
         kwargs.pop("project_prefix")
         with _Stage(args, f"per-project digests of {store.path} at depth {args.per_project}"):
             digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
@@ -182,6 +202,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         return 0
     if len(stores) == 1 and args.out is None:
         store = _open(stores[0], as_of=args.as_of)
+        _advance(store, args)
         with _Stage(args, f"digest of {store.path} at generation {store.generation}"):
             d = digest_mod.digest(store, **kwargs)
         _emit(_render_digest(d, _format(args)), None)
@@ -248,8 +269,12 @@ def _writable(path: str | None, command: str) -> str:
 def _cycle_text(verb: str, body: dict[str, Any]) -> str:
     landed = (f"generation {body['generation']}" if body.get("generation") is not None
               else "nothing to commit")
-    return (f"{verb}: folded {body['rows_folded']:,} rows, wrote {body['rows_written']:,} "
-            f"session rows ({body['rows_visited']:,} rows read); watermark "
+    parts = body.get("projections") or {"session": body}
+    session = parts.get("session", body)
+    others = sum(p["rows_written"] for name, p in parts.items() if name != "session")
+    extra = f" and {others:,} derived row(s)" if others else ""
+    return (f"{verb}: folded {body['rows_folded']:,} rows, wrote {session['rows_written']:,} "
+            f"session rows{extra} ({body['rows_visited']:,} rows read); watermark "
             f"{body['watermark']:,}; {landed}")
 
 
@@ -445,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how several stores are digested in parallel")
     p.add_argument("--address", default=None, metavar="A",
                    help="Ray cluster address, with --engine ray (default: a local cluster)")
+    p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
+                   help="journal check: from the verified checkpoint, or the whole hash chain "
+                        "(default: incremental)")
+    p.add_argument("--no-advance", action="store_true",
+                   help="do not run the projections' cycle first; read the store as it is "
+                        "(default: advance when the store is writable)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
 

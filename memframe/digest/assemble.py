@@ -44,7 +44,7 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "audit_events": counters.audit_events(tables["journal"]),
             "dag": cap_projection(projection, n),
             "tiers": ledger.tiers_section(inputs.state),
-            "journal": ledger.journal_section(tables["journal"], inputs.state),
+            "journal": ledger.journal_section(tables["journal"], inputs.state, inputs.chain),
             "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now),
             "staged": staged_section(tables["reviews"], inputs.now),
             "_mission_graph": mission_graph(tables["relations"], tombstoned),

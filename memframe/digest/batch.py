@@ -30,6 +30,7 @@ def per_project_digests(
     *,
     headlines: int = HEADLINES_DEFAULT,
     now: _dt.datetime | None = None,
+    verify: str = "incremental",
 ) -> dict[str, Digest]:
     """One fenced digest per project subtree root at ``depth``, computed in one pass.
 
@@ -56,7 +57,7 @@ def per_project_digests(
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InvalidInputError(f"depth must be a positive integer, got {depth!r}")
     n = validate_headlines(headlines)
-    inputs = read_pinned(store, now)
+    inputs = read_pinned(store, now, verify)
     bodies = assemble_roots(inputs, n, depth)
     return {
         root: Digest(

@@ -15,6 +15,7 @@ from memframe.digest.params import (
     validate_headlines,
     validate_now,
     validate_project_prefix,
+    validate_verify,
 )
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
@@ -37,12 +38,14 @@ def _check_known_hash(known_hash: object) -> None:
         raise InvalidInputError(f"known_hash must be a hex string or None, got {known_hash!r}")
 
 
-def read_pinned(store: Any, now: _dt.datetime | None) -> DigestInputs:
+def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental"
+                ) -> DigestInputs:
     view = _pin(store)
     now = validate_now(view.now() if now is None else now)
+    mode = validate_verify(verify)
     if isinstance(store, Store):  # re-pinned if a vacuum removes what it pinned
-        return store.read(lambda v: read_inputs(v, now))
-    return read_inputs(view, now)
+        return store.read(lambda v: read_inputs(v, now, mode))
+    return read_inputs(view, now, mode)
 
 
 def digest(
@@ -51,6 +54,7 @@ def digest(
     project_prefix: str | None = None,
     known_hash: str | None = None,
     now: _dt.datetime | None = None,
+    verify: str = "incremental",
 ) -> Digest:
     """The session-start digest of a store (or of a frozen view of one).
 
@@ -64,6 +68,10 @@ def digest(
             the result is ``unchanged`` and carries no bodies.
         now: the instant for the ``expired`` flags and ``archive_candidates``; defaults
             to the store's clock.
+        verify: ``"incremental"`` (default) checks the journal rows written since the
+            verified checkpoint and confirms the older parts are the very files that were
+            verified (falling back to the full walk when anything differs); ``"full"``
+            walks the whole hash chain. Both give the same answer for the same store.
 
     Returns:
         A :class:`Digest`.
@@ -90,7 +98,8 @@ def digest(
     n = validate_headlines(headlines)
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
-    inputs = read_pinned(store, now)
+    verify = validate_verify(verify)
+    inputs = read_pinned(store, now, verify)
     body = assemble(inputs, n, prefix)
     return Digest(
         body,

@@ -13,7 +13,7 @@ row counts of each table that was read. Tables split in two groups (reference 5)
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "reviews": ("seq", "at", "capsule_id", "verdict"),
     "pins": ("seq", "capsule_id", "pinned"),
 }
+#: the journal columns a digest reads when the chain is checked from its checkpoint (the
+#: chain walk reads the rows it verifies itself)
+JOURNAL_LIGHT: tuple[str, ...] = ("seq", "audit_seq", "at", "action", "subject")
 FAIL_CLOSED: tuple[str, ...] = (
     "capsules", "relations", "forgets", "recalls", "classifications", "tiers", "brackets",
     "journal", "reviews", "pins",
@@ -78,6 +81,8 @@ class DigestInputs:
         now: the instant that feeds ``expired`` and ``archive_candidates``.
         rows_visited: Parquet rows read (sum of partition row counts of each read table).
         generation: the generation read, when known.
+        chain: the journal chain verdict when it was checked from the store's checkpoint
+            (None: the assembler walks the whole journal it holds).
     """
 
     tables: dict[str, pl.DataFrame]
@@ -87,9 +92,10 @@ class DigestInputs:
     rows_visited: int = 0
     generation: int | None = None
     read_errors: dict[str, str] = field(default_factory=dict)
+    chain: dict | None = None
 
 
-def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
     frame = frame.select(list(columns))
     return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
 
@@ -139,12 +145,13 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
 
 
 def _collect_together(
-    read: Callable[[str], pl.LazyFrame | pl.DataFrame], names: tuple[str, ...]
+    read: Callable[[str], pl.LazyFrame | pl.DataFrame], names: tuple[str, ...],
+    columns: Mapping[str, Sequence[str]],
 ) -> dict[str, pl.DataFrame] | None:
     """Read several tables in one parallel collect; None when any read fails, so that the
     caller reads them one by one and names the table that failed."""
     try:
-        frames = [read(name).lazy().select(list(COLUMNS[name])) for name in names]
+        frames = [read(name).lazy().select(list(columns[name])) for name in names]
         return dict(zip(names, pl.collect_all(frames), strict=True))
     except Exception:  # noqa: BLE001 - retried table by table for a precise error
         return None
@@ -155,13 +162,14 @@ def _build(
     row_count: Callable[[str, pl.DataFrame], int],
     now: _dt.datetime,
     generation: int | None,
+    columns: Mapping[str, Sequence[str]] = COLUMNS,
 ) -> DigestInputs:
     visited = 0
     tables: dict[str, pl.DataFrame] = {}
-    together = _collect_together(read, FAIL_CLOSED)
+    together = _collect_together(read, FAIL_CLOSED, columns)
     for name in FAIL_CLOSED:
         try:
-            frame = together[name] if together else _collect(read(name), COLUMNS[name])
+            frame = together[name] if together else _collect(read(name), columns[name])
         except MemframeError as exc:
             raise digest_failed(f"{name}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
@@ -229,14 +237,38 @@ def inputs_from_tables(
     return _build(_complete(tables), lambda _name, frame: frame.height, now, None)
 
 
-def read_inputs(view: Any, now: _dt.datetime | None) -> DigestInputs:
-    """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``)."""
+def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
+                ) -> DigestInputs:
+    """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
+
+    With ``verify="incremental"`` the journal chain is checked from the store's verified
+    checkpoint (:func:`memframe.projections.journal.check_chain`) and only the journal
+    columns the other sections need are read; with ``"full"`` the whole chain is walked.
+    """
+    from memframe.projections.journal import check_chain, watermark_of
+
     if now is None:
         now = view.now()
     generation = getattr(view, "generation", None)
-    return _build(
+    columns = dict(COLUMNS)
+    # without a checkpoint the chain is walked in full: read its columns once, here
+    walk_all = verify == "full" or watermark_of(view) is None
+    if not walk_all:
+        columns["journal"] = JOURNAL_LIGHT
+    inputs = _build(
         view.table,
         lambda name, _frame: int(view.row_count(name)),
         now,
         int(generation) if generation is not None else None,
+        columns,
     )
+    try:
+        journal = inputs.tables["journal"] if walk_all else None
+        check = check_chain(view, verify, journal=journal)
+    except MemframeError as exc:
+        raise digest_failed(f"journal: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
+        raise digest_failed(f"cannot verify the journal: {exc}") from exc
+    inputs.chain = check.section
+    inputs.rows_visited += check.rows_visited
+    return inputs

@@ -7,9 +7,9 @@ import datetime as _dt
 
 import polars as pl
 
+from memframe.projections.journal import chain_walk
 from memframe.schema import TIERS, TIMESTAMP
 from memframe.taint import has_finding
-from memframe.text import journal_lines, sha256_hex
 
 __all__ = [
     "tiers_section",
@@ -48,9 +48,10 @@ VERIFY_SLICE_ROWS = 500_000
 
 
 def verify_chain(journal: pl.DataFrame) -> dict:
-    """Walk the hash chain in audit order; ``{"chain": "ok", "verified": n}`` or
+    """Walk the whole hash chain in audit order; ``{"chain": "ok", "verified": n}`` or
     ``{"chain": "broken", "broken_seq": s}`` at the first row whose stored hash differs
-    from ``sha256(previous stored hash + line)``.
+    from ``sha256(previous stored hash + line)`` (the full walk; see
+    :mod:`memframe.projections.journal` for the checkpointed one).
 
     Examples:
         >>> import datetime as dt, hashlib, polars as pl
@@ -65,23 +66,7 @@ def verify_chain(journal: pl.DataFrame) -> dict:
         >>> verify_chain(j.with_columns(pl.lit("deadbeef").alias("chained_hash")))
         {'chain': 'broken', 'broken_seq': 1}
     """
-    if journal.height == 0:
-        return {"chain": "ok", "verified": 0}
-    ordered = journal
-    if not journal.get_column("audit_seq").is_sorted():
-        ordered = journal.sort(["audit_seq", "seq"])
-    stored = ordered.get_column("chained_hash")
-    previous = stored.shift(1).fill_null("")
-    # Each row is checked against the stored hash before it, so rows verify independently
-    # and the walk can go in slices: bounded string buffers, ~2x faster at 10M rows.
-    for offset in range(0, ordered.height, VERIFY_SLICE_ROWS):
-        rows = ordered.slice(offset, VERIFY_SLICE_ROWS)
-        expected = sha256_hex(previous.slice(offset, VERIFY_SLICE_ROWS) + journal_lines(rows))
-        mismatch = (rows.get_column("chained_hash") != expected).fill_null(True)
-        if mismatch.any():
-            first = mismatch.arg_true()[0]
-            return {"chain": "broken", "broken_seq": int(rows["audit_seq"][first])}
-    return {"chain": "ok", "verified": ordered.height}
+    return chain_walk(journal, slice_rows=VERIFY_SLICE_ROWS)
 
 
 def _capsule_number(column: str) -> pl.Expr:
@@ -112,9 +97,14 @@ def out_of_band(journal: pl.DataFrame, state: pl.DataFrame) -> int:
     return int(missing.select(pl.len()).collect().item())
 
 
-def journal_section(journal: pl.DataFrame, state: pl.DataFrame) -> dict:
-    """``{"chain", "verified"|"broken_seq", "out_of_band"}`` (reference 4.14)."""
-    section = verify_chain(journal)
+def journal_section(journal: pl.DataFrame, state: pl.DataFrame, chain: dict | None = None
+                    ) -> dict:
+    """``{"chain", "verified"|"broken_seq", "out_of_band"}`` (reference 4.14).
+
+    ``chain`` is the chain verdict when the caller already has it (a store's digest
+    checks the chain from its verified checkpoint); otherwise the whole chain is walked.
+    """
+    section = dict(chain) if chain is not None else verify_chain(journal)
     section["out_of_band"] = out_of_band(journal, state)
     return section
 

@@ -7,7 +7,8 @@ import json
 
 from memframe.errors import DigestParameterError, InvalidInputError
 
-__all__ = ["validate_project_prefix", "validate_headlines", "validate_now", "quoted"]
+__all__ = ["validate_project_prefix", "validate_headlines", "validate_now", "validate_verify",
+           "quoted", "VERIFY_MODES"]
 
 #: Unicode White_Space: what the reference's ``str::trim`` strips (narrower than str.strip()).
 _WHITE_SPACE = (
@@ -16,6 +17,8 @@ _WHITE_SPACE = (
 )
 
 HEADLINES_DEFAULT = 10
+#: how the journal chain is verified: from the verified checkpoint on, or in full
+VERIFY_MODES = ("incremental", "full")
 
 
 def quoted(text: str) -> str:
@@ -87,3 +90,22 @@ def validate_now(now: object) -> _dt.datetime:
             f"now must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {now!r}"
         )
     return now.astimezone(_dt.UTC)
+
+
+def validate_verify(verify: object) -> str:
+    """The journal verification mode: ``"incremental"`` (default) or ``"full"``.
+
+    Examples:
+        >>> validate_verify("full")
+        'full'
+        >>> validate_verify("fast")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.InvalidInputError: verify must be "incremental" (check what is new against the verified checkpoint) or "full" (walk the whole journal chain), got 'fast'
+    """
+    if not isinstance(verify, str) or verify not in VERIFY_MODES:
+        raise InvalidInputError(
+            'verify must be "incremental" (check what is new against the verified checkpoint) '
+            f'or "full" (walk the whole journal chain), got {verify!r}'
+        )
+    return verify

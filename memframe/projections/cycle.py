@@ -15,13 +15,13 @@ newer generation, so each is a pure function of the commit's snapshot.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe import schema as S
-from memframe.projections import levels
-from memframe.projections.session import SESSION_SCHEMA, SessionRow, fold_sessions
+from memframe.projections import forgotten, journal, levels
+from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
 from memframe.store import StoreView, tables
 
 if TYPE_CHECKING:
@@ -48,8 +48,12 @@ class CycleReport:
         rows_visited: Parquet rows read (canonical partitions and projection row groups).
         rows_folded: canonical rows folded in (capsules with a conversation and summaries).
         rows_written: session rows written (changed or new ones; all of them for a rebuild).
-        watermark: the highest canonical ``seq`` folded so far.
+        watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
+        projections: per maintained state (``session``; ``forgotten``, the live-count
+            indexes of `memframe.projections.forgotten`; ``digest``), its own
+            ``rows_visited``, ``rows_folded`` and ``rows_written``; the totals above
+            (but ``watermark``) add them up.
     """
 
     rows_visited: int
@@ -57,8 +61,9 @@ class CycleReport:
     rows_written: int
     watermark: int
     generation: int | None
+    projections: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, int | None]:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -71,7 +76,7 @@ def _read_parts(view: StoreView, table: str, parts: list[Part], columns: list[st
 
 
 def _validated(rows: pl.DataFrame) -> pl.DataFrame:
-    SessionRow.validate(rows, lazy=False)
+    session_row_model().validate(rows, lazy=False)
     return rows
 
 
@@ -79,14 +84,44 @@ def watermark_of(view: StoreView) -> int:
     return int(view.watermarks.get(WATERMARK, 0) or 0)
 
 
+def _combine(commit: Commit, mark: int, parts: dict[str, dict[str, int]]) -> CycleReport:
+    def total(key: str) -> int:
+        return sum(p[key] for p in parts.values())
+
+    generation = None if commit.empty else commit.snapshot.generation + 1
+    return CycleReport(total("rows_visited"), total("rows_folded"), total("rows_written"),
+                       mark, generation, parts)
+
+
+def _part(visited: int, folded: int, written: int) -> dict[str, int]:
+    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
+
+
+def _digest_cycle(view: StoreView, commit: Commit, *, full: bool = False) -> dict[str, int]:
+    """Advance the digest's state: the journal's verified checkpoint."""
+    report = journal.stage_checkpoint(commit, view, full=full)
+    return _part(report.rows_visited, 0, report.parts_recorded)
+
+
 def _cycle(store: Store, commit: Commit) -> CycleReport:
     view = _view_of(store, commit)
+    old_mark = watermark_of(view)
+    session, mark, caps = _session_cycle(view, commit)
+    # the live-count indexes advance with the session projection's new watermark (sharing
+    # the capsule rows it read when both start from the same mark)
+    dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
+    return _combine(commit, mark, {"session": session, "forgotten": dead,
+                                   "digest": _digest_cycle(view, commit)})
+
+
+def _session_cycle(view: StoreView, commit: Commit
+                   ) -> tuple[dict[str, int], int, pl.DataFrame | None]:
     snap = commit.snapshot
     mark = watermark_of(view)
     cap_parts = [p for p in snap.parts("capsules") if (p.seq_hi or 0) > mark]
     sum_parts = [p for p in snap.parts("summaries") if (p.seq_hi or 0) > mark]
     if not cap_parts and not sum_parts:
-        return CycleReport(0, 0, 0, mark, None)
+        return _part(0, 0, 0), mark, None
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     new_mark = max(p.seq_hi or 0 for p in [*cap_parts, *sum_parts])
     after = pl.col("seq") > mark
@@ -107,7 +142,7 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
                                           _validated(changed), level0)
             written = changed.height
     commit.set_watermark(WATERMARK, new_mark)
-    return CycleReport(visited, folded_in, written, new_mark, snap.generation + 1)
+    return _part(visited, folded_in, written), new_mark, caps
 
 
 def run_cycle(store: Store) -> CycleReport:
@@ -140,7 +175,13 @@ def _rebuild(store: Store, commit: Commit) -> CycleReport:
     rows = fold_sessions(caps, sums, engine="streaming")
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    return stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
+    session = stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
+    dead = forgotten.stage_rebuild(commit, view, mark)
+    parts = {"session": _part(session.rows_visited, session.rows_folded,
+                              session.rows_written),
+             "forgotten": dead,
+             "digest": _digest_cycle(view, commit, full=True)}
+    return _combine(commit, mark, parts)
 
 
 def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_visited: int,

@@ -29,7 +29,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.errors import InvalidInputError
-from memframe.projections import levels
+from memframe.projections import forgotten, levels
 from memframe.projections.cycle import KEY, NAME, watermark_of
 from memframe.projections.session import SESSION_SCHEMA
 from memframe.text import parse_instant, rfc3339
@@ -104,8 +104,23 @@ def _limit(limit: int | None) -> int | None:
     return limit
 
 
-def _live_counts(view: StoreView, rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Add ``live_count``: members folded into each row minus those tombstoned now."""
+def _live_counts(view: StoreView, rows: pl.DataFrame, keys: list[str] | None = None
+                 ) -> tuple[pl.DataFrame, int]:
+    """Add ``live_count``: members folded into each row minus those tombstoned now.
+
+    With the forgotten-member indexes current (advanced with the session projection), the
+    counts are read by key (``keys``: the conversations looked up, None for all); else
+    every forget is read and its capsule looked up.
+    """
+    mark = watermark_of(view)
+    if forgotten.usable(view, mark):
+        if rows.height == 0:
+            return rows.with_columns(pl.lit(0, dtype=pl.Int64).alias("live_count")).select(
+                list(SESSIONS_SCHEMA)), 0
+        dead, visited = forgotten.forgotten_counts(view, mark, keys)
+        out = rows.join(dead.rename({"forgotten": "dead"}), on=KEY, how="left").with_columns(
+            (pl.col("memory_count") - pl.col("dead").fill_null(0)).alias("live_count"))
+        return out.select(list(SESSIONS_SCHEMA)), visited
     forgets = view.table("forgets").select("capsule_id")
     visited = view.row_count("forgets")
     gone = forgets.unique().collect(engine="in-memory")["capsule_id"] if visited else []
@@ -141,7 +156,8 @@ def _select(view: StoreView, conversation_id: str | Sequence[str] | None,
     total = rows.height
     if limit is not None:
         rows = rows.head(limit)
-    rows, n = _live_counts(view, rows)
+    keys = None if conversation_id is None else rows[KEY].to_list()
+    rows, n = _live_counts(view, rows, keys)
     return rows, visited + n, total
 
 

@@ -40,7 +40,7 @@ __all__ = [
 
 BASE_CAP = 4_096  # rows level 0 may hold; level k holds BASE_CAP * FACTOR**k
 FACTOR = 8
-ROW_GROUP_ROWS = 2_048  # a lookup by key reads at most ~this many rows per level
+ROW_GROUP_ROWS = 64  # a lookup by key reads at most ~this many rows per level and key
 
 _LEVEL = re.compile(r"/L(\d+)$")
 

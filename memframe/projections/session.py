@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-import pandera.polars as pa
 import polars as pl
 
 from memframe.ids import capsule_number_expr
@@ -35,7 +34,7 @@ from memframe.text import rfc3339, sha256_hex
 
 __all__ = [
     "SESSION_SCHEMA",
-    "SessionRow",
+    "session_row_model",
     "PARTIAL_SCHEMA",
     "capsule_partials",
     "summary_partials",
@@ -82,21 +81,42 @@ Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 EngineName = Literal["in-memory", "streaming", "auto"]
 
 
-class SessionRow(pa.DataFrameModel):
-    """pandera model of a stored session row (validated before every write)."""
+def _declare_session_row() -> type:
+    import pandera.polars as pa  # declared on first write: reading never imports pandera
 
-    conversation_id: pl.String = pa.Field(unique=True)
-    first_at: Timestamp = pa.Field(nullable=True)
-    last_at: Timestamp = pa.Field(nullable=True)
-    memory_count: pl.Int64 = pa.Field(ge=0)
-    content_chars: pl.Int64 = pa.Field(ge=0)
-    last_member_id: pl.String = pa.Field(nullable=True)
-    summary: pl.String = pa.Field(nullable=True)
-    hash: pl.String = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+    class SessionRow(pa.DataFrameModel):
+        """pandera model of a stored session row (validated before every write)."""
 
-    class Config:
-        strict = True
-        coerce = False
+        conversation_id: pl.String = pa.Field(unique=True)
+        first_at: Timestamp = pa.Field(nullable=True)
+        last_at: Timestamp = pa.Field(nullable=True)
+        memory_count: pl.Int64 = pa.Field(ge=0)
+        content_chars: pl.Int64 = pa.Field(ge=0)
+        last_member_id: pl.String = pa.Field(nullable=True)
+        summary: pl.String = pa.Field(nullable=True)
+        hash: pl.String = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+
+        class Config:
+            strict = True
+            coerce = False
+
+    return SessionRow
+
+
+_MODELS: dict[str, type] = {}
+
+
+def session_row_model() -> type:
+    """The pandera model of a stored session row (declared once, on first use)."""
+    if "SessionRow" not in _MODELS:
+        _MODELS["SessionRow"] = _declare_session_row()
+    return _MODELS["SessionRow"]
+
+
+def __getattr__(name: str) -> type:
+    if name == "SessionRow":
+        return session_row_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _number(id_expr: pl.Expr) -> pl.Expr:

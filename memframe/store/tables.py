@@ -6,6 +6,7 @@ crashed writer's files are never read.
 
 from __future__ import annotations
 
+import bisect
 import os
 import secrets
 from collections.abc import Iterable, Sequence
@@ -131,28 +132,76 @@ def read_matching(
     visited = 0
     for part in parts:
         path = root / part.path
-        try:
-            pf = pq.ParquetFile(path)
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
-        meta = pf.metadata
-        col_index = pf.schema_arrow.get_field_index(column)
+        meta, mins, maxs, counts = row_group_ranges(path, column)
         groups: list[int] = []
-        for g in range(meta.num_row_groups):
-            rg = meta.row_group(g)
-            stats = rg.column(col_index).statistics if col_index >= 0 else None
-            if stats is not None and stats.has_min_max:
-                if stats.max < lo or stats.min > hi:
+        for g, (gmin, gmax) in enumerate(zip(mins, maxs, strict=True)):
+            if gmin is not None:
+                if gmax < lo or gmin > hi:
                     continue
-                if not any(stats.min <= v <= stats.max for v in wanted):
+                i = bisect.bisect_left(wanted, gmin)  # the first wanted >= min
+                if i == len(wanted) or wanted[i] > gmax:
                     continue
             groups.append(g)
         if not groups:
             continue
-        visited += sum(meta.row_group(g).num_rows for g in groups)
-        table = pf.read_row_groups(groups, columns=read_cols)
+        visited += sum(counts[g] for g in groups)
+        try:
+            table = pq.ParquetFile(path, metadata=meta).read_row_groups(groups, columns=read_cols)
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
         pieces.append(pl.from_arrow(table).cast({c: schema[c] for c in read_cols}))
     if not pieces:
         return empty, visited
     rows = pl.concat(pieces, how="vertical").filter(pl.col(column).is_in(wanted))
     return rows.select(want_cols), visited
+
+
+
+_RANGES: dict[tuple[str, str], tuple[pq.FileMetaData, list, list, list[int]]] = {}
+_RANGES_KEEP = 64
+
+
+def row_group_ranges(path: Path, column: str) -> tuple[pq.FileMetaData, list, list, list[int]]:
+    """A partition's footer and, per row group, the min and max of ``column`` (None when
+    the group has no statistics) and its row count.
+
+    Parsed once per process and partition: a partition's name is never reused and its file
+    never changes, so a cached footer cannot be stale.
+    """
+    key = (str(path), column)
+    found = _RANGES.get(key)
+    if found is not None:
+        return found
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+    names = meta.schema.to_arrow_schema().names
+    col = names.index(column) if column in names else -1
+    mins: list = []
+    maxs: list = []
+    rows: list[int] = []
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        stats = rg.column(col).statistics if col >= 0 else None
+        has = stats is not None and stats.has_min_max
+        mins.append(stats.min if has else None)
+        maxs.append(stats.max if has else None)
+        rows.append(rg.num_rows)
+    if len(_RANGES) >= _RANGES_KEEP:
+        _RANGES.pop(next(iter(_RANGES)))
+    _RANGES[key] = (meta, mins, maxs, rows)
+    return _RANGES[key]
+
+
+def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Schema
+                    ) -> pl.DataFrame:
+    """The given row groups of one partition (its footer parsed once per process)."""
+    path = root / part.path
+    meta = row_group_ranges(path, list(schema)[0])[0]
+    try:
+        table = pq.ParquetFile(path, metadata=meta).read_row_groups(list(groups),
+                                                                     columns=list(schema))
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+    return pl.from_arrow(table).cast(dict(schema))

@@ -29,7 +29,14 @@ def test_cycle_lands_rows_and_watermark_in_one_commit_and_stamps_nothing(mstore)
         p.seq_hi for p in after.snapshot.parts("capsules"))
     assert stored_rows(after).height == 2 and stored_rows(before).height == 0
     assert _canonical_parts(after) == _canonical_parts(before)  # nothing stamped on a row
-    assert report.rows_folded == 3 and report.rows_written == 2
+    session = report.projections["session"]
+    assert session["rows_folded"] == 3 and session["rows_written"] == 2
+    # the same commit records the journal's verified checkpoint (3 journal rows, 1 part)
+    assert report.projections["digest"] == {"rows_visited": 3, "rows_folded": 0,
+                                            "rows_written": 1}
+    # the first cycle builds the live-count indexes from every capsule and forget
+    assert report.projections["forgotten"]["rows_visited"] == 3
+    assert report.rows_visited == session["rows_visited"] + 3 + 3
 
 
 def test_a_cycle_with_nothing_new_writes_nothing(mstore):
@@ -52,9 +59,14 @@ def test_cycle_reads_only_partitions_after_the_watermark(mstore):
     mstore.memory.run_cycle()
     mstore.ingest(caps([("new", 9), (None, 9.5), ("new", 10)], tag="fresh"))
     report = mstore.memory.run_cycle()
+    session = report.projections["session"]
     # 3 new capsule rows + level 0 of the projection (5 rows, rewritten with the new one)
-    assert report.rows_visited == 3 + 5
-    assert report.rows_folded == 2 and report.rows_written == 1
+    assert session["rows_visited"] == 3 + 5
+    assert session["rows_folded"] == 2 and session["rows_written"] == 1
+    # the digest's journal checkpoint: the 5 recorded parts + the 3 new journal rows
+    assert report.projections["digest"]["rows_visited"] == 5 + 3
+    # the live-count indexes reuse the capsule rows the session fold read
+    assert report.projections["forgotten"]["rows_visited"] == 0
     assert stored_rows(mstore).to_dicts() == model_rows(mstore)
 
 
@@ -66,9 +78,9 @@ def test_cycle_cost_does_not_follow_the_store_size(tmp_path):
         store.memory.rebuild_projections()
         # a touched old conversation and a new one
         store.ingest(caps([("conv-00000007", 99_999), ("brand-new", 99_999)], tag="late"))
-        report = store.memory.run_cycle()
-        visited.append(report.rows_visited)
-        written.append(report.rows_written)
+        report = store.memory.run_cycle().projections["session"]
+        visited.append(report["rows_visited"])
+        written.append(report["rows_written"])
         assert stored_rows(store).to_dicts() == model_rows(store)
     assert written == [2, 2]
     # the touched row is found by key (row-group statistics), never by scanning the projection

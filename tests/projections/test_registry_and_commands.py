@@ -64,9 +64,10 @@ def test_cli_functions(tmp_path):
     assert commands.sessions_command(path)["sessions"] == []
     store.ingest(caps([("a", 1), ("b", 2)]))
     cycle = commands.cycle_command(path)
-    assert (cycle["rows_folded"], cycle["rows_written"]) == (2, 2)
+    session = cycle["projections"]["session"]
+    assert (session["rows_folded"], session["rows_written"]) == (2, 2)
     rebuild = commands.rebuild_command(str(path))
-    assert rebuild["rows_written"] == 2
+    assert rebuild["projections"]["session"]["rows_written"] == 2
     out = commands.sessions_command(path)
     assert [line.split()[0] for line in out["sessions"]] == ["b", "a"]
     json.dumps(out), json.dumps(cycle), json.dumps(rebuild)

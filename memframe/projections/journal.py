@@ -1,0 +1,415 @@
+"""The journal's verified checkpoint: what lets a warm digest verify only what is new.
+
+The digest's ``journal`` section walks the audit hash chain (reference 4.14). Walking it
+in full costs the whole journal on every call. The checkpoint makes a warm call cost what
+was written since the last verification:
+
+* **What is recorded.** When the digest job (``store.memory.run_cycle()``, the rebuild
+  door, or ``memframe digest`` when it can write) verifies the chain and finds it intact,
+  it records, in the same generation: the last verified ``audit_seq``, its stored chained
+  hash and the number of rows verified (the watermark ``projections/digest/journal``),
+  and one row per verified journal part (the derived table of the same name): its path,
+  row count, audit_seq range, the sha256 of its file bytes, and the file's identity
+  (size, inode, mtime and ctime in ns). A broken chain is never recorded.
+* **What a warm call checks.** Every recorded part must still be a part of the pinned
+  generation with the same row count, and must be the very file that was verified: its
+  identity is unchanged (a write to a file moves its change time, which no user call can
+  set back), or else the sha256 of its bytes equals the recorded one. The parts the
+  checkpoint does not name are read, and their rows are verified from the recorded
+  hash on, exactly as the full walk would verify them after the checkpoint's rows.
+* **When it walks in full.** With ``verify="full"``, with no checkpoint, and whenever
+  anything above does not hold (a recorded part gone, replaced, rewritten or with other
+  rows; a new row numbered at or below the checkpoint): the answer is then the full
+  walk's, so a warm answer is always the one the full walk gives.
+
+Trust: the warm path trusts the checkpoint rows and the file system's change times; a
+writer able to rewrite both a part and the checkpoint (or to set the clock back and
+restore a file's times) can hide an edit of old rows from it. ``verify="full"`` trusts
+nothing but the rows and is the audit-grade check. Identities recorded within
+``RACY_NS`` of a file's change time are not trusted (the change time has a coarse
+tick): such parts are confirmed by their bytes until a later job records them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.store import tables
+from memframe.text import journal_lines, sha256_hex
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+    from memframe.store.log import Part
+
+__all__ = [
+    "TABLE",
+    "WATERMARK",
+    "CHECKPOINT_SCHEMA",
+    "VERIFY_MODES",
+    "ChainCheck",
+    "chain_walk",
+    "check_chain",
+    "stage_checkpoint",
+    "file_fingerprint",
+]
+
+TABLE = "projections/digest/journal"
+WATERMARK = "projections/digest/journal"
+VERIFY_MODES = ("incremental", "full")
+#: a file identity younger than this (ns) is not trusted: change times tick coarsely
+RACY_NS = 2_000_000_000
+#: the checkpoint table is rewritten as one part once it has more parts than this
+MAX_CHECKPOINT_PARTS = 8
+JOURNAL_COLUMNS = ("seq", "audit_seq", "at", "actor", "action", "subject", "reason",
+                   "chained_hash")
+
+#: one row per verified journal part
+CHECKPOINT_SCHEMA = pl.Schema(
+    {
+        "path": pl.String(),
+        "rows": pl.Int64(),
+        "audit_lo": pl.Int64(),
+        "audit_hi": pl.Int64(),
+        "sha256": pl.String(),
+        "size": pl.Int64(),
+        "inode": pl.Int64(),
+        "mtime_ns": pl.Int64(),
+        "ctime_ns": pl.Int64(),
+    }
+)
+
+
+def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
+               slice_rows: int = 500_000) -> dict:
+    """Walk the hash chain of ``journal`` in audit order, from a stored hash on.
+
+    Each row must carry ``sha256(previous row's stored hash + its canonical line)``; the
+    first row's predecessor is ``previous`` (``""`` at the chain's start). Rows verify
+    independently against their stored predecessors, so the walk goes in slices.
+
+    Args:
+        journal: journal rows (``audit_seq``, ``seq``, ``at``, ``actor``, ``action``,
+            ``subject``, ``reason``, ``chained_hash``).
+        previous: the stored hash of the row before the first one.
+        verified: rows already verified before these (added to the count).
+        slice_rows: rows hashed per slice (bounded string buffers).
+
+    Returns:
+        ``{"chain": "ok", "verified": verified + rows}`` or
+        ``{"chain": "broken", "broken_seq": s}`` at the first row whose hash differs.
+
+    Examples:
+        >>> import datetime as dt, hashlib, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> line = '{"seq":2,"at":"2026-01-01T00:00:00Z","actor":"a","action":"x","subject":"s","reason":null}'
+        >>> j = pl.DataFrame({"seq": [5], "audit_seq": [2], "at": [t], "actor": ["a"],
+        ...     "action": ["x"], "subject": ["s"], "reason": [None],
+        ...     "chained_hash": [hashlib.sha256(("h1" + line).encode()).hexdigest()]},
+        ...     schema_overrides={"reason": pl.String})
+        >>> chain_walk(j, previous="h1", verified=1)
+        {'chain': 'ok', 'verified': 2}
+        >>> chain_walk(j)
+        {'chain': 'broken', 'broken_seq': 2}
+    """
+    if journal.height == 0:
+        return {"chain": "ok", "verified": verified}
+    ordered = journal
+    if not journal.get_column("audit_seq").is_sorted():
+        ordered = journal.sort(["audit_seq", "seq"])
+    # each row is checked against the stored hash before it (the first against ``previous``)
+    before = ordered.get_column("chained_hash").shift(1).scatter(0, previous)
+    for offset in range(0, ordered.height, slice_rows):
+        rows = ordered.slice(offset, slice_rows)
+        prev = before.slice(offset, slice_rows)
+        expected = sha256_hex(prev + journal_lines(rows))
+        mismatch = (rows.get_column("chained_hash") != expected).fill_null(True)
+        if mismatch.any():
+            first = mismatch.arg_true()[0]
+            return {"chain": "broken", "broken_seq": int(rows["audit_seq"][first])}
+    return {"chain": "ok", "verified": verified + ordered.height}
+
+
+# -- file fingerprints ------------------------------------------------------------------------
+
+def _identity(st: os.stat_result, now_ns: int) -> dict[str, Any]:
+    trusted = st.st_ctime_ns <= now_ns - RACY_NS
+    return {
+        "size": int(st.st_size),
+        "inode": int(st.st_ino) if trusted else None,
+        "mtime_ns": int(st.st_mtime_ns) if trusted else None,
+        "ctime_ns": int(st.st_ctime_ns) if trusted else None,
+    }
+
+
+def _read_fingerprinted(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """A file's bytes and its fingerprint (sha256 of those very bytes, identity)."""
+    with open(path, "rb") as fh:
+        before = os.fstat(fh.fileno())
+        data = fh.read()
+        after = os.fstat(fh.fileno())
+    ident = _identity(before, time.time_ns())
+    if (before.st_ctime_ns, before.st_size) != (after.st_ctime_ns, after.st_size):
+        ident.update(inode=None, mtime_ns=None, ctime_ns=None)  # changed while read
+    return data, {"sha256": hashlib.sha256(data).hexdigest(), **ident}
+
+
+def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The fingerprint of one file: sha256 of its bytes and its identity.
+
+    The identity (inode, mtime, ctime) is None when the file changed within ``RACY_NS``.
+
+    Examples:
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "f")
+        >>> _ = open(p, "wb").write(b"abc")
+        >>> fp = file_fingerprint(p)
+        >>> fp["sha256"][:12], fp["size"]
+        ('ba7816bf8f01', 3)
+    """
+    return _read_fingerprinted(Path(path))[1]
+
+
+def _same_file(path: Path, row: dict[str, Any]) -> bool:
+    """Is ``path`` the very file ``row`` recorded? Identity first, then its bytes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if st.st_size != row["size"]:
+        return False
+    if row["ctime_ns"] is not None and (
+        int(st.st_ino), int(st.st_mtime_ns), int(st.st_ctime_ns)
+    ) == (row["inode"], row["mtime_ns"], row["ctime_ns"]):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest() == row["sha256"]
+    except OSError:
+        return False
+
+
+# -- checking ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ChainCheck:
+    """The outcome of checking the journal chain at one generation.
+
+    Attributes:
+        section: ``{"chain": "ok", "verified": n}`` or ``{"chain": "broken", "broken_seq": s}``.
+        rows_visited: Parquet rows read (journal rows and checkpoint rows).
+        walked: ``"full"`` or ``"incremental"``: how the answer was reached.
+        reason: why a warm check walked in full (None when it did not, or was asked to).
+        tail: ``(audit_seq, chained_hash)`` of the last verified row when the chain is ok.
+        fresh: checkpoint rows for parts verified now and not yet (or no longer) recorded.
+        recorded: the checkpoint rows that were confirmed (empty after a full walk).
+    """
+
+    section: dict
+    rows_visited: int
+    walked: str
+    reason: str | None = None
+    tail: tuple[int, str] | None = None
+    fresh: tuple[dict[str, Any], ...] = ()
+    recorded: tuple[dict[str, Any], ...] = ()
+
+
+def watermark_of(view: StoreView) -> dict[str, Any] | None:
+    mark = view.watermarks.get(WATERMARK)
+    return dict(mark) if isinstance(mark, dict) else None
+
+
+def read_checkpoint(view: StoreView) -> tuple[pl.DataFrame, int]:
+    """The checkpoint rows at ``view`` and the Parquet rows read."""
+    if not view.snapshot.parts(TABLE):
+        return pl.DataFrame(schema=CHECKPOINT_SCHEMA), 0
+    frame = view.derived(TABLE, CHECKPOINT_SCHEMA).collect(engine="in-memory")
+    return frame, view.row_count(TABLE)
+
+
+def _part_rows(parts: Sequence[Part], frames: Sequence[pl.DataFrame],
+               prints: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for part, frame, fp in zip(parts, frames, prints, strict=True):
+        audit = frame.get_column("audit_seq")
+        out.append({"path": part.path, "rows": part.rows,
+                    "audit_lo": int(audit.min()) if frame.height else None,
+                    "audit_hi": int(audit.max()) if frame.height else None, **fp})
+    return out
+
+
+def _read_parts(view: StoreView, parts: Sequence[Part], record: bool
+                ) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted."""
+    schema = S.table_schema("journal")
+    if not record:
+        return tables.read(view.path, parts, schema, JOURNAL_COLUMNS), []
+    frames, prints = [], []
+    for part in parts:
+        data, fp = _read_fingerprinted(view.path / part.path)
+        frame = pl.read_parquet(io.BytesIO(data), columns=list(JOURNAL_COLUMNS))
+        frames.append(frame.cast({c: schema[c] for c in JOURNAL_COLUMNS}))
+        prints.append(fp)
+    rows = _part_rows(parts, frames, prints)
+    if not frames:
+        return pl.DataFrame(schema={c: schema[c] for c in JOURNAL_COLUMNS}), rows
+    return pl.concat(frames, how="vertical"), rows
+
+
+def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
+          ) -> tuple[int, str] | None:
+    if section["chain"] != "ok":
+        return None
+    if frame.height == 0:
+        return fallback
+    last = frame.sort(["audit_seq", "seq"]).tail(1)
+    return int(last["audit_seq"][0]), str(last["chained_hash"][0])
+
+
+def _full(view: StoreView, journal: pl.DataFrame | None, record: bool, reason: str | None,
+          visited: int, slice_rows: int) -> ChainCheck:
+    parts = list(view.snapshot.parts("journal"))
+    fresh: list[dict[str, Any]] = []
+    if journal is None or record:  # a journal the caller read is counted by the caller
+        journal, fresh = _read_parts(view, parts, record)
+        visited += view.row_count("journal")
+    section = chain_walk(journal, slice_rows=slice_rows)
+    return ChainCheck(section, visited, "full", reason, _tail(section, journal, (0, "")),
+                      tuple(fresh))
+
+
+def check_chain(view: StoreView, verify: str = "incremental", *,
+                journal: pl.DataFrame | None = None, record: bool = False,
+                slice_rows: int = 500_000) -> ChainCheck:
+    """Verify the journal chain at ``view``: from the checkpoint on, or in full.
+
+    Args:
+        view: the pinned generation.
+        verify: ``"incremental"`` (use the checkpoint when it holds) or ``"full"``.
+        journal: the whole journal, when the caller already read it (used by a full walk).
+        record: fingerprint the parts read (for the job that records the checkpoint).
+        slice_rows: rows hashed per slice.
+
+    Returns:
+        A `ChainCheck`; its ``section`` is always the one the full walk gives.
+    """
+    if verify not in VERIFY_MODES:
+        raise ValueError(verify)  # validated by the callers
+    mark = watermark_of(view)
+    if verify == "full":
+        return _full(view, journal, record, None, 0, slice_rows)
+    if mark is None:
+        return _full(view, journal, record, "no checkpoint", 0, slice_rows)
+    recorded, visited = read_checkpoint(view)
+    reason = _confirm(view, recorded, mark)
+    if reason is not None:
+        return _full(view, journal, record, reason, visited, slice_rows)
+    known = set(recorded.get_column("path").to_list())
+    new_parts = [p for p in view.snapshot.parts("journal") if p.path not in known]
+    frame, fresh = _read_parts(view, new_parts, record)
+    visited += sum(p.rows for p in new_parts)
+    audit_seq, chained = int(mark["audit_seq"]), str(mark["hash"])
+    if frame.height and int(frame.get_column("audit_seq").min()) <= audit_seq:
+        return _full(view, journal, record, "a new journal row is numbered inside the "
+                     "checkpoint", visited, slice_rows)
+    section = chain_walk(frame, previous=chained, verified=int(mark["verified"]),
+                         slice_rows=slice_rows)
+    rows = tuple(recorded.to_dicts())
+    return ChainCheck(section, visited, "incremental", None,
+                      _tail(section, frame, (audit_seq, chained)), tuple(fresh), rows)
+
+
+def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:
+    """None when every recorded part is the very file verified; else what differs."""
+    parts = {p.path: p for p in view.snapshot.parts("journal")}
+    if recorded.height and (
+        int(recorded["rows"].sum()) != int(mark.get("verified", -1))
+        or int(recorded["audit_hi"].max()) != int(mark.get("audit_seq", -1))
+    ):
+        return "the checkpoint's rows disagree with its watermark"
+    if not recorded.height and int(mark.get("verified", -1)) != 0:
+        return "the checkpoint's rows are missing"
+    for row in recorded.iter_rows(named=True):
+        part = parts.get(row["path"])
+        if part is None:
+            return f"verified journal part {row['path']} is no longer in the generation"
+        if part.rows != row["rows"]:
+            return f"verified journal part {row['path']} now has {part.rows} rows"
+        if not _same_file(view.path / row["path"], row):
+            return f"verified journal part {row['path']} is not the file that was verified"
+    return None
+
+
+# -- recording --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointReport:
+    """What one recording did: rows read, parts recorded, the verified tail."""
+
+    rows_visited: int
+    parts_recorded: int
+    audit_seq: int
+    walked: str
+
+
+def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
+    """True when the journal has no part the checkpoint has not seen (nothing is read)."""
+    parts = view.snapshot.parts("journal")
+    if mark is None:
+        return not parts
+    return (len(parts) == int(mark.get("parts", -1))
+            and all((p.seq_hi or 0) <= int(mark.get("seq", -1)) for p in parts))
+
+
+def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
+                     ) -> CheckpointReport:
+    """Verify the chain at ``view`` and, when intact, stage the checkpoint on ``commit``.
+
+    Records a row for every part verified now (appended; the whole table is rewritten
+    after a full walk, when parts recorded racily can now be trusted, or once it has
+    many parts) and moves the watermark to the last verified row. A broken chain stages
+    nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
+    """
+    mark = watermark_of(view)
+    if not full and _nothing_new(view, mark):
+        return CheckpointReport(0, 0, int((mark or {}).get("audit_seq", 0)), "none")
+    check = check_chain(view, "full" if full else "incremental", record=True)
+    if check.section["chain"] != "ok" or check.tail is None:
+        return CheckpointReport(check.rows_visited, 0, int((mark or {}).get("audit_seq", 0)),
+                                check.walked)
+    audit_seq, chained = check.tail
+    fresh = list(check.fresh)
+    recorded = list(check.recorded)
+    retrusted = False
+    for i, row in enumerate(recorded):
+        if row["ctime_ns"] is None:
+            fp = file_fingerprint(view.path / row["path"])
+            if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
+                recorded[i] = {**row, **fp}
+                retrusted = True
+    if check.walked == "full" or retrusted:
+        rows, replace = recorded + fresh, True
+    else:
+        replace = len(view.snapshot.parts(TABLE)) >= MAX_CHECKPOINT_PARTS
+        rows = recorded + fresh if replace else fresh
+    frame = pl.DataFrame(rows, schema=CHECKPOINT_SCHEMA, orient="row")
+    commit.write_derived(TABLE, frame.sort("audit_lo", nulls_last=True), replace=replace)
+    parts = view.snapshot.parts("journal")
+    commit.set_watermark(WATERMARK, {
+        "audit_seq": audit_seq,
+        "hash": chained,
+        "verified": int(check.section["verified"]),
+        "seq": max((p.seq_hi or 0 for p in parts), default=0),
+        "parts": len(parts),
+    })
+    return CheckpointReport(check.rows_visited, len(fresh), audit_seq, check.walked)

@@ -1,0 +1,299 @@
+"""The journal's verified checkpoint: a warm digest verifies what is new and confirms that
+the verified parts are the very files that were verified; every tampering answers exactly
+what the full walk answers, with and without a checkpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from conftest import T0, put
+
+import memframe as mf
+from memframe.errors import InvalidInputError
+from memframe.projections import journal as J
+from tests.conftest import verify_chain as reference_walk
+
+NOW = T0.replace(year=2027)
+
+
+def build(store, *, checkpoint: bool) -> None:
+    """Six commits (one journal part each), the checkpoint (or not), then three more."""
+    ids = [put(store, f"note {i}") for i in range(4)]
+    store.relate(ids[1], ids[0], "supersedes")
+    store.forget(ids[2])
+    if checkpoint:
+        store.memory.run_cycle()
+    put(store, "after the checkpoint")
+    store.session_start("nmemory")
+    put(store, "last one")
+
+
+def journal_of(store) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(p) for p in store.pinned().files("journal")])
+
+
+def chain(store, verify: str = "incremental") -> dict:
+    section = mf.digest(store, now=NOW, verify=verify).to_dict()["journal"]
+    section.pop("out_of_band")
+    return section
+
+
+def expected(store) -> dict:
+    ok, value = reference_walk(journal_of(store))
+    return {"chain": "ok", "verified": value} if ok else {"chain": "broken", "broken_seq": value}
+
+
+def part_holding(store, audit_seq: int):
+    for path in store.pinned().files("journal"):
+        if audit_seq in pl.read_parquet(path, columns=["audit_seq"])["audit_seq"].to_list():
+            return path
+    raise AssertionError(f"no part holds audit_seq {audit_seq}")
+
+
+def _encode(frame: pl.DataFrame, size: int | None) -> bytes:
+    buf = io.BytesIO()
+    table = frame.to_arrow()  # written as the store writes parts (smaller: no arrow schema)
+    pq.write_table(table, buf, compression="zstd", store_schema=size is None,
+                   write_statistics=[c for c in table.column_names if c != "reason"])
+    data = buf.getvalue()
+    if size is None:
+        return data
+    assert len(data) <= size, "the tampered part came out larger than the original"
+    # pad between the data and the footer: readers find the footer from the end
+    footer = int.from_bytes(data[-8:-4], "little")
+    cut = len(data) - 8 - footer
+    padded = data[:cut] + b"\0" * (size - len(data)) + data[cut:]
+    assert pl.read_parquet(io.BytesIO(padded)).height == frame.height
+    return padded
+
+
+def rewrite(path, edit: Callable[[pl.DataFrame], pl.DataFrame], how: str) -> None:
+    """Rewrite a part under its own name: ``replace`` (a new file renamed over it) or
+    ``in_place`` (same inode, same size, mtime restored)."""
+    st = os.stat(path)
+    frame = edit(pl.read_parquet(path))
+    if how == "replace":
+        tmp = path.with_name(".tamper")
+        tmp.write_bytes(_encode(frame, None))
+        os.replace(tmp, path)
+        return
+    data = _encode(frame, st.st_size)
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size,
+                                                                 st.st_mtime_ns)
+
+
+def set_where(column: str, seq: int, value) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    def edit(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(
+            pl.when(pl.col("audit_seq") == seq).then(pl.lit(value, dtype=frame[column].dtype))
+            .otherwise(pl.col(column)).alias(column))
+    return edit
+
+
+def drop_row(seq: int) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    return lambda frame: frame.filter(pl.col("audit_seq") != seq)
+
+
+def renumber(seq: int) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    return lambda frame: frame.with_columns(
+        pl.when(pl.col("audit_seq") >= seq).then(pl.col("audit_seq") + 10)
+        .otherwise(pl.col("audit_seq")).alias("audit_seq"))
+
+
+# (name, edit, audit_seq touched, broken_seq the full walk reports)
+TAMPERS = [
+    ("edited old row", lambda s: set_where("action", s, "memory_forget"), 2, 2),
+    ("edited reason", lambda s: set_where("reason", s, "because"), 1, 1),
+    ("forged hash", lambda s: set_where("chained_hash", s, "0" * 64), 3, 3),
+    ("deleted interior row", drop_row, 2, 3),
+    ("renumbered rows", renumber, 4, 5),
+]
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "no-checkpoint"])
+@pytest.mark.parametrize("how", ["replace", "in_place"])
+@pytest.mark.parametrize("name,edit,seq,broken", TAMPERS, ids=[t[0] for t in TAMPERS])
+def test_tampered_old_part_answers_as_the_full_walk(store, checkpoint, how, name, edit, seq,
+                                                    broken):
+    build(store, checkpoint=checkpoint)
+    assert chain(store) == chain(store, "full") == expected(store)
+    assert chain(store)["chain"] == "ok"
+    time.sleep(0.02)  # a rewrite in the same change-time tick would be racy (see RACY_NS)
+    rewrite(part_holding(store, seq), edit(seq), how)
+    want = {"chain": "broken", "broken_seq": broken}
+    assert expected(store) == want
+    assert chain(store) == chain(store, "full") == want
+    d = mf.digest(store, now=NOW)
+    assert d.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+
+
+def shift_into_checkpoint(seq: int) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    return lambda frame: frame.with_columns(
+        pl.when(pl.col("audit_seq") >= seq).then(pl.col("audit_seq") - 3)
+        .otherwise(pl.col("audit_seq")).alias("audit_seq"))
+
+
+@pytest.mark.parametrize("name,edit,offset,walked", [
+    ("edited new row", lambda s: set_where("subject", s, "cap-99"), 0, "incremental"),
+    ("forged new hash", lambda s: set_where("chained_hash", s, "f" * 64), 1, "incremental"),
+    ("deleted new row", drop_row, 0, "incremental"),
+    ("renumbered into the checkpoint", shift_into_checkpoint, 0, "full"),
+])
+def test_tampered_rows_above_the_checkpoint(store, name, edit, offset, walked):
+    build(store, checkpoint=True)
+    first_new = J.watermark_of(store.pinned())["audit_seq"] + 1
+    seq = first_new + offset
+    rewrite(part_holding(store, seq), edit(seq), "replace")
+    check = J.check_chain(store.pinned())
+    assert check.walked == walked and check.section["chain"] == "broken"
+    assert chain(store) == chain(store, "full")
+    if walked == "incremental":  # no duplicate audit seqs: the plain reading applies
+        assert chain(store) == expected(store) == {"chain": "broken", "broken_seq": (
+            first_new + 1 if name == "deleted new row" else seq)}
+    else:
+        assert chain(store)["broken_seq"] == first_new - 3
+
+
+def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, monkeypatch):
+    monkeypatch.setattr(J, "RACY_NS", 0)  # trust identities at once (no 2 s wait in a test)
+    build(store, checkpoint=True)
+    view = store.pinned()
+    mark = J.watermark_of(view)
+    recorded = view.row_count(J.TABLE)
+    new_rows = view.row_count("journal") - mark["verified"]
+    assert new_rows == 3 and recorded == 6
+
+    def no_hashing(*_a, **_k):
+        raise AssertionError("a trusted part was hashed")
+
+    monkeypatch.setattr(J.hashlib, "file_digest", no_hashing)
+    check = J.check_chain(view)
+    assert check.walked == "incremental" and check.reason is None
+    assert check.rows_visited == recorded + new_rows
+    assert check.section == {"chain": "ok", "verified": view.row_count("journal")}
+
+
+def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
+    build(store, checkpoint=True)  # parts recorded within RACY_NS of their writing
+    rows, _ = J.read_checkpoint(store.pinned())
+    assert rows["ctime_ns"].null_count() == rows.height
+    hashed = []
+    real = J.hashlib.file_digest
+    monkeypatch.setattr(J.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
+                        real(fh, algo))
+    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert len(hashed) == rows.height
+
+
+def test_a_rewrite_keeping_name_size_and_mtime_is_caught_by_its_change_time(store,
+                                                                            monkeypatch):
+    monkeypatch.setattr(J, "RACY_NS", 0)
+    build(store, checkpoint=True)
+    time.sleep(0.05)
+    rewrite(part_holding(store, 2), set_where("subject", 2, "cap-9"), "in_place")
+    check = J.check_chain(store.pinned())
+    assert check.walked == "full" and "not the file that was verified" in check.reason
+    assert check.section == {"chain": "broken", "broken_seq": 2} == expected(store)
+
+
+def test_a_removed_part_walks_in_full(store):
+    build(store, checkpoint=True)
+    path = part_holding(store, 1)
+    path.unlink()
+    with pytest.raises(mf.MemframeError):
+        chain(store)  # a part the generation names is gone: the digest fails closed
+
+
+def test_compaction_walks_in_full_until_the_next_cycle_records_again(store):
+    build(store, checkpoint=True)
+    store.compact("journal")
+    check = J.check_chain(store.pinned())
+    assert check.walked == "full" and "no longer in the generation" in check.reason
+    assert check.section == expected(store) == chain(store, "full")
+    report = store.memory.run_cycle()
+    assert report.projections["digest"]["rows_written"] == 1
+    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert chain(store) == expected(store)
+
+
+def test_cycle_records_nothing_for_a_broken_chain(store):
+    build(store, checkpoint=True)
+    mark = J.watermark_of(store.pinned())
+    first_new = mark["audit_seq"] + 1
+    rewrite(part_holding(store, first_new), set_where("chained_hash", first_new, "0" * 64),
+            "replace")
+    report = store.memory.run_cycle()
+    assert J.watermark_of(store.pinned()) == mark
+    assert report.projections["digest"]["rows_written"] == 0
+    assert chain(store) == {"chain": "broken", "broken_seq": first_new}
+
+
+def test_checkpoint_advances_and_time_travel_answers_exactly(store):
+    build(store, checkpoint=True)
+    store.memory.run_cycle()
+    g = store.generation
+    put(store, "later")
+    assert J.watermark_of(store.pinned())["verified"] == J.watermark_of(store.at(g))["verified"]
+    for view in (store.pinned(), store.at(g), store.at(3), store.at(g - 1)):
+        assert (mf.digest(view, now=NOW).to_json()
+                == mf.digest(view, now=NOW, verify="full").to_json())
+
+
+def test_checkpoint_table_is_folded_into_one_part_when_it_grows(store):
+    put(store, "first")
+    for i in range(J.MAX_CHECKPOINT_PARTS + 2):
+        store.memory.run_cycle()
+        put(store, f"more {i}")
+    assert len(store.pinned().snapshot.parts(J.TABLE)) <= J.MAX_CHECKPOINT_PARTS
+    store.memory.run_cycle()
+    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert chain(store) == expected(store)
+
+
+def test_rebuild_door_walks_in_full_and_records_every_part(store):
+    build(store, checkpoint=False)
+    store.memory.rebuild_projections()
+    view = store.pinned()
+    assert view.row_count(J.TABLE) == len(view.snapshot.parts("journal"))
+    assert J.watermark_of(view)["verified"] == view.row_count("journal")
+
+
+def test_verify_is_validated(store):
+    with pytest.raises(InvalidInputError, match='verify must be "incremental"'):
+        mf.digest(store, verify="fast")
+
+
+def test_virgin_store_verifies_zero_and_records_nothing(store):
+    assert chain(store) == chain(store, "full") == {"chain": "ok", "verified": 0}
+    store.memory.run_cycle()
+    assert store.generation == 0
+
+
+def test_cli_digest_advances_the_checkpoint_and_verify_full_gives_the_same_bytes(
+        store, capsys):
+    from memframe.cli import main
+
+    build(store, checkpoint=False)
+    assert main(["digest", str(store.path), "--no-advance"]) == 0
+    assert J.watermark_of(store.pinned()) is None
+    plain = capsys.readouterr().out
+    assert main(["digest", str(store.path)]) == 0
+    warm = capsys.readouterr().out
+    assert J.watermark_of(store.pinned())["verified"] == store.row_count("journal")
+    assert main(["digest", str(store.path), "--verify", "full"]) == 0
+    full = capsys.readouterr().out
+    assert plain == warm == full and json.loads(full)["journal"]["chain"] == "ok"
+    g = store.generation
+    assert main(["digest", str(store.path), "--as-of", str(g - 1)]) == 0  # frozen: no write
+    assert store.generation == g
