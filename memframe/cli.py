@@ -236,7 +236,8 @@ def _cmd_import_nmemory(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     from memframe.synth import synthesize
 
-    store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args))
+    store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args),
+                       noise=args.noise, misses=args.misses)
     print(f"wrote a synthetic store of {store.row_count('capsules'):,} capsules to {args.out}",
           file=sys.stderr)
     return 0
@@ -343,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", metavar="OUT")
     p.add_argument("--capsules", type=_positive, default=3000, metavar="N")
     p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--noise", action="store_true",
+                   help="also write ids, hashes, numbers, code identifiers, mixed case and "
+                        "diacritics into the content")
+    p.add_argument("--misses", type=_positive, default=None, metavar="M",
+                   help="how many recall-miss rows to write (default: 4%% of N, at most 20,000)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_synth)
 
