@@ -352,16 +352,27 @@ def _candidates(queries: pl.DataFrame, words: pl.DataFrame, max_limit: int) -> p
     words = words.filter(pl.col("text").str.len_chars().is_between(lo, hi))
     if words.is_empty():
         return pl.DataFrame(schema={"qi": pl.Int64, "wi": pl.Int64, "distance": pl.Int64})
-    pairs = (
+    # the join key is (variant, word length): a query only meets words whose length is
+    # within its limit, so long identifiers sharing a prefix never become pairs
+    query_keys = (
         _deletion_variants(queries, pl.col("limit"))
-        .join(_deletion_variants(words, max_limit), on="v", suffix="_w")
+        .join(queries.select("i", (length - pl.col("limit")).alias("lo"),
+                             (length + pl.col("limit")).alias("hi")), on="i")
+        .with_columns(pl.int_ranges("lo", pl.col("hi") + 1).alias("n"))
+        .explode("n")
+        .select("i", "v", pl.col("n").cast(pl.Int64))
+    )
+    word_keys = (
+        _deletion_variants(words, max_limit)
+        .join(words.select("i", length.alias("n")), on="i")
+    )
+    pairs = (
+        query_keys.join(word_keys, on=["v", "n"], suffix="_w")
         .select(pl.col("i").alias("qi"), pl.col("i_w").alias("wi"))
         .unique()
         .join(queries.select(pl.col("i").alias("qi"), pl.col("text").alias("q"), "limit"),
               on="qi")
         .join(words.select(pl.col("i").alias("wi"), pl.col("text").alias("w")), on="wi")
-        .filter((pl.col("q").str.len_chars().cast(pl.Int64)
-                 - pl.col("w").str.len_chars().cast(pl.Int64)).abs() <= pl.col("limit"))
     )
     if pairs.is_empty():
         return pl.DataFrame(schema={"qi": pl.Int64, "wi": pl.Int64, "distance": pl.Int64})
