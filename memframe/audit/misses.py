@@ -102,6 +102,8 @@ _COMPOUND = r"\w+(?:[-.'’/]\w+)+"
 # UUIDs are blanked out of (folded) content before tokenising, so their fragments
 # ("8afe", "cafe") never become words.
 _UUID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+# Live content is tokenised in at most two slices per thread, of at least this many rows.
+_SLICE_ROWS = 25_000
 #: How many leading characters of a term and of a vocabulary word the candidate index
 #: takes deletion variants of (the search stays exact; longer words are measured whole).
 PREFIX = 7
@@ -265,7 +267,7 @@ def _token_counts(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     )
     if live.is_empty():
         return pl.DataFrame(schema=VOCABULARY_SCHEMA)
-    slices = max(1, min(2 * pl.thread_pool_size(), live.height // 25_000))
+    slices = max(1, min(2 * pl.thread_pool_size(), live.height // _SLICE_ROWS))
     step = -(-live.height // slices)
     parts = pl.collect_all([_tokenise(live.slice(i, step).lazy())
                             for i in range(0, live.height, step)])
