@@ -7,17 +7,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 
-def levenshtein(a: str, b: str) -> int:
-    """Textbook dynamic-programming Levenshtein distance (insert, delete, substitute)."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, start=1):
-        cur = [i]
-        for j, cb in enumerate(b, start=1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
 def osa(a: str, b: str) -> int:
     """Textbook optimal string alignment distance: Levenshtein plus adjacent transposition
     (no substring edited twice)."""
