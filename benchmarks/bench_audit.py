@@ -7,11 +7,12 @@ run measures, side by side, each in a fresh process so peak memory is its own:
 * ``digest``: ``mf.digest(store)`` (every section, journal hash chain included);
 * ``audit``: ``mf.audit.recall_misses(store)`` (vocabulary, alias proposals, trends);
 
-and prints wall time, CPU time and peak resident memory of each, the ratio audit/digest,
-the vocabulary and proposal sizes, and the proposals' score against the generator's
-ground truth (precision@1, recall@1, recall). Each timed call is preceded by one untimed
-call in the same process (files in the page cache, imports done); ``--repeat`` takes the
-median of several timed calls.
+and prints wall time, CPU time (all threads) and peak resident memory of each, the ratios
+audit/digest of wall and of CPU time, the vocabulary and proposal sizes, and the
+proposals' score against the generator's ground truth (precision@1, recall@1, recall).
+Each timed call is preceded by one untimed call in the same process (files in the page
+cache, imports done); the digest and audit processes alternate ``--repeat`` times and the
+medians are printed, so a load that comes and goes on a shared machine hits both alike.
 
 Usage::
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -33,25 +35,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 _CHILD = r"""
-import json, resource, statistics, sys, time
+import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import memframe as mf
 from memframe import synth
-what, path, repeat = sys.argv[2], sys.argv[3], int(sys.argv[4])
+what, path = sys.argv[2], sys.argv[3]
 store = mf.Store.open(path)
 run = (lambda: mf.digest(store)) if what == "digest" else \
       (lambda: mf.audit.recall_misses(store, progress=False))
 run()  # untimed: imports, page cache
-walls, cpus = [], []
-for _ in range(repeat):
-    w, c = time.perf_counter(), time.process_time()
-    value = run()
-    walls.append(time.perf_counter() - w)
-    cpus.append(time.process_time() - c)
-out = {"wall": statistics.median(walls), "cpu": statistics.median(cpus),
+w, c = time.perf_counter(), time.process_time()
+value = run()
+out = {"wall": time.perf_counter() - w, "cpu": time.process_time() - c,
        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 if what == "audit":
-    capsules, seed, misses = (int(x) for x in sys.argv[5:8])
+    capsules, seed, misses = (int(x) for x in sys.argv[4:7])
     truth = synth.miss_truth(seed, capsules=capsules, noise=True, misses=misses)
     score = value.score(truth)
     out.update(vocabulary=value.vocabulary_size, terms=value.terms.height,
@@ -85,12 +83,15 @@ def ensure_store(stores: Path, capsules: int, seed: int, misses: int) -> Path:
     return path
 
 
-def measure(what: str, path: Path, repeat: int, *extra: int) -> dict:
+def measure(what: str, path: Path, *extra: int) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(REPO), what, str(path), str(repeat),
-         *(str(x) for x in extra)],
+        [sys.executable, "-c", _CHILD, str(REPO), what, str(path), *(str(x) for x in extra)],
         check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,24 +104,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
-    print(f"# {os.cpu_count()} cpus; polars threads per process as configured; "
-          f"median of {args.repeat} timed calls after one untimed call")
+    print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; medians of "
+          f"{args.repeat} alternating digest/audit processes (one untimed call each first)")
     header = (f"{'store':>6} {'misses':>8} {'digest s':>9} {'audit s':>8} {'ratio':>6} "
-              f"{'digest MiB':>10} {'audit MiB':>9} {'audit cpu s':>11} {'vocab':>7} "
-              f"{'terms':>7} {'props':>7} {'p@1':>6} {'r@1':>6} {'recall':>6}")
+              f"{'digest cpu':>10} {'audit cpu':>9} {'cpu ratio':>9} {'digest MiB':>10} "
+              f"{'audit MiB':>9} {'vocab':>7} {'terms':>7} {'props':>7} {'p@1':>6} "
+              f"{'r@1':>6} {'recall':>6}")
     print(header, flush=True)
     for size in args.capsules:
         n = parse_size(size)
         misses = int(n * args.miss_share)
         path = ensure_store(args.stores, n, args.seed, misses)
-        digest = measure("digest", path, args.repeat)
-        audit = measure("audit", path, args.repeat, n, args.seed, misses)
+        digests, audits = [], []
+        for _ in range(args.repeat):
+            digests.append(measure("digest", path))
+            audits.append(measure("audit", path, n, args.seed, misses))
+        d_wall, a_wall = median(digests, "wall"), median(audits, "wall")
+        d_cpu, a_cpu = median(digests, "cpu"), median(audits, "cpu")
+        a = audits[-1]
         print(
-            f"{label(n):>6} {misses:>8,} {digest['wall']:>9.2f} {audit['wall']:>8.2f} "
-            f"{audit['wall'] / digest['wall']:>6.2f} {digest['peak_mib']:>10,.0f} "
-            f"{audit['peak_mib']:>9,.0f} {audit['cpu']:>11.2f} {audit['vocabulary']:>7,} "
-            f"{audit['terms']:>7,} {audit['proposals']:>7,} {audit['precision_at_1']:>6.3f} "
-            f"{audit['recall_at_1']:>6.3f} {audit['recall']:>6.3f}", flush=True)
+            f"{label(n):>6} {misses:>8,} {d_wall:>9.2f} {a_wall:>8.2f} {a_wall / d_wall:>6.2f} "
+            f"{d_cpu:>10.2f} {a_cpu:>9.2f} {a_cpu / d_cpu:>9.2f} "
+            f"{median(digests, 'peak_mib'):>10,.0f} {median(audits, 'peak_mib'):>9,.0f} "
+            f"{a['vocabulary']:>7,} {a['terms']:>7,} {a['proposals']:>7,} "
+            f"{a['precision_at_1']:>6.3f} {a['recall_at_1']:>6.3f} {a['recall']:>6.3f}",
+            flush=True)
     return 0
 
 

@@ -97,8 +97,11 @@ VOCABULARY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # A word, or a compound of words joined by - . ' ’ / (so "co-op" and "e.g" are tokens too).
-_WORD = r"\w+"
-_COMPOUND = r"\w+(?:[-.'’/]\w+)+"
+# Tokens that start with a digit are id-like (see id_like) and never extracted: the
+# serial numbers, hashes and measures of a big store would otherwise be most of its
+# distinct tokens.
+_WORD = r"\b[^\W\d]\w*"
+_COMPOUND = r"\b[^\W\d]\w*(?:[-.'’/]\w+)+"
 # UUIDs are blanked out of (folded) content before tokenising, so their fragments
 # ("8afe", "cafe") never become words.
 _UUID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
@@ -283,7 +286,8 @@ def vocabulary(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     Content is folded like a miss term (:func:`memframe.text.fold_expr`), UUIDs are blanked
     out, and the rest is split into words (``\\w+``) and compounds of words joined by
     ``-``, ``.``, ``'``, ``’`` or ``/``. Tokens that name or number things rather than say
-    them (:func:`id_like`: hashes, numbers, ``cap-12``, ``sess-3``) are left out.
+    them (:func:`id_like`: hashes, numbers, ``cap-12``, ``sess-3``) are left out; those
+    starting with a digit are never even extracted.
 
     Args:
         capsule_state: ``store.capsule_state()`` (needs ``status`` and ``content``).
