@@ -214,7 +214,8 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 def _cmd_audit_misses(args: argparse.Namespace) -> int:
     from memframe.audit import recall_misses
 
-    audit = recall_misses(_open(args.store), since=args.since, until=args.until)
+    audit = recall_misses(_open(args.store), since=args.since, until=args.until,
+                          progress=_progress(args))
     if args.format == "json":
         text = audit.to_json()
     elif args.format == "html":
@@ -330,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", default=None)
     p.add_argument("--until", default=None)
     p.add_argument("--out", default=None, metavar="FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_cmd_audit_misses)
 
     imp = sub.add_parser("import", help="import another engine's store")

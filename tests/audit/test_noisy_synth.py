@@ -109,3 +109,26 @@ def test_default_synth_is_unchanged_by_the_noise_option():
     assert ledger.rows() == truth.select("term", "outcome").rows()
     assert synth.miss_truth(synth.SAMPLE_SEED, capsules=synth.SAMPLE_CAPSULES, noise=True) \
         .select("term").rows() != truth.select("term").rows()
+
+
+def test_command_line_writes_a_noisy_store_with_its_truth(tmp_path, capsys):
+    from memframe.cli import main
+
+    out = tmp_path / "noisy"
+    assert main(["synth", str(out), "--capsules", "400", "--seed", "9", "--noise",
+                 "--misses", "120", "--quiet"]) == 0
+    store = mf.Store.open(out)
+    truth = synth.miss_truth(9, capsules=400, noise=True, misses=120)
+    ledger = store.table("recall_misses").sort("seq").select("term").collect()
+    assert ledger.rows() == truth.select("term").rows()
+    capsys.readouterr()
+    assert main(["audit", "misses", str(out), "--format", "json", "--quiet"]) == 0
+    body = capsys.readouterr()
+    assert body.err == ""
+    assert '"frequency_per_edit":1000' in body.out
+
+
+def test_a_negative_miss_count_is_refused(tmp_path):
+    with pytest.raises(mf.errors.InvalidInputError, match="misses"):
+        synth.synthesize(tmp_path / "bad", capsules=300, misses=-1)
+    assert not (tmp_path / "bad" / "memframe.json").exists()
