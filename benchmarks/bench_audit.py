@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{d_cpu:>10.2f} {a_cpu:>9.2f} {a_cpu / d_cpu:>9.2f} "
             f"{median(digests, 'peak_mib'):>10,.0f} {median(audits, 'peak_mib'):>9,.0f} "
             f"{a['vocabulary']:>7,} {a['terms']:>7,} {a['proposals']:>7,} "
-            f"{a['precision_at_1']:>6.3f} {a['recall_at_1']:>6.3f} {a['recall']:>6.3f}",
+            f"{a['precision_at_1']:>6.4f} {a['recall_at_1']:>6.4f} {a['recall']:>6.4f}",
             flush=True)
     return 0
 
