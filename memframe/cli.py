@@ -301,7 +301,8 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
 
     store = _open(args.store)
     with _Stage(args, f"recall-miss audit of {store.path}"):
-        audit = recall_misses(store, since=args.since, until=args.until)
+        audit = recall_misses(store, since=args.since, until=args.until,
+                              progress=_progress(args))
     fmt = _format(args, file_out=args.out is not None)
     if fmt == "json":
         text = audit.to_json()
@@ -333,7 +334,8 @@ def _cmd_import_nmemory(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     from memframe.synth import synthesize
 
-    store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args))
+    store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args),
+                       noise=args.noise, misses=args.misses)
     print(f"wrote a synthetic store of {store.row_count('capsules'):,} capsules to {args.out}",
           file=sys.stderr)
     return 0
@@ -532,6 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many capsules")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="the random seed (same seed, same store)")
+    p.add_argument("--noise", action="store_true",
+                   help="also write ids, hashes, numbers, code identifiers, mixed case and "
+                        "diacritics into the content (default: off)")
+    p.add_argument("--misses", type=_positive, default=None, metavar="M",
+                   help="how many recall-miss rows to write (default: 4%% of N, at most 20,000)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_synth)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import itertools
 import math
 import random
@@ -36,7 +37,7 @@ import pyarrow as pa
 
 from memframe.errors import InvalidInputError, MemframeError
 from memframe.store import Store
-from memframe.text import rfc3339
+from memframe.text import fold_term, rfc3339
 
 __all__ = [
     "synthesize",
@@ -282,12 +283,13 @@ def _literal_tokens() -> frozenset[str]:
 _TOKENS = _literal_tokens()
 
 
-def typo_of(word: str, rng: random.Random) -> tuple[str, str]:
+def typo_of(word: str, rng: random.Random,
+            avoid: frozenset[str] = frozenset()) -> tuple[str, str]:
     """One realistic one-edit typo of ``word`` and the edit's name.
 
     The edit is an adjacent transposition, a deletion, a keyboard-neighbour substitution
     or an insertion (at most 2 Levenshtein edits; one optimal-string-alignment edit).
-    The typo is never a word any synthetic capsule contains.
+    The typo is never a word any synthetic capsule contains, nor one of ``avoid``.
 
     Examples:
         >>> import random
@@ -312,14 +314,181 @@ def typo_of(word: str, rng: random.Random) -> tuple[str, str]:
         else:
             near = _NEIGHBOURS.get(word[i], "") + word[i]
             typo = word[:i] + rng.choice(near) + word[i:]
-        if typo != word and len(typo) >= 4 and typo not in _TOKENS:
+        if typo != word and len(typo) >= 4 and typo not in _TOKENS and typo not in avoid:
             return typo, op
     raise MemframeError(f"no typo found for {word!r}")  # unreachable for the vocabulary
 
 
-def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime) -> pl.DataFrame:
-    """The recall-miss rows, in write order: at, term, outcome, word, edit."""
+# ---- noise (opt-in): what real stores hold besides words -----------------------------------
+
+# Phrases with Latin diacritics (names, places, loanwords); they fold to ASCII words.
+_DIACRITIC_PHRASES: tuple[str, ...] = (
+    "reviewed with Zoë in Zürich", "the naïve fallback stays", "Núñez signed off in São Paulo",
+    "a façade over the legacy client", "résumé of the Malmö offsite",
+    "notes from the Kraków office", "crème brûlée friday", "déjà vu from Łódź",
+)
+# Folded words of those phrases that a recall may ask for, spelled right.
+_DIACRITIC_WORDS: tuple[str, ...] = (
+    "zurich", "naive", "nunez", "facade", "resume", "malmo", "krakow", "brulee", "lodz",
+)
+# Literal text of the noise fragments (its tokens are never a typo's spelling).
+_NOISE_LITERALS = (
+    "trace fixed in commit cap sess PR ticket node p99 ms of requests took faster GB at "
+    "get Error MAX release"
+)
+_CONTENT_TYPOS_PER_WORD = 2
+
+
+def _params(capsules: int, misses: int | None) -> SynthParams:
+    params = SynthParams.for_capsules(capsules)
+    if misses is None:
+        return params
+    if not isinstance(misses, int) or isinstance(misses, bool) or misses < 0:
+        raise InvalidInputError(f"misses must be a non-negative integer, got {misses!r}")
+    return dataclasses.replace(params, misses=misses)
+
+
+def _plural(word: str) -> str:
+    return word + ("es" if word.endswith(("s", "x", "h")) else "s")
+
+
+def _ascii_tokens(text: str) -> set[str]:
+    folded = "".join(ch if ch.isascii() else " " for ch in fold_term(text))
+    return {t for t in "".join(ch if ch.isalnum() else " " for ch in folded).split() if t}
+
+
+@functools.lru_cache(maxsize=8)
+def _noise_lexicon(seed: int) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """The misspellings noisy capsules use for each word, and every token the noise can put
+    in a capsule that a miss typo must not equal (plurals, misspellings, phrase words)."""
+    words = set(VOCABULARY)
+    plurals = {_plural(w) for w in VOCABULARY}
+    phrase = set().union(*(_ascii_tokens(p) for p in _DIACRITIC_PHRASES))
+    literal = _ascii_tokens(_NOISE_LITERALS)
+    avoid = frozenset(plurals | phrase | literal)
+    rng = _rng(seed, "noise-typos")
+    typos: dict[str, tuple[str, ...]] = {}
+    taken: set[str] = set()
+    for word in VOCABULARY:
+        picked: list[str] = []
+        while len(picked) < _CONTENT_TYPOS_PER_WORD:
+            typo, _ = typo_of(word, rng, avoid | taken)
+            if typo not in words:
+                picked.append(typo)
+                taken.add(typo)
+        typos[word] = tuple(picked)
+    return typos, avoid | frozenset(taken)
+
+
+def _absent_identifier(rng: random.Random) -> str:
+    """An identifier-like term no capsule holds."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return f"{rng.getrandbits(28):07x}"
+    if kind == 1:
+        return f"cap-{rng.randrange(10**7, 10**8)}"
+    if kind == 2:
+        return f"sess-{rng.randrange(10**4, 10**5)}"
+    return f"{rng.getrandbits(32):08x}"
+
+
+def _noisy_words(seed: int, rows: pl.DataFrame) -> pl.DataFrame:
+    """Word slots of plain rows with mixed case (w1), plurals (w2), misspellings (w3)."""
+    rng = _rng(seed, "noise-words")
+    n = rows.height
+    u_case, u_kind, u_plural, u_typo, u_which = (_uniform(rng, n) for _ in range(5))
+    typos, _ = _noise_lexicon(seed)
+    plain = pl.col("role") == "plain"
+    w2 = pl.col("w2")
+    w3 = pl.col("w3")
+    misspelt = pl.lit(None, dtype=pl.String)
+    for k in range(_CONTENT_TYPOS_PER_WORD - 1, -1, -1):
+        choice = w3.replace_strict({w: t[k] for w, t in typos.items()}, return_dtype=pl.String)
+        misspelt = pl.when(pl.lit(u_which) * _CONTENT_TYPOS_PER_WORD < k + 1).then(choice) \
+            .otherwise(misspelt)
+    return rows.with_columns(
+        pl.when(plain & (pl.lit(u_case) < 0.15))
+        .then(pl.when(pl.lit(u_kind) < 0.6).then(pl.col("w1").str.to_titlecase())
+              .otherwise(pl.col("w1").str.to_uppercase()))
+        .otherwise(pl.col("w1")).alias("w1"),
+        pl.when(plain & (pl.lit(u_plural) < 0.10))
+        .then(pl.when(w2.str.contains("[sxh]$")).then(w2 + "es").otherwise(w2 + "s"))
+        .otherwise(w2).alias("w2"),
+        pl.when(plain & (pl.lit(u_typo) < 0.015)).then(misspelt).otherwise(w3).alias("w3"),
+    )
+
+
+def _noise_tail(seed: int, rows: pl.DataFrame) -> pl.Expr:
+    """The content of plain rows with a noisy last line (references, ids, numbers, code
+    identifiers, diacritics), as an expression aliased ``content``."""
+    rng = _rng(seed, "noise")
+    n = rows.height
+    names = ("uuid", "hash", "hash_kind", "id", "id_kind", "num", "num_kind", "ident",
+             "ident_kind", "dia", "dia_k", "a", "b", "c")
+    u = {name: pl.lit(_uniform(rng, n)) for name in names}
+    raw = pa.Array.from_buffers(pa.binary(20), n, [None, pa.py_buffer(rng.randbytes(20 * n))])
+    hexes = pl.lit(pl.Series(pl.from_arrow(raw)).cast(pl.Binary).bin.encode("hex"))
+    a = (u["a"] * 9000 + 10).cast(pl.Int64)
+    b = (u["b"] * 99 + 1).cast(pl.Int64)
+    c = (u["c"] * 9 + 1).cast(pl.Int64)
+    uuid = pl.concat_str([hexes.str.slice(0, 8), hexes.str.slice(8, 4),
+                          pl.lit("4") + hexes.str.slice(13, 3), hexes.str.slice(16, 4),
+                          hexes.str.slice(20, 12)], separator="-")
+
+    def choose(uk: pl.Expr, options: Sequence[pl.Expr]) -> pl.Expr:
+        out = options[-1]
+        for i in range(len(options) - 2, -1, -1):
+            out = pl.when(uk * len(options) < i + 1).then(options[i]).otherwise(out)
+        return out
+
+    w4, w5 = pl.col("w4"), pl.col("w5")
+    ref = choose(u["hash_kind"], [pl.lit("fixed in ") + hexes.str.slice(0, 7),
+                                  pl.lit("commit ") + hexes])
+    ident_ref = choose(u["id_kind"], [
+        pl.concat_str([pl.lit("cap-"), a]), pl.concat_str([pl.lit("sess-"), b]),
+        pl.concat_str([pl.lit("PR #"), a]), pl.concat_str([pl.lit("ticket-"), a]),
+        pl.concat_str([pl.lit("node_"), b]),
+        pl.concat_str([pl.lit("release v"), c, pl.lit("."), b, pl.lit("."), c])])
+    number = choose(u["num_kind"], [
+        pl.concat_str([pl.lit("p99 "), a, pl.lit("ms")]),
+        pl.concat_str([b, pl.lit("% of "), a, pl.lit(" requests")]),
+        pl.concat_str([pl.lit("took "), b, pl.lit("s")]),
+        pl.concat_str([c, pl.lit("x faster")]),
+        pl.concat_str([c, pl.lit("."), b, pl.lit("GB")]),
+        pl.concat_str([pl.lit("at 2026-05-"), (b % 28 + 1).cast(pl.String).str.zfill(2)])])
+    code = choose(u["ident_kind"], [
+        pl.concat_str([w4, pl.lit("_"), w5]),
+        pl.concat_str([w4, w5.str.to_titlecase()]),
+        pl.concat_str([w4.str.to_titlecase(), w5.str.to_titlecase()]),
+        pl.concat_str([w4, pl.lit("."), w5, pl.lit("()")]),
+        pl.concat_str([pl.lit("get_"), w4, pl.lit("_"), w5]),
+        pl.concat_str([w4.str.to_titlecase(), pl.lit("Error")]),
+        pl.concat_str([w4.str.to_uppercase(), pl.lit("_MAX")])])
+    phrase = _lookup(_DIACRITIC_PHRASES, (u["dia_k"] * len(_DIACRITIC_PHRASES)).cast(pl.Int64))
+    tail = pl.concat_str([
+        pl.when(u["uuid"] < 0.20).then(pl.lit("trace ") + uuid),
+        pl.when(u["hash"] < 0.15).then(ref),
+        pl.when(u["id"] < 0.20).then(ident_ref),
+        pl.when(u["num"] < 0.30).then(number),
+        pl.when(u["ident"] < 0.25).then(code),
+        pl.when(u["dia"] < 0.08).then(phrase),
+    ], separator="; ", ignore_nulls=True)
+    return (pl.when((pl.col("role") == "plain") & (tail != ""))
+            .then(pl.concat_str([pl.col("content"), pl.lit("\n"), tail]))
+            .otherwise(pl.col("content")).alias("content"))
+
+
+def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime,
+               noise: bool = False) -> pl.DataFrame:
+    """The recall-miss rows, in write order: at, term, outcome, word, edit.
+
+    With ``noise``, typos also avoid every token the noise puts in capsules, about one
+    miss in twenty is a correctly spelled word of the diacritic phrases (folded) and one in
+    twenty an identifier no capsule holds (a short hash, ``cap-…``, ``sess-…``).
+    """
     rng = _rng(seed, "misses")
+    avoid = _noise_lexicon(seed)[1] if noise else frozenset()
+    noise_rng = _rng(seed, "noise-misses") if noise else None
     start = _ns(clock_start)
     span = params.span_days * _DAY_NS
     word_cdf = list(itertools.accumulate(1.0 / (k + 1) ** 0.8 for k in range(len(VOCABULARY))))
@@ -330,7 +499,7 @@ def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime) -
         u = rng.random()
         if u < 0.72:
             word = rng.choices(order, cum_weights=word_cdf)[0]
-            term, edit = typo_of(word, rng)
+            term, edit = typo_of(word, rng, avoid)
             outcome = "abstain" if rng.random() < 0.8 else "missing_evidence"
         elif u < 0.85:
             word = rng.choices(order, cum_weights=word_cdf)[0]
@@ -340,11 +509,18 @@ def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime) -
             term, word, edit = rng.choice(ABSENT_WORDS), None, "absent"
             outcome = "abstain"
         at = start + int(rng.random() * span)
+        if noise_rng is not None:
+            v = noise_rng.random()
+            if v < 0.05:
+                term = word = noise_rng.choice(_DIACRITIC_WORDS)
+                edit, outcome = "exact", "missing_evidence"
+            elif v < 0.10:
+                term, word, edit, outcome = _absent_identifier(noise_rng), None, "absent", "abstain"
         rows.append((at, term, outcome, word, edit))
     rows.sort(key=lambda r: r[0])
     # one query recorded through the verb at the end (its terms are folded by the store)
     word = order[0]
-    typo, edit = typo_of(word, rng)
+    typo, edit = typo_of(word, rng, avoid)
     end = start + span
     rows.append((end, typo, "abstain", word, edit))
     rows.append((end, "cafe", "abstain", None, "absent"))
@@ -355,7 +531,8 @@ def _miss_plan(seed: int, params: SynthParams, clock_start: datetime.datetime) -
 
 
 def miss_truth(seed: int = 0, *, capsules: int = 3000,
-               clock_start: datetime.datetime = DEFAULT_CLOCK_START) -> pl.DataFrame:
+               clock_start: datetime.datetime = DEFAULT_CLOCK_START, noise: bool = False,
+               misses: int | None = None) -> pl.DataFrame:
     """The ground truth of a synthetic store's recall-miss ledger, row for row.
 
     One row per ``recall_misses`` row, in seq order: ``at``, ``term`` (folded),
@@ -367,6 +544,9 @@ def miss_truth(seed: int = 0, *, capsules: int = 3000,
         seed: the seed given to `synthesize`.
         capsules: the capsule count given to `synthesize`.
         clock_start: the clock start given to `synthesize`.
+        noise: the ``noise`` flag given to `synthesize`.
+        misses: the ``misses`` count given to `synthesize` (None: the default for
+            ``capsules``).
 
     Examples:
         >>> truth = miss_truth(0, capsules=3000)
@@ -375,7 +555,7 @@ def miss_truth(seed: int = 0, *, capsules: int = 3000,
         >>> truth.filter(pl.col("edit") == "transpose").height > 0
         True
     """
-    return _miss_plan(seed, SynthParams.for_capsules(capsules), clock_start)
+    return _miss_plan(seed, _params(capsules, misses), clock_start, noise)
 
 
 # ---- the capsule plan --------------------------------------------------------------------
@@ -464,7 +644,7 @@ def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
 
 
 def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime,
-                  dag_cycle: bool) -> pl.DataFrame:
+                  dag_cycle: bool, noise: bool = False) -> pl.DataFrame:
     """Every capsule the store will ingest in bulk, in ingest order (column ``pos``).
 
     Roles: plain, epic, task, thread (ACTIVE rows), close (a thread closer).
@@ -542,11 +722,11 @@ def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime
         .alias("arrive_ns")
     ).with_row_index("plan_row").sort(["arrive_ns", "plan_row"]).drop("plan_row")
     rows = rows.with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
-    return _fill_capsules(seed, rows, params, start, end)
+    return _fill_capsules(seed, rows, params, start, end, noise)
 
 
 def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: int,
-                   end: int) -> pl.DataFrame:
+                   end: int, noise: bool = False) -> pl.DataFrame:
     """Content, provenance and the other ingest columns for the planned rows."""
     n = rows.height
     rng = _rng(seed, "content")
@@ -619,6 +799,8 @@ def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: in
         (pl.col("source") == "import").alias("instruction_taint"),
         _lookup(_KINDS, pl.col("kind_i")).alias("plain_kind"),
     )
+    if noise:  # mixed case, plurals and content typos in the word slots of plain rows
+        rows = _noisy_words(seed, rows)
     # content, one template per (role, kind), each computed on its own rows only
     serial = pl.concat_str([pl.lit(" (ref "), pl.col("pos") + 1, pl.lit(")")])
     detail = pl.when(pl.col("has_detail")).then(_template_expr(_DETAIL)).otherwise(pl.lit(""))
@@ -657,6 +839,8 @@ def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: in
         .when(pl.col("u_prec") < 0.75).then(pl.col("created_ns") // 1000 * 1000)
         .otherwise(pl.col("created_ns")).alias("created_ns"),
     )
+    if noise:
+        rows = rows.with_columns(_noise_tail(seed, rows))
     rows = rows.with_columns(
         rfc3339(pl.col("created_ns").cast(_TS)).alias("created_at"),
         pl.when(pl.col("u_valid") < 0.04)
@@ -728,6 +912,8 @@ def synthesize(
     dag_cycle: bool = False,
     chunk_rows: int = 100_000,
     progress: bool = False,
+    noise: bool = False,
+    misses: int | None = None,
 ) -> Store:
     """Write a realistic synthetic store of exactly ``capsules`` capsules at ``path``.
 
@@ -743,6 +929,16 @@ def synthesize(
         dag_cycle: also add one small blocks-cycle (3 tasks) to the DAG.
         chunk_rows: the most capsules one ingest commit carries.
         progress: show a progress bar (tqdm) while writing.
+        noise: also write what real stores hold besides words (see `noisy content`
+            below); off by default, so existing seeds keep their stores.
+        misses: how many recall-miss rows to write (default: a share of ``capsules``,
+            see `SynthParams`).
+
+    Noisy content: plain capsules gain UUID and commit-hash references, id-like tokens
+    (``cap-12``, ``sess-3``, ``PR #40``, ``node_7``, versions), numbers and units, code
+    identifiers built from the words (``snake_case``, ``camelCase``, ``Pascal``,
+    ``dotted.calls()``), mixed case, phrases with Latin diacritics, plurals of the words
+    and a few misspelled words. `miss_truth` with the same ``noise`` stays exact.
 
     Returns:
         The new store, opened with the system clock.
@@ -756,10 +952,10 @@ def synthesize(
     """
     if clock_start.tzinfo is None:
         raise InvalidInputError("clock_start must be an aware datetime (e.g. tzinfo=UTC)")
-    params = SynthParams.for_capsules(capsules)
+    params = _params(capsules, misses)
     start = _ns(clock_start)
     end = start + params.span_days * _DAY_NS
-    plan = _capsule_plan(seed, params, clock_start, dag_cycle)
+    plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
     sessions = _session_plan(seed, params, clock_start)
     clock = _Clock(start)
     store = Store.create(path, clock=clock)
@@ -814,7 +1010,7 @@ def synthesize(
         raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
     plan = plan.with_columns(pl.Series("id", ids))
     clock.set(end)
-    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock)
+    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise)
     if bar is not None:
         bar.update(params.rollups)
         bar.close()
@@ -839,7 +1035,7 @@ def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
 
 def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
                   handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
-                  end: int, clock: _Clock) -> None:
+                  end: int, clock: _Clock, noise: bool = False) -> None:
     rng = _rng(seed, "events")
     at_of = plan.select("id", "created_ns")
     plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
@@ -927,7 +1123,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     store.append("recalls", _recalls(seed, plan, gone, params, end))
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
-    misses = _miss_plan(seed, params, _dt(start))
+    misses = _miss_plan(seed, params, _dt(start), noise)
     bulk, verb = misses.head(misses.height - 2), misses.tail(2)
     store.append("recall_misses", bulk.select("at", "term", "outcome"))
     store.record_miss([verb["term"][0].capitalize(), "Café"], "abstain")

@@ -8,6 +8,15 @@ Examples:
     0
 """
 
-from memframe.audit.misses import AliasRules, MissAudit, alias_proposals, recall_misses, vocabulary
+from memframe.audit.misses import (
+    AliasRules,
+    MissAudit,
+    alias_proposals,
+    id_like,
+    recall_misses,
+    vocabulary,
+)
+from memframe.audit.score import AliasScore, score_aliases
 
-__all__ = ["recall_misses", "MissAudit", "AliasRules", "alias_proposals", "vocabulary"]
+__all__ = ["recall_misses", "MissAudit", "AliasRules", "alias_proposals", "vocabulary",
+           "id_like", "score_aliases", "AliasScore"]

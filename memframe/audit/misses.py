@@ -5,21 +5,29 @@ Everything is computed from one pinned generation of the store:
 * ``recall_misses`` rows (reference 4.7: one folded term per row, outcome ``abstain`` or
   ``missing_evidence``) become a per-term table and a daily trend;
 * ``lane_overrides`` rows (reference 4.8) become a daily trend per (forced, auto_pick) pair;
-* the content of the **live** capsules, tokenised and folded exactly like miss terms,
-  is the store's vocabulary; every missed term the vocabulary lacks gets its closest
-  vocabulary terms as **alias proposals** (Levenshtein distance, computed by
-  ``rapidfuzz``), with the number of live capsules holding each.
+* the content of the **live** capsules, tokenised and folded exactly like miss terms, is
+  the store's vocabulary, without the tokens that name or number things rather than say
+  them (UUIDs, hashes, numbers, ``cap-12``, ``sess-3``: see :func:`id_like`);
+* every missed word the vocabulary lacks gets its closest vocabulary words as **alias
+  proposals**: optimal string alignment distance (an adjacent transposition is one edit),
+  ranked so that frequent live words come first, each with its evidence (distance, live
+  capsules, misses explained).
 
-All frames are Polars DataFrames in a deterministic order; :class:`MissAudit` renders them
-as JSON (deterministic bytes), plain text and self-contained HTML.
+The candidate search is batched: deletion variants of both sides (the first
+:data:`PREFIX` characters, up to the distance limit) are joined in Polars, and only the
+pairs that share a variant are measured, in parallel. All frames are Polars DataFrames in a
+deterministic order; :class:`MissAudit` renders them as JSON (deterministic bytes), plain
+text and self-contained HTML.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,17 +35,22 @@ from memframe.errors import InvalidInputError
 from memframe.schema import LANE_PAIRS, MISS_OUTCOMES
 from memframe.text import fold_expr, parse_instant, rfc3339, rfc3339_text
 
+if TYPE_CHECKING:  # pragma: no cover
+    from memframe.audit.score import AliasScore
+
 __all__ = [
     "recall_misses",
     "MissAudit",
     "AliasRules",
     "vocabulary",
     "alias_proposals",
+    "id_like",
     "TERM_SCHEMA",
     "DAILY_SCHEMA",
     "LANE_DAILY_SCHEMA",
     "ALIAS_SCHEMA",
     "VOCABULARY_SCHEMA",
+    "PREFIX",
 ]
 
 _TS = pl.Datetime("ns", "UTC")
@@ -53,6 +66,7 @@ TERM_SCHEMA: dict[str, pl.DataType] = {
     "recurring": pl.Boolean(),
     "in_vocabulary": pl.Boolean(),
     "alias": pl.String(),
+    "id_like": pl.Boolean(),
 }
 DAILY_SCHEMA: dict[str, pl.DataType] = {
     "day": pl.Date(),
@@ -75,6 +89,7 @@ ALIAS_SCHEMA: dict[str, pl.DataType] = {
     "alias": pl.String(),
     "distance": pl.Int64(),
     "capsules": pl.Int64(),
+    "misses_explained": pl.Int64(),
 }
 VOCABULARY_SCHEMA: dict[str, pl.DataType] = {
     "token": pl.String(),
@@ -82,8 +97,19 @@ VOCABULARY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # A word, or a compound of words joined by - . ' ’ / (so "co-op" and "e.g" are tokens too).
-_WORD = r"\w+"
-_COMPOUND = r"\w+(?:[-.'’/]\w+)+"
+# Tokens that start with a digit are id-like (see id_like) and never extracted: the
+# serial numbers, hashes and measures of a big store would otherwise be most of its
+# distinct tokens.
+_WORD = r"\b[^\W\d]\w*"
+_COMPOUND = r"\b[^\W\d]\w*(?:[-.'’/]\w+)+"
+# UUIDs are blanked out of (folded) content before tokenising, so their fragments
+# ("8afe", "cafe") never become words.
+_UUID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+# Live content is tokenised in at most two slices per thread, of at least this many rows.
+_SLICE_ROWS = 25_000
+#: How many leading characters of a term and of a vocabulary word the candidate index
+#: takes deletion variants of (the search stays exact; longer words are measured whole).
+PREFIX = 7
 # Lane pairs in the reference's order (4.8), so trends list them the same way every time.
 _PAIR_ORDER = pl.DataFrame(
     [(forced, auto, i) for i, (forced, auto) in enumerate(LANE_PAIRS)],
@@ -94,13 +120,26 @@ _PAIR_ORDER = pl.DataFrame(
 
 @dataclass(frozen=True)
 class AliasRules:
-    """How close a vocabulary term must be to a missed term to be proposed as its alias.
+    """How close a vocabulary word must be to a missed term to be proposed as its alias,
+    and how proposals are ranked.
+
+    Distances are optimal string alignment distances: insertions, deletions,
+    substitutions and adjacent transpositions each count one edit (``audti`` is one edit
+    from ``audit``, two from ``auth``).
+
+    Proposals of a term are ranked by ``distance - log(capsules) / log(frequency_per_edit)``
+    (lowest first), then distance, then live capsules (most first), then alphabetically:
+    at equal distance the word more live capsules hold comes first, and a word one edit
+    further away only comes first when ``frequency_per_edit`` times more live capsules
+    hold it.
 
     Attributes:
-        max_distance: the largest Levenshtein distance proposed (default 2).
+        max_distance: the largest distance proposed (default 2).
         short_term_length: terms of at most this many characters are "short" (default 4).
         short_max_distance: the largest distance proposed for a short term (default 1).
         per_term: at most this many proposals per missed term (default 3).
+        frequency_per_edit: how many times more live capsules make up for one more edit
+            (default 1000; at least 2).
 
     Examples:
         >>> AliasRules().limit("retreival"), AliasRules().limit("gpu")
@@ -111,19 +150,36 @@ class AliasRules:
     short_term_length: int = 4
     short_max_distance: int = 1
     per_term: int = 3
+    frequency_per_edit: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("max_distance", "short_term_length", "short_max_distance", "per_term"):
+        for name in ("max_distance", "short_term_length", "short_max_distance", "per_term",
+                     "frequency_per_edit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInputError(f"AliasRules.{name} must be a non-negative integer, "
                                         f"got {value!r}")
+        if self.frequency_per_edit < 2:
+            raise InvalidInputError(f"AliasRules.frequency_per_edit must be at least 2, got "
+                                    f"{self.frequency_per_edit!r}")
 
     def limit(self, term: str) -> int:
         """The largest distance proposed for ``term``."""
         if len(term) <= self.short_term_length:
             return min(self.short_max_distance, self.max_distance)
         return self.max_distance
+
+    def limit_expr(self, term: pl.Expr) -> pl.Expr:
+        """:meth:`limit` as a Polars expression over a column of terms.
+
+        Examples:
+            >>> pl.DataFrame({"t": ["gpu", "retreival"]}).select(
+            ...     AliasRules().limit_expr(pl.col("t")))["literal"].to_list()
+            [1, 2]
+        """
+        return (pl.when(term.str.len_chars() <= self.short_term_length)
+                .then(pl.lit(min(self.short_max_distance, self.max_distance)))
+                .otherwise(pl.lit(self.max_distance)).cast(pl.Int64))
 
 
 # ---- window ------------------------------------------------------------------------------
@@ -137,17 +193,110 @@ def _in_window(since: _dt.datetime | None, until: _dt.datetime | None) -> pl.Exp
     return expr
 
 
-# ---- vocabulary and aliases ----------------------------------------------------------------
+# ---- progress ----------------------------------------------------------------------------
+
+class _Steps:
+    """A progress bar over the audit's steps, on stderr and only when it is a terminal."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.bar: Any = None
+        if enabled and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="audit", unit="step", leave=False,
+                            file=sys.stderr)
+
+    def step(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(what, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---- vocabulary ----------------------------------------------------------------------------
+
+def id_like(token: pl.Expr) -> pl.Expr:
+    """True for a folded token that names or numbers something rather than says it.
+
+    Such tokens are left out of the vocabulary and get no alias proposal: no letter at
+    all (numbers, dates), a leading digit (``10x``, ``250ms``), hexadecimal of 4+
+    characters with a digit (commit hashes, UUID pieces), a purely numeric segment in a
+    compound or after an underscore (``cap-12``, ``sess-3``, ``node_7``, ``v1.2.3``), and
+    long runs of 16+ characters with 4+ digits and no underscore (keys, encoded blobs).
+
+    Examples:
+        >>> import polars as pl
+        >>> tokens = ["cap-12", "sess-3", "3f9a2c1", "8afe", "cafe", "250ms", "2026",
+        ...           "retrieval_cache", "schema_v2", "e2e", "co-op", "node_7"]
+        >>> pl.DataFrame({"t": tokens}).filter(id_like(pl.col("t")))["t"].to_list()
+        ['cap-12', 'sess-3', '3f9a2c1', '8afe', '250ms', '2026', 'node_7']
+    """
+    return (
+        ~token.str.contains(r"\p{L}")
+        | token.str.contains(r"^\p{N}")
+        | (token.str.contains(r"^[0-9a-f]+(?:[-.][0-9a-f]+)*$")
+           & token.str.contains(r"[0-9]") & (token.str.len_chars() >= 4))
+        | token.str.contains(r"(?:^|[-_.'’/])[0-9]+(?:[-.'’/]|$)")
+        | ((token.str.len_chars() >= 16) & (token.str.count_matches(r"[0-9]") >= 4)
+           & ~token.str.contains("_", literal=True))
+    )
+
+
+def _tokenise(content: pl.LazyFrame) -> pl.LazyFrame:
+    """(token, capsules) of one slice of live content: folded, UUIDs blanked, each token
+    counted once per capsule."""
+    c = pl.col("content")
+    ascii_only = c.str.len_bytes() == c.str.len_chars()
+    folded = pl.concat([  # only text with non-ASCII characters needs the diacritic fold
+        content.filter(ascii_only).select(c.str.to_lowercase()),
+        content.filter(~ascii_only).select(fold_expr(c)),
+    ])
+    return (
+        folded.select(c.str.replace_all(_UUID, " "))
+        .select(pl.concat_list(c.str.extract_all(_WORD), c.str.extract_all(_COMPOUND))
+                .list.unique().alias("token"))
+        .explode("token")
+        .drop_nulls("token")
+        .group_by("token")
+        .agg(pl.len().cast(pl.Int64).alias("capsules"))
+    )
+
+
+def _token_counts(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """Every folded token of live content with the number of live capsules holding it
+    (id-like tokens included), tokenised in parallel slices."""
+    live = (
+        capsule_state.lazy()
+        .filter((pl.col("status") == "live") & pl.col("content").is_not_null())
+        .select("content")
+        .collect()
+    )
+    if live.is_empty():
+        return pl.DataFrame(schema=VOCABULARY_SCHEMA)
+    slices = max(1, min(2 * pl.thread_pool_size(), live.height // _SLICE_ROWS))
+    step = -(-live.height // slices)
+    parts = pl.collect_all([_tokenise(live.slice(i, step).lazy())
+                            for i in range(0, live.height, step)])
+    counts = pl.concat(parts)
+    if len(parts) > 1:
+        counts = counts.group_by("token").agg(pl.col("capsules").sum())
+    return counts
+
 
 def vocabulary(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """The store's own vocabulary: folded tokens of live capsule content.
+    """The store's own vocabulary: folded words of live capsule content.
 
-    Content is split into words (``\\w+``) and compounds of words joined by ``-``, ``.``,
-    ``'``, ``’`` or ``/``; each token is folded exactly like a miss term
-    (:func:`memframe.text.fold_expr`) and kept when it holds a letter or a digit.
+    Content is folded like a miss term (:func:`memframe.text.fold_expr`), UUIDs are blanked
+    out, and the rest is split into words (``\\w+``) and compounds of words joined by
+    ``-``, ``.``, ``'``, ``’`` or ``/``. Tokens that name or number things rather than say
+    them (:func:`id_like`: hashes, numbers, ``cap-12``, ``sess-3``) are left out; those
+    starting with a digit are never even extracted.
 
     Args:
-        capsule_state: ``store.capsule_state()`` (needs ``id``, ``status``, ``content``).
+        capsule_state: ``store.capsule_state()`` (needs ``status`` and ``content``).
 
     Returns:
         ``token``, ``capsules`` (live capsules whose content holds the token), sorted by
@@ -157,29 +306,94 @@ def vocabulary(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         >>> import polars as pl
         >>> state = pl.DataFrame({"id": ["cap-1", "cap-2", "cap-3"],
         ...                       "status": ["live", "live", "tombstoned"],
-        ...                       "content": ["Retrieval, Café co-op", "retrieval", "gone"]})
+        ...                       "content": ["Retrieval, Café co-op", "retrieval cap-12",
+        ...                                   "gone"]})
         >>> vocabulary(state).rows()
-        [('cafe', 1), ('co', 1), ('co-op', 1), ('op', 1), ('retrieval', 2)]
+        [('cafe', 1), ('cap', 1), ('co', 1), ('co-op', 1), ('op', 1), ('retrieval', 2)]
     """
-    lazy = capsule_state.lazy()
-    live = lazy.filter((pl.col("status") == "live") & pl.col("content").is_not_null())
-    words = live.select(
-        "id",
-        pl.concat_list(
-            pl.col("content").str.extract_all(_WORD),
-            pl.col("content").str.extract_all(_COMPOUND),
-        ).alias("token"),
-    )
+    counts = _token_counts(capsule_state)
     return (
-        words.explode("token")
-        .filter(pl.col("token").is_not_null())
-        .with_columns(fold_expr(pl.col("token")).alias("token"))
-        .filter(pl.col("token").str.contains(r"[\p{L}\p{N}]"))
-        .group_by("token")
-        .agg(pl.col("id").n_unique().cast(pl.Int64).alias("capsules"))
+        counts.filter(~id_like(pl.col("token")))
         .sort("token")
-        .collect()
+        .select(list(VOCABULARY_SCHEMA))
         .cast(VOCABULARY_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+# ---- alias proposals -----------------------------------------------------------------------
+
+def _deletion_variants(frame: pl.DataFrame, depth: pl.Expr | int) -> pl.DataFrame:
+    """``(i, v)``: every string obtained from the first :data:`PREFIX` characters of
+    ``text`` by deleting at most ``depth`` characters (per row), without repeats."""
+    base = frame.select("i", pl.col("text").str.slice(0, PREFIX).alias("v"),
+                        (depth if isinstance(depth, pl.Expr) else pl.lit(depth))
+                        .alias("depth"))
+    levels = [base.select("i", "v")]
+    current = base
+    deepest = int(base.get_column("depth").max() or 0)  # type: ignore[arg-type]
+    for level in range(1, deepest + 1):
+        current = (
+            current.filter(pl.col("depth") >= level)
+            .with_columns(pl.int_ranges(0, pl.col("v").str.len_chars()).alias("at"))
+            .explode("at")
+            .drop_nulls("at")
+            .select("i", (pl.col("v").str.slice(0, pl.col("at"))
+                          + pl.col("v").str.slice(pl.col("at") + 1)).alias("v"), "depth")
+            .unique(["i", "v"])
+        )
+        levels.append(current.select("i", "v"))
+    return pl.concat(levels).unique(["i", "v"])
+
+
+def _candidates(queries: pl.DataFrame, words: pl.DataFrame, max_limit: int) -> pl.DataFrame:
+    """``(qi, wi, distance)`` for every query and word within the query's ``limit``.
+
+    ``queries`` has ``i``, ``text``, ``limit``; ``words`` has ``i``, ``text``. Exact: two
+    strings within ``k`` edits (insertions, deletions, substitutions, adjacent
+    transpositions) share a string reachable from each one's first :data:`PREFIX`
+    characters by at most ``k`` deletions, so joining the deletion variants finds every
+    pair; each pair found is then measured whole.
+    """
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    length = pl.col("text").str.len_chars().cast(pl.Int64)
+    lengths = queries.select((length - pl.col("limit")).min().alias("lo"),
+                             (length + pl.col("limit")).max().alias("hi"))
+    lo, hi = lengths.row(0)
+    words = words.filter(pl.col("text").str.len_chars().is_between(lo, hi))
+    if words.is_empty():
+        return pl.DataFrame(schema={"qi": pl.Int64, "wi": pl.Int64, "distance": pl.Int64})
+    # the join key is (variant, word length): a query only meets words whose length is
+    # within its limit, so long identifiers sharing a prefix never become pairs
+    query_keys = (
+        _deletion_variants(queries, pl.col("limit"))
+        .join(queries.select("i", (length - pl.col("limit")).alias("lo"),
+                             (length + pl.col("limit")).alias("hi")), on="i")
+        .with_columns(pl.int_ranges("lo", pl.col("hi") + 1).alias("n"))
+        .explode("n")
+        .select("i", "v", pl.col("n").cast(pl.Int64))
+    )
+    word_keys = (
+        _deletion_variants(words, max_limit)
+        .join(words.select("i", length.alias("n")), on="i")
+    )
+    pairs = (
+        query_keys.join(word_keys, on=["v", "n"], suffix="_w")
+        .select(pl.col("i").alias("qi"), pl.col("i_w").alias("wi"))
+        .unique()
+        .join(queries.select(pl.col("i").alias("qi"), pl.col("text").alias("q"), "limit"),
+              on="qi")
+        .join(words.select(pl.col("i").alias("wi"), pl.col("text").alias("w")), on="wi")
+    )
+    if pairs.is_empty():
+        return pl.DataFrame(schema={"qi": pl.Int64, "wi": pl.Int64, "distance": pl.Int64})
+    distance = process.cpdist(pairs.get_column("q").to_list(), pairs.get_column("w").to_list(),
+                              scorer=OSA.distance, score_cutoff=max_limit, workers=-1)
+    return (
+        pairs.with_columns(pl.Series("distance", distance).cast(pl.Int64))
+        .filter(pl.col("distance") <= pl.col("limit"))
+        .select(pl.col("qi").cast(pl.Int64), pl.col("wi").cast(pl.Int64), "distance")
     )
 
 
@@ -188,62 +402,73 @@ def alias_proposals(
     vocab: pl.DataFrame,
     rules: AliasRules | None = None,
 ) -> pl.DataFrame:
-    """The closest vocabulary terms of each missed term the vocabulary lacks.
+    """The closest vocabulary words of each missed term the vocabulary lacks.
 
-    Candidates are vocabulary tokens within ``rules.limit(term)`` Levenshtein edits
-    (computed with ``rapidfuzz``), ordered by (distance, most live capsules first,
-    token) and capped at ``rules.per_term``.
+    Candidates are vocabulary words within ``rules.limit(term)`` edits (optimal string
+    alignment: an adjacent transposition is one edit), ranked as :class:`AliasRules`
+    says (frequent live words first) and capped at ``rules.per_term``. Id-like terms
+    (:func:`id_like`: hashes, numbers, ``cap-12``) get no proposal.
 
     Args:
         terms: ``term`` and ``misses`` of the missed terms.
         vocab: ``token`` and ``capsules``, as :func:`vocabulary` returns.
-        rules: distance limits and the per-term cap (default :class:`AliasRules`).
+        rules: distance limits, ranking and the per-term cap (default :class:`AliasRules`).
 
     Returns:
         A frame of :data:`ALIAS_SCHEMA`: ``term``, ``term_misses``, ``rank`` (1-based),
-        ``alias``, ``distance``, ``capsules``; sorted by (term_misses desc, term, rank).
+        ``alias``, and the evidence: ``distance``, ``capsules`` (live capsules holding the
+        alias) and ``misses_explained`` (misses of every term the alias is proposed for);
+        sorted by (term_misses desc, term, rank).
 
     Examples:
         >>> import polars as pl
-        >>> terms = pl.DataFrame({"term": ["retreival", "gpu"], "misses": [3, 1]})
-        >>> vocab = pl.DataFrame({"token": ["retrieval", "retrievals", "gpus", "cpu"],
-        ...                       "capsules": [5, 1, 2, 2]})
+        >>> terms = pl.DataFrame({"term": ["audti", "retreival", "gpu"], "misses": [4, 3, 1]})
+        >>> vocab = pl.DataFrame({"token": ["audit", "auth", "retrieval", "gpus", "cpu"],
+        ...                       "capsules": [5, 9, 1, 2, 2]})
         >>> alias_proposals(terms, vocab).select("term", "alias", "distance").rows()
-        [('retreival', 'retrieval', 2), ('gpu', 'cpu', 1), ('gpu', 'gpus', 1)]
+        [('audti', 'audit', 1), ('audti', 'auth', 2), ('retreival', 'retrieval', 1), ('gpu', 'cpu', 1), ('gpu', 'gpus', 1)]
     """
-    from rapidfuzz import process
-    from rapidfuzz.distance import Levenshtein
-
     rules = rules or AliasRules()
-    tokens = vocab.get_column("token").to_list()
-    capsules = dict(zip(tokens, vocab.get_column("capsules").to_list(), strict=True))
-    known = set(tokens)
-    by_length: dict[int, list[str]] = {}
-    for token in tokens:
-        by_length.setdefault(len(token), []).append(token)
-
-    rows: list[tuple[str, int, int, str, int, int]] = []
-    for term, misses in terms.select("term", "misses").iter_rows():
-        if term in known:
-            continue
-        limit = rules.limit(term)
-        if limit == 0 or rules.per_term == 0:
-            continue
-        choices = [
-            token
-            for length in range(max(1, len(term) - limit), len(term) + limit + 1)
-            for token in by_length.get(length, ())
-        ]
-        if not choices:
-            continue
-        found = process.extract(
-            term, choices, scorer=Levenshtein.distance, score_cutoff=limit, limit=None
-        )
-        found.sort(key=lambda hit: (hit[1], -capsules[hit[0]], hit[0]))
-        for rank, (alias, distance, _) in enumerate(found[: rules.per_term], start=1):
-            rows.append((term, int(misses), rank, alias, int(distance), capsules[alias]))
-    frame = pl.DataFrame(rows, schema=ALIAS_SCHEMA, orient="row")
-    return frame.sort(["term_misses", "term", "rank"], descending=[True, False, False])
+    empty = pl.DataFrame(schema=ALIAS_SCHEMA)
+    if rules.per_term == 0 or rules.max_distance == 0 or terms.is_empty() or vocab.is_empty():
+        return empty
+    queries = (
+        terms.select(pl.col("term").alias("text"), pl.col("misses").cast(pl.Int64))
+        .filter(~pl.col("text").is_in(vocab.get_column("token").implode())
+                & ~id_like(pl.col("text")))
+        .with_columns(rules.limit_expr(pl.col("text")).alias("limit"))
+        .filter(pl.col("limit") > 0)
+        .with_row_index("i")
+    )
+    if queries.is_empty():
+        return empty
+    words = vocab.select(pl.col("token").alias("text"), pl.col("capsules").cast(pl.Int64)) \
+        .with_row_index("i")
+    found = _candidates(queries.select("i", "text", "limit"), words.select("i", "text"),
+                        rules.max_distance)
+    if found.is_empty():
+        return empty
+    per_edit = math.log(rules.frequency_per_edit)
+    ranked = (
+        found.join(queries.select(pl.col("i").cast(pl.Int64).alias("qi"),
+                                  pl.col("text").alias("term"),
+                                  pl.col("misses").alias("term_misses")), on="qi")
+        .join(words.select(pl.col("i").cast(pl.Int64).alias("wi"),
+                           pl.col("text").alias("alias"), "capsules"), on="wi")
+        .with_columns((pl.col("distance")
+                       - pl.col("capsules").cast(pl.Float64).log() / per_edit).alias("score"))
+        .sort(["term", "score", "distance", "capsules", "alias"],
+              descending=[False, False, False, True, False])
+        .with_columns(pl.int_range(1, pl.len() + 1).over("term").cast(pl.Int64).alias("rank"))
+        .filter(pl.col("rank") <= rules.per_term)
+    )
+    return (
+        ranked.with_columns(pl.col("term_misses").sum().over("alias").cast(pl.Int64)
+                            .alias("misses_explained"))
+        .select(list(ALIAS_SCHEMA))
+        .cast(ALIAS_SCHEMA)  # type: ignore[arg-type]
+        .sort(["term_misses", "term", "rank"], descending=[True, False, False])
+    )
 
 
 # ---- the frames --------------------------------------------------------------------------
@@ -337,19 +562,24 @@ class MissAudit:
         terms: one row per missed term: ``misses``, by outcome (``abstain``,
             ``missing_evidence``), ``first_seen``, ``last_seen``, ``days`` (distinct UTC
             days seen), ``recurring`` (missed on at least ``recurring_days`` days),
-            ``in_vocabulary`` (live capsule content holds the term) and ``alias`` (the
-            best alias proposal, if any); sorted by misses desc, then term.
+            ``in_vocabulary`` (the term is a word of live capsule content), ``alias`` (the
+            best alias proposal, if any) and ``id_like`` (the term names or numbers
+            something, see :func:`id_like`: it is never in the vocabulary and gets no
+            alias); sorted by misses desc, then term.
         daily: one row per UTC day from the first to the last miss (zeros included):
             ``misses``, ``abstain``, ``missing_evidence``, ``terms`` (distinct),
             ``new_terms`` (terms first missed that day).
         lane_daily: lane overrides per UTC day and (``forced``, ``auto_pick``) pair, for
             every day of the overrides' span and every pair seen (zeros included).
-        aliases: alias proposals: ``term``, ``term_misses``, ``rank``, ``alias``,
-            ``distance``, ``capsules`` (live capsules containing the alias).
+        aliases: alias proposals: ``term``, ``term_misses``, ``rank``, ``alias`` and the
+            evidence: ``distance`` (edits, a transposition counting one), ``capsules``
+            (live capsules containing the alias), ``misses_explained`` (misses of every
+            term the alias is proposed for).
         generation: the store generation audited.
         since: the window's inclusive lower bound, or None.
         until: the window's exclusive upper bound, or None.
-        vocabulary_size: distinct folded tokens of live capsule content.
+        vocabulary_size: distinct folded words of live capsule content (id-like tokens
+            left out).
         rules: the alias distance rules used.
         recurring_days: how many distinct days make a term recurring.
 
@@ -389,7 +619,8 @@ class MissAudit:
     @property
     def totals(self) -> dict[str, int]:
         """Headline numbers: misses, by outcome, terms, recurring terms, terms outside
-        the vocabulary, terms with a proposal, days with a miss, lane overrides."""
+        the vocabulary, terms with a proposal, days with a miss, lane overrides, id-like
+        terms."""
         t = self.terms
         return {
             "misses": int(t.get_column("misses").sum()),
@@ -401,6 +632,7 @@ class MissAudit:
             "terms_with_alias": int(t.get_column("alias").is_not_null().sum()),
             "days_with_misses": int((self.daily.get_column("misses") > 0).sum()),
             "lane_overrides": int(self.lane_daily.get_column("overrides").sum()),
+            "id_like_terms": int(t.get_column("id_like").sum()),
         }
 
     def lane_totals(self) -> pl.DataFrame:
@@ -409,6 +641,24 @@ class MissAudit:
             self.lane_daily.group_by("forced", "auto_pick", maintain_order=True)
             .agg(pl.col("overrides").sum())
         )
+
+    def score(self, truth: pl.DataFrame) -> AliasScore:
+        """Score the alias proposals against a ground truth of which term came from which
+        word (``term``, ``word``, ``edit``; :func:`memframe.synth.miss_truth` returns
+        one): see :func:`memframe.audit.score_aliases`.
+
+        Examples:
+            >>> import os, tempfile
+            >>> from memframe.synth import miss_truth, synthesize
+            >>> store = synthesize(os.path.join(tempfile.mkdtemp(), "s"), capsules=400,
+            ...                    seed=3, noise=True)
+            >>> score = recall_misses(store).score(miss_truth(3, capsules=400, noise=True))
+            >>> score.precision_at_1 >= 0.9
+            True
+        """
+        from memframe.audit.score import score_aliases
+
+        return score_aliases(self.aliases, truth)
 
     # -- renderings --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -425,6 +675,7 @@ class MissAudit:
                 "short_term_length": self.rules.short_term_length,
                 "short_max_distance": self.rules.short_max_distance,
                 "per_term": self.rules.per_term,
+                "frequency_per_edit": self.rules.frequency_per_edit,
                 "recurring_days": self.recurring_days,
             },
             "vocabulary_size": self.vocabulary_size,
@@ -490,6 +741,7 @@ def recall_misses(
     *,
     rules: AliasRules | None = None,
     recurring_days: int = 2,
+    progress: bool = True,
 ) -> MissAudit:
     """Audit the recall misses of a store (or a frozen view) at one pinned generation.
 
@@ -500,6 +752,7 @@ def recall_misses(
         until: keep those strictly before this instant.
         rules: alias distance rules (default :class:`AliasRules`).
         recurring_days: distinct UTC days after which a term is flagged recurring.
+        progress: show the audit's steps on stderr (only when stderr is a terminal).
 
     Returns:
         A :class:`MissAudit`. The vocabulary behind alias proposals is the live capsule
@@ -522,7 +775,7 @@ def recall_misses(
         >>> audit.terms.select("term", "misses", "days", "recurring", "in_vocabulary").rows()
         [('lane', 2, 2, True, True), ('retreival', 2, 2, True, False)]
         >>> audit.aliases.select("term", "alias", "distance", "capsules").rows()
-        [('retreival', 'retrieval', 2, 1)]
+        [('retreival', 'retrieval', 1, 1)]
         >>> recall_misses(store, since="2026-07-03").totals["misses"]
         2
     """
@@ -538,43 +791,48 @@ def recall_misses(
         raise InvalidInputError(f"recurring_days must be a positive integer, "
                                 f"got {recurring_days!r}")
     rules = rules or AliasRules()
-    view = store.pinned()
-    window = _in_window(since_at, until_at)
-
-    misses = (
-        view.table("recall_misses")
-        .filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
-        .select("seq", "at", "term", "outcome")
-        .collect()
-    )
-    overrides = (
-        view.table("lane_overrides").filter(window).select("at", "forced", "auto_pick").collect()
-    )
-    vocab = vocabulary(view.capsule_state())
-
-    terms = (
-        _term_table(misses.lazy(), recurring_days)
-        .with_columns(pl.col("term").is_in(vocab.get_column("token").implode())
-                      .alias("in_vocabulary"))
-        .sort(["misses", "term"], descending=[True, False])
-        .collect()
-    )
-    aliases = alias_proposals(terms, vocab, rules)
-    best = aliases.filter(pl.col("rank") == 1).select("term", pl.col("alias"))
-    terms = (
-        terms.join(best, on="term", how="left", maintain_order="left")
-        .select(list(TERM_SCHEMA))
-        .cast(TERM_SCHEMA)  # type: ignore[arg-type]
-    )
-    return MissAudit(
-        terms=terms,
-        daily=_daily(misses),
-        lane_daily=_lane_daily(overrides),
-        aliases=aliases,
-        generation=view.generation,
-        since=since_at,
-        until=until_at,
-        vocabulary_size=vocab.height,
-        rules=rules,
-        recurring_days=recurring_days,
-    )
+    steps = _Steps(progress, 4)
+    try:
+        view = store.pinned()
+        window = _in_window(since_at, until_at)
+        misses, overrides = pl.collect_all([
+            view.table("recall_misses")
+            .filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
+            .select("seq", "at", "term", "outcome"),
+            view.table("lane_overrides").filter(window).select("at", "forced", "auto_pick"),
+        ])
+        steps.step("misses read")
+        vocab = vocabulary(view.capsule_state())
+        steps.step(f"vocabulary: {vocab.height:,} words")
+        terms = (
+            _term_table(misses.lazy(), recurring_days)
+            .with_columns(pl.col("term").is_in(vocab.get_column("token").implode())
+                          .alias("in_vocabulary"),
+                          id_like(pl.col("term")).alias("id_like"))
+            .sort(["misses", "term"], descending=[True, False])
+            .collect()
+        )
+        aliases = alias_proposals(terms, vocab, rules)
+        steps.step(f"aliases: {aliases.height:,} proposals")
+        best = aliases.filter(pl.col("rank") == 1).select("term", pl.col("alias"))
+        terms = (
+            terms.join(best, on="term", how="left", maintain_order="left")
+            .select(list(TERM_SCHEMA))
+            .cast(TERM_SCHEMA)  # type: ignore[arg-type]
+        )
+        audit = MissAudit(
+            terms=terms,
+            daily=_daily(misses),
+            lane_daily=_lane_daily(overrides),
+            aliases=aliases,
+            generation=view.generation,
+            since=since_at,
+            until=until_at,
+            vocabulary_size=vocab.height,
+            rules=rules,
+            recurring_days=recurring_days,
+        )
+        steps.step("trends")
+        return audit
+    finally:
+        steps.close()

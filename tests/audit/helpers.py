@@ -7,15 +7,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 
-def levenshtein(a: str, b: str) -> int:
-    """Textbook dynamic-programming Levenshtein distance (insert, delete, substitute)."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, start=1):
-        cur = [i]
-        for j, cb in enumerate(b, start=1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
+def osa(a: str, b: str) -> int:
+    """Textbook optimal string alignment distance: Levenshtein plus adjacent transposition
+    (no substring edited twice)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
 
 
 def term_oracle(rows: Iterable[tuple[dt.datetime, str, str]]) -> dict[str, dict]:

@@ -83,6 +83,7 @@ def test_per_term_table(known):
     assert audit.totals == {
         "misses": 11, "abstain": 8, "missing_evidence": 3, "terms": 7, "recurring_terms": 2,
         "unknown_terms": 5, "terms_with_alias": 3, "days_with_misses": 3, "lane_overrides": 3,
+        "id_like_terms": 0,
     }
 
 
@@ -176,7 +177,7 @@ def test_json_is_deterministic_and_complete(known):
     assert body["terms"][0] == {
         "term": "retreival", "misses": 4, "abstain": 3, "missing_evidence": 1,
         "first_seen": "2026-07-01T09:00:00Z", "last_seen": "2026-07-06T14:00:00Z", "days": 3,
-        "recurring": True, "in_vocabulary": False, "alias": "retrieval",
+        "recurring": True, "in_vocabulary": False, "alias": "retrieval", "id_like": False,
     }
     assert body["daily"][0]["day"] == "2026-07-01"
     assert len(body["aliases"]) == a.aliases.height
@@ -217,13 +218,15 @@ def test_alias_order_is_distance_then_capsules_then_term():
 
 def test_short_terms_get_one_edit_at_most():
     vocab = _vocab([("gpu", 3), ("gpus", 1), ("cpu", 8), ("gp", 1), ("ug", 9)])
-    terms = pl.DataFrame({"term": ["gpux", "pgu"], "misses": [2, 1]})
+    terms = pl.DataFrame({"term": ["gpux", "pgu", "gupx"], "misses": [3, 2, 1]})
     got = alias_proposals(terms, vocab, AliasRules(per_term=10))
+    # a transposition is one edit (pgu -> gpu); gupx is two edits from everything
     assert got.select("term", "alias", "distance").rows() == [
-        ("gpux", "gpu", 1), ("gpux", "gpus", 1),
+        ("gpux", "gpu", 1), ("gpux", "gpus", 1), ("pgu", "gpu", 1),
     ]
     wider = alias_proposals(terms, vocab, AliasRules(short_max_distance=2, per_term=10))
-    assert ("pgu", "gpu", 2) in wider.select("term", "alias", "distance").rows()
+    assert ("gupx", "gpu", 2) in wider.select("term", "alias", "distance").rows()
+    assert ("pgu", "cpu", 2) in wider.select("term", "alias", "distance").rows()
     assert alias_proposals(terms, vocab, AliasRules(max_distance=0)).is_empty()
 
 
@@ -242,11 +245,11 @@ def test_vocabulary_tokenises_and_folds_like_miss_terms():
     state = pl.DataFrame({
         "id": ["cap-1", "cap-2", "cap-3"],
         "status": ["live", "live", "superseded"],
-        "content": ["Ça marche: CO-OP, e.g. Łódź_2 — ÉTÉ!", "été été", "hidden"],
+        "content": ["Ça marche: CO-OP, e.g. Łódź_v2 — ÉTÉ!", "été été", "hidden"],
     })
     assert vocabulary(state).rows() == [
         ("ca", 1), ("co", 1), ("co-op", 1), ("e", 1), ("e.g", 1), ("ete", 2), ("g", 1),
-        ("lodz_2", 1), ("marche", 1), ("op", 1),
+        ("lodz_v2", 1), ("marche", 1), ("op", 1),
     ]
 
 
@@ -276,6 +279,6 @@ def test_text_report(known):
     text = mf.audit.recall_misses(store).to_text()
     lines = text.splitlines()
     assert lines[0] == "recall-miss audit, generation 11: 11 misses of 7 terms on 3 days"
-    assert "  retreival -> retrieval: 2, 2 capsules" in lines
+    assert "  retreival -> retrieval: 1, 2 capsules" in lines  # a transposition: one edit
     assert any(line.endswith("retreival  [recurring, -> retrieval]") for line in lines)
     assert "  vector -> fused: 2" in lines
