@@ -26,7 +26,7 @@ Examples:
     >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
     >>> _ = store.ingest([{"content": t, "source": "s", "anchor": t,
     ...                    "conversation_id": "conv-1"} for t in "ab"])
-    >>> distributed.rebuild_sessions(store, engine="local").rows_written
+    >>> distributed.rebuild_sessions(store, engine="local").projections["session"]["rows_written"]
     1
     >>> distributed.rebuild_sessions(store, engine="ray").rows_written  # doctest: +SKIP
     1

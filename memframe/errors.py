@@ -17,6 +17,10 @@ __all__ = [
     "SessionError",
     "TombstonedContentError",
     "DigestParameterError",
+    "AbstractRefusedError",
+    "ProjectionRegistryError",
+    "ImportSourceError",
+    "SourceRewrittenError",
 ]
 
 
@@ -89,3 +93,19 @@ class SessionError(InvalidInputError):
 
 class DigestParameterError(MemframeError, ValueError):
     """A digest parameter that can match nothing (reference 1.1 teaching errors)."""
+
+
+class AbstractRefusedError(InvalidInputError):
+    """abstract() was asked to absorb a member it cannot (already absorbed, or the rollup)."""
+
+
+class ProjectionRegistryError(MemframeError):
+    """A projection name registered without its fold or its door (or the reverse)."""
+
+
+class ImportSourceError(MemframeError):
+    """The nMEMORY file cannot be imported as it is; nothing was written."""
+
+
+class SourceRewrittenError(ImportSourceError):
+    """A re-import found the source changed in a way that is not an append."""

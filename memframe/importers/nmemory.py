@@ -41,7 +41,12 @@ from typing import Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.errors import MemframeError, SchemaValidationError
+from memframe.errors import (
+    ImportSourceError,
+    MemframeError,
+    SchemaValidationError,
+    SourceRewrittenError,
+)
 from memframe.ids import capsule_number_expr
 from memframe.state import latest_by_seq
 from memframe.store import Store, StoreView, capture
@@ -123,14 +128,6 @@ _RFC3339 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})
 _CANONICAL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{0,8}[1-9])?Z$"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%#z"
 _HEX64 = r"^[0-9a-f]{64}$"
-
-
-class ImportSourceError(MemframeError):
-    """The nMEMORY file cannot be imported as it is; nothing was written."""
-
-
-class SourceRewrittenError(ImportSourceError):
-    """A re-import found the source changed in a way that is not an append."""
 
 
 # ---- the report --------------------------------------------------------------------------

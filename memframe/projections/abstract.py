@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.errors import InvalidInputError
+from memframe.errors import AbstractRefusedError, InvalidInputError
 from memframe.ids import capsule_number_expr
 from memframe.store import capture
 
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
 
 __all__ = ["AbstractRefusedError", "abstract", "summarize"]
-
-
-class AbstractRefusedError(InvalidInputError):
-    """abstract() was asked to absorb a member it cannot (already absorbed, or the rollup)."""
 
 
 def _absorb(c: Commit, members: list[str], row: Mapping[str, Any]) -> str:

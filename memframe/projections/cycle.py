@@ -46,8 +46,9 @@ class CycleReport:
 
     Attributes:
         rows_visited: Parquet rows read (canonical partitions and projection row groups).
-        rows_folded: canonical rows folded in (capsules with a conversation and summaries).
-        rows_written: session rows written (changed or new ones; all of them for a rebuild).
+        rows_folded: canonical rows folded in, summed over the maintained state.
+        rows_written: derived rows written, summed over the maintained state (the session
+            projection's own figures are in ``projections["session"]``).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
         projections: per maintained state (``session``; ``forgotten``, the live-count
@@ -154,7 +155,8 @@ def run_cycle(store: Store) -> CycleReport:
         >>> _ = store.ingest([{"content": "hi", "source": "conversation", "anchor": "a",
         ...                    "conversation_id": "conv-1"}])
         >>> report = run_cycle(store)
-        >>> report.rows_folded, report.rows_written
+        >>> session = report.projections["session"]
+        >>> session["rows_folded"], session["rows_written"]
         (1, 1)
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
@@ -204,7 +206,7 @@ def rebuild(store: Store) -> CycleReport:
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a",
         ...                   "conversation_id": "conv-1"})
-        >>> rebuild(store).rows_written
+        >>> rebuild(store).projections["session"]["rows_written"]
         1
     """
     return store.commit(lambda c: _rebuild(store, c), operation="memory_rebuild_projections")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from memframe.errors import MemframeError
+from memframe.errors import ProjectionRegistryError
 from memframe.projections import doors, session
 
 __all__ = ["MEMORY_PROJECTION_NAMES", "FOLDS", "DOORS", "ProjectionRegistryError",
@@ -31,10 +31,6 @@ DOORS: dict[str, Callable[..., Any]] = {
 }
 
 
-class ProjectionRegistryError(MemframeError):
-    """A projection name registered without its fold or its door (or the reverse)."""
-
-
 def check_registry(names: Iterable[str], folds: Mapping[str, Callable[..., Any]],
                    doors: Mapping[str, Callable[..., Any]]) -> None:
     """Refuse a registry where a name lacks its fold or door, or a fold/door lacks its name.
@@ -47,7 +43,7 @@ def check_registry(names: Iterable[str], folds: Mapping[str, Callable[..., Any]]
         >>> check_registry(("session", "topic"), FOLDS, DOORS)
         Traceback (most recent call last):
         ...
-        memframe.projections.registry.ProjectionRegistryError: memory projection 'topic' is in MEMORY_PROJECTION_NAMES without a fold and without a door; register both in memframe/projections/registry.py (FOLDS and DOORS), or remove the name
+        memframe.errors.ProjectionRegistryError: memory projection 'topic' is in MEMORY_PROJECTION_NAMES without a fold and without a door; register both in memframe/projections/registry.py (FOLDS and DOORS), or remove the name
     """
     names = tuple(names)
     problems = []
