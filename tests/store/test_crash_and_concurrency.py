@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -18,21 +17,34 @@ from memframe.schema import CANONICAL_TABLES
 from tests.conftest import verify_chain
 
 WRITER = textwrap.dedent("""
-    import sys, memframe as mf, memframe.schema
+    import os, signal, sys
+    import memframe as mf, memframe.schema
     store = mf.Store.open(sys.argv[1])
-    tag, i = sys.argv[2], 0
-    mf.schema.model("capsules")  # declare the write-side models before the kill window opens
-    print("ready", flush=True)
-    while True:
+    tag, kill_at = sys.argv[2], int(sys.argv[3])
+    mf.schema.model("capsules")  # declare the write-side models before counting starts
+    # Deterministic kill points: the process kills itself at its kill_at-th durable file
+    # operation (fsync, link, rename, unlink), whatever the machine's speed.
+    events = 0
+    def counted(fn):
+        def run(*args, **kwargs):
+            global events
+            events += 1
+            if events == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fn(*args, **kwargs)
+        return run
+    for name in ("fsync", "link", "replace", "rename", "unlink"):
+        setattr(os, name, counted(getattr(os, name)))
+    for i in range(3):
         with store.transaction():
             a, b = store.ingest([
                 {"content": f"{tag}-{i}-a", "source": "crash", "anchor": "x"},
                 {"content": f"{tag}-{i}-b " + "y" * (i % 7), "source": "crash", "anchor": "y"},
             ])
             store.relate(b, a, "blocks")
-        if i % 4 == 3:
-            store.compact(min_rows=10)
-        i += 1
+    store.compact(min_rows=10)
+    store.forget(a, mode="purge")
+    print(events, flush=True)
 """)
 
 
@@ -44,7 +56,11 @@ def check_invariants(path) -> int:
     # no half commit: capsules come in pairs with their edge and their journal rows
     assert caps.height % 2 == 0
     assert rels.height == caps.height // 2
-    assert journal.height == caps.height + rels.height
+    forgets = store.table("forgets").collect()
+    assert journal.height == caps.height + rels.height + forgets.height
+    # an erasure lands with its forgets row, never apart from it
+    erased = set(caps.filter(pl.col("content").is_null())["id"])
+    assert erased == set(forgets["capsule_id"])
     assert caps["id"].to_list() == [f"cap-{n}" for n in range(1, caps.height + 1)]
     assert set(caps["id"]) <= set(journal["subject"])
     assert verify_chain(journal) == (True, journal.height)
@@ -55,24 +71,23 @@ def check_invariants(path) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_instants_never_shows_a_half_commit(tmp_path):
+def test_sigkill_at_every_durable_step_never_shows_a_half_commit(tmp_path):
     path = tmp_path / "s"
     mf.Store.create(path)
-    rng = random.Random(7)
-    seen_growth = 0
-    last = 0
-    for trial in range(50):
-        child = subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"t{trial}"],
-                                 stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 0.4))
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
-        count = check_invariants(path)
-        seen_growth += count > last
-        last = count
-    assert seen_growth >= 10  # the writer really committed between kills, many times
+    dry = subprocess.run([sys.executable, "-c", WRITER, str(path), "dry", "0"],
+                         capture_output=True, text=True, check=True)
+    steps = int(dry.stdout.strip())
+    assert steps > 20  # the workload really crosses many commit steps
+    before = check_invariants(path)
+    killed = 0
+    for k in range(1, steps + 1):
+        child = subprocess.run([sys.executable, "-c", WRITER, str(path), f"k{k}", str(k)],
+                               capture_output=True, text=True)
+        killed += child.returncode == -signal.SIGKILL
+        after = check_invariants(path)  # no half commit, whatever step the kill hit
+        assert after >= before
+        before = after
+    assert killed == steps  # every step was a kill point
     store = mf.Store.open(path)
     for leftover in path.rglob("*"):  # the killed writers' files, aged past the grace
         os.utime(leftover, (time.time() - 3600, time.time() - 3600), follow_symlinks=False)
