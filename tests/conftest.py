@@ -13,15 +13,32 @@ import memframe as mf
 
 
 class TickingClock:
-    """A deterministic clock: every call advances one second from a fixed start."""
+    """The suite's one injected clock: deterministic instants for every verb.
 
-    def __init__(self, start: dt.datetime | None = None, step: dt.timedelta | None = None):
+    Each reading moves ``step`` (default one second; ``timedelta(0)`` freezes it) from
+    ``start``. ``advance_first`` (default) returns start + step on the first reading; off,
+    the first reading is ``start`` itself. ``set(when)`` moves it explicitly.
+    """
+
+    def __init__(self, start: dt.datetime | None = None, step: dt.timedelta | None = None,
+                 *, advance_first: bool = True):
         self.now = start or dt.datetime(2026, 7, 23, 12, 0, 0, tzinfo=dt.UTC)
         self.step = step if step is not None else dt.timedelta(seconds=1)
+        self.advance_first = advance_first
 
     def __call__(self) -> dt.datetime:
+        if self.advance_first:
+            self.now = self.now + self.step
+            return self.now
+        value = self.now
         self.now = self.now + self.step
-        return self.now
+        return value
+
+    def set(self, when: dt.datetime) -> None:
+        self.now = when
+
+
+FROZEN = dt.timedelta(0)
 
 
 @pytest.fixture

@@ -12,19 +12,14 @@ import memframe as mf
 from memframe.audit import AliasRules, alias_proposals, vocabulary
 from memframe.audit.misses import ALIAS_SCHEMA, DAILY_SCHEMA, LANE_DAILY_SCHEMA, TERM_SCHEMA
 from memframe.cli import main
+from tests.conftest import FROZEN, TickingClock
 
 UTC = dt.UTC
 D1 = dt.datetime(2026, 7, 1, 9, tzinfo=UTC)
 
 
-class DayClock:
-    """Every reading returns ``now``; tests move it explicitly."""
-
-    def __init__(self) -> None:
-        self.now = D1
-
-    def __call__(self) -> dt.datetime:
-        return self.now
+def DayClock() -> TickingClock:  # noqa: N802 (frozen at D1; tests move it explicitly)
+    return TickingClock(D1, FROZEN)
 
 
 @pytest.fixture

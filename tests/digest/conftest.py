@@ -9,26 +9,17 @@ from collections.abc import Iterator
 import pytest
 
 import memframe as mf
+from tests.conftest import TickingClock
 
 UTC = dt.UTC
 T0 = dt.datetime(2026, 7, 23, 12, 0, 0, tzinfo=UTC)
 PROJECT = "nmemory"  # the reference harness's default project
 
 
-class Clock:
-    """A clock that advances one second per reading unless frozen."""
-
-    def __init__(self, start: dt.datetime = T0, step: dt.timedelta = dt.timedelta(seconds=1)):
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> dt.datetime:
-        value = self.now
-        self.now = self.now + self.step
-        return value
-
-    def set(self, when: dt.datetime) -> None:
-        self.now = when
+def Clock(start: dt.datetime = T0,  # noqa: N802 (a factory standing in for the old class)
+          step: dt.timedelta = dt.timedelta(seconds=1)) -> TickingClock:
+    """The suite's clock, reading ``start`` first (the reference harness's convention)."""
+    return TickingClock(start, step, advance_first=False)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import memframe as mf
 from memframe.projections import levels
 from memframe.projections.session import SESSION_SCHEMA
 from memframe.synth import synthesize
+from tests.conftest import TickingClock
 
 UTC = dt.UTC
 T0 = dt.datetime(2026, 7, 23, 12, 0, 0, tzinfo=UTC)
@@ -33,15 +34,8 @@ def ray_local() -> Iterator[object]:
     ray.shutdown()
 
 
-class Clock:
-    """One second per reading from T0."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> dt.datetime:
-        self.now += dt.timedelta(seconds=1)
-        return self.now
+def Clock() -> TickingClock:  # noqa: N802 (the suite's clock, one second per reading)
+    return TickingClock(T0)
 
 
 def ingest_batch(store: mf.Store, rng: random.Random, n: int, tag: str,

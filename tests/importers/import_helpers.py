@@ -8,13 +8,13 @@ import sqlite3
 from pathlib import Path
 
 import memframe as mf
+from tests.conftest import FROZEN, TickingClock
 
 NOW = dt.datetime(2026, 7, 23, 12, 0, 0, tzinfo=dt.UTC)
 EXPECTED = Path(__file__).parent / "expected"
 
 
-def clock() -> dt.datetime:
-    return NOW
+clock = TickingClock(NOW, FROZEN)  # the suite's clock, frozen at NOW
 
 
 def digest_text(store_path: Path) -> str:

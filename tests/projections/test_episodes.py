@@ -8,22 +8,15 @@ import polars as pl
 import pytest
 
 import memframe as mf
+from tests.conftest import FROZEN, TickingClock
 from tests.projections.helpers import T0, at, caps
 
 GAP = dt.timedelta(minutes=10)
 
 
-class Clock:
-    def __init__(self):
-        self.now = T0
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def clocked(tmp_path):
-    clock = Clock()
+    clock = TickingClock(T0, FROZEN)
     return mf.Store.create(tmp_path / "s", clock=clock), clock
 
 
