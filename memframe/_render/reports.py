@@ -42,7 +42,8 @@ _CARD_KEYS = (("total", "capsules"), ("relations", "relations"),
               ("recall_misses", "recall misses"), ("lane_overrides_total", "lane overrides"),
               ("archive_candidates", "archive candidates"), ("unanchored", "unanchored"))
 _HANDLED = {"label", "framing", "by_project", "open_session_ids", "recent_failures", "sources",
-            "dag", "mission", "tiers", "journal"} | {k for k, _ in _CARD_KEYS} | {
+            "dag", "mission", "tiers", "journal", "staged", "pinned", "pinned_total",
+            "open_efforts", "open_efforts_total"} | {k for k, _ in _CARD_KEYS} | {
     k for key, _ in _HEADLINE_SECTIONS for k in (key, f"{key}_total")}
 
 
@@ -86,6 +87,22 @@ def _generic(key: str, value: Any) -> str:
                     parts.append(kv_table(v.items()))
         return "".join(parts)
     return kv_table([(key, value)])
+
+
+def _effort_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Open-effort rows flattened for one table: dag lists shown as their totals."""
+    out = []
+    for r in _headline_rows(rows):
+        row = {k: v for k, v in r.items()
+               if k not in ("ready", "blocked", "done", "handoff")
+               and not k.endswith("_total") or k == "member_total"}
+        for k in ("ready", "blocked", "done"):
+            if f"{k}_total" in r:
+                row[k] = r[f"{k}_total"]
+        handoff = r.get("handoff")
+        row["handoff"] = handoff.get("id") if isinstance(handoff, Mapping) else None
+        out.append(row)
+    return out
 
 
 def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
@@ -161,9 +178,20 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
         rows = body["sources"].get("sources", [])
         parts.append(_section("Sources", f"{len(rows):,}"))
         parts.append(rows_table(rows) if rows else '<p class="mf-muted">none</p>')
-    state = [k for k in ("tiers", "journal") if k in body]
+    if "pinned" in body or "pinned_total" in body:
+        rows = body.get("pinned", [])
+        parts.append(_section("Pinned", _of(len(rows), body.get("pinned_total"))))
+        parts.append(rows_table(_headline_rows(rows)) if rows
+                     else '<p class="mf-muted">none</p>')
+    if "open_efforts" in body or "open_efforts_total" in body:
+        rows = body.get("open_efforts", [])
+        parts.append(_section("Open efforts", _of(len(rows), body.get("open_efforts_total"))))
+        parts.append(rows_table(_effort_rows(rows)) if rows
+                     else '<p class="mf-muted">none</p>')
+    state = [k for k in ("tiers", "journal", "staged") if k in body]
     if state:
-        parts.append(_section("Tiers and journal"))
+        parts.append(_section("Tiers, journal and staged review" if "staged" in body
+                              else "Tiers and journal"))
         parts.append('<div class="mf-grid">' + "".join(
             f"<div>{kv_table(body[k].items(), caption=k)}</div>" for k in state) + "</div>")
     for key, value in body.items():

@@ -46,15 +46,15 @@ class CycleReport:
 
     Attributes:
         rows_visited: Parquet rows read (canonical partitions and projection row groups).
-        rows_folded: canonical rows folded in, summed over the maintained state.
-        rows_written: derived rows written, summed over the maintained state (the session
-            projection's own figures are in ``projections["session"]``).
+        rows_folded: canonical rows folded into the session projection (capsules with a
+            conversation, and summaries).
+        rows_written: session rows written (changed or new ones; all of them for a rebuild).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
         projections: per maintained state (``session``; ``forgotten``, the live-count
             indexes of `memframe.projections.forgotten`; ``digest``), its own
-            ``rows_visited``, ``rows_folded`` and ``rows_written``; the totals above
-            (but ``watermark``) add them up.
+            ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above
+            adds up every state's reads.
     """
 
     rows_visited: int
@@ -90,7 +90,10 @@ def _combine(commit: Commit, mark: int, parts: dict[str, dict[str, int]]) -> Cyc
         return sum(p[key] for p in parts.values())
 
     generation = None if commit.empty else commit.snapshot.generation + 1
-    return CycleReport(total("rows_visited"), total("rows_folded"), total("rows_written"),
+    # reads are summed (honest about what the job read); folds and writes are the session
+    # projection's, the figures spec 000's report names (the rest is in ``projections``)
+    session = parts["session"]
+    return CycleReport(total("rows_visited"), session["rows_folded"], session["rows_written"],
                        mark, generation, parts)
 
 

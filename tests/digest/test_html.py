@@ -71,10 +71,10 @@ def test_a_section_without_a_layout_still_shows(store):
     put(store, "alpha")
     body = mf.digest(store, now=T0).to_dict()
     body["pins"] = [{"id": "cap-1", "headline": "<b>pinned</b>"}]
-    body["staged"] = {"total": 3, "ids": ["cap-9"]}
+    body["future_section"] = {"total": 3, "ids": ["cap-9"]}
     out = digest_html(body, generation=1, digest_hash="0" * 64)
     assert "<h2>pins" in out and "&lt;b&gt;pinned&lt;/b&gt;" in out
-    assert "<h2>staged" in out and "cap-9" in out
+    assert "<h2>future_section" in out and "cap-9" in out
 
 
 def test_the_page_is_self_contained(store):

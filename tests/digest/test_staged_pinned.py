@@ -311,7 +311,8 @@ def test_html_view_shows_staged_pinned_and_efforts_escaped(store):
     store.pin(epic)
     store.review(put(store, "proposal"), "proposed")
     page = mf.digest(store, now=T0)._repr_html_()
-    for caption in ("<h2>staged</h2>", '<h2>pinned <span class="mf-muted">1</span></h2>',
-                    '<h2>open_efforts <span class="mf-muted">1</span></h2>'):
+    for caption in ("<h2>Tiers, journal and staged review</h2>",
+                    '<h2>Pinned <span class="mf-muted">1</span></h2>',
+                    '<h2>Open efforts <span class="mf-muted">1</span></h2>'):
         assert caption in page
     assert "<b>epic</b>" not in page and "&lt;b&gt;epic&lt;/b&gt;" in page
