@@ -42,7 +42,8 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "dag": dag_section(tables["relations"], tombstoned, n),
             "tiers": ledger.tiers_section(inputs.state),
             "journal": ledger.journal_section(tables["journal"], inputs.state, inputs.chain),
-            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now),
+            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
+                                                            inputs.attach),
             "_mission_graph": mission_graph(tables["relations"], tombstoned),
             **_fail_open_sections(inputs),
         }
@@ -114,8 +115,8 @@ def _bodies(
     glob = global_sections(inputs, n)
     graph = glob["_mission_graph"]
     try:
-        caps = capsule_sections(scoped, scopes, n, inputs.now)
-        missions = mission_sections(scoped, graph, scopes, n, inputs.now)
+        caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
+        missions = mission_sections(scoped, graph, scopes, n, inputs.now, inputs.attach)
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     try:

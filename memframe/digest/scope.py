@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 __all__ = [
+    "THREAD_PATTERN",
     "SCOPE",
     "HANDOFF_SOURCE",
     "population",
@@ -25,13 +26,15 @@ __all__ = [
 SCOPE = "_scope"
 HANDOFF_SOURCE = "memory_session_finish"
 _THREAD = r"^ACTIVE\(([^)]*)\)"
+THREAD_PATTERN = _THREAD
 
 
 def population(state: pl.DataFrame) -> pl.DataFrame:
     """``all`` of reference 4.1, unfenced: non-tombstoned capsules, ascending seq.
 
-    Adds ``thread`` (the ACTIVE() label, null when the content has none) and ``bracket``
-    (provenance source is ``memory_session_finish``).
+    Adds ``thread`` (the ACTIVE() label, null when the content has none; taken as it is
+    when the state already carries it, computed while reading without the content) and
+    ``bracket`` (provenance source is ``memory_session_finish``).
 
     Examples:
         >>> import polars as pl
@@ -40,10 +43,12 @@ def population(state: pl.DataFrame) -> pl.DataFrame:
         >>> population(s).select("seq", "thread", "bracket").rows()
         [(1, 't', False)]
     """
+    thread = pl.col("thread") if "thread" in state.columns else pl.col("content").str.extract(
+        _THREAD, 1)
     return (
         state.filter(pl.col("status") != "tombstoned")
         .with_columns(
-            pl.col("content").str.extract(_THREAD, 1).alias("thread"),
+            thread.alias("thread"),
             (pl.col("source") == HANDOFF_SOURCE).fill_null(False).alias("bracket"),
         )
         .sort("seq")

@@ -40,7 +40,7 @@ class Memory:
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.ingest([{"content": t, "source": "s", "anchor": t,
         ...                    "conversation_id": "conv-1"} for t in "ab"])
-        >>> store.memory.run_cycle().rows_folded
+        >>> store.memory.run_cycle().projections["session"]["rows_folded"]
         2
         >>> store.memory.sessions().rows.select("conversation_id", "memory_count").rows()
         [('conv-1', 2)]

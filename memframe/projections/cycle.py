@@ -45,15 +45,16 @@ class CycleReport:
     """What one cycle (or rebuild) did.
 
     Attributes:
-        rows_visited: Parquet rows read (canonical partitions and projection row groups).
-        rows_folded: canonical rows folded in (capsules with a conversation and summaries).
+        rows_visited: Parquet rows read by the whole job (canonical partitions, projection
+            row groups, the live-count indexes and the digest's journal checkpoint).
+        rows_folded: canonical rows folded into the session projection (capsules with a
+            conversation and summaries).
         rows_written: session rows written (changed or new ones; all of them for a rebuild).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
         projections: per maintained state (``session``; ``forgotten``, the live-count
             indexes of `memframe.projections.forgotten`; ``digest``), its own
-            ``rows_visited``, ``rows_folded`` and ``rows_written``; the totals above
-            (but ``watermark``) add them up.
+            ``rows_visited``, ``rows_folded`` and ``rows_written``.
     """
 
     rows_visited: int
@@ -85,12 +86,10 @@ def watermark_of(view: StoreView) -> int:
 
 
 def _combine(commit: Commit, mark: int, parts: dict[str, dict[str, int]]) -> CycleReport:
-    def total(key: str) -> int:
-        return sum(p[key] for p in parts.values())
-
+    visited = sum(p["rows_visited"] for p in parts.values())
     generation = None if commit.empty else commit.snapshot.generation + 1
-    return CycleReport(total("rows_visited"), total("rows_folded"), total("rows_written"),
-                       mark, generation, parts)
+    return CycleReport(visited, parts["session"]["rows_folded"],
+                       parts["session"]["rows_written"], mark, generation, parts)
 
 
 def _part(visited: int, folded: int, written: int) -> dict[str, int]:
@@ -154,7 +153,7 @@ def run_cycle(store: Store) -> CycleReport:
         >>> _ = store.ingest([{"content": "hi", "source": "conversation", "anchor": "a",
         ...                    "conversation_id": "conv-1"}])
         >>> report = run_cycle(store)
-        >>> report.rows_folded, report.rows_written
+        >>> report.projections["session"]["rows_folded"], report.projections["session"]["rows_written"]
         (1, 1)
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
@@ -204,7 +203,7 @@ def rebuild(store: Store) -> CycleReport:
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a",
         ...                   "conversation_id": "conv-1"})
-        >>> rebuild(store).rows_written
+        >>> rebuild(store).projections["session"]["rows_written"]
         1
     """
     return store._commit(lambda c: _rebuild(store, c), "memory_rebuild_projections")
