@@ -138,7 +138,7 @@ def _collect_together(
     caller reads them one by one and names the table that failed."""
     try:
         frames = [read(name).lazy().select(list(columns[name])) for name in names]
-        return dict(zip(names, pl.collect_all(frames), strict=True))
+        return dict(zip(names, pl.collect_all(frames, engine="streaming"), strict=True))
     except Exception:  # noqa: BLE001 - retried table by table for a precise error
         return None
 

@@ -208,10 +208,10 @@ def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iter
             continue
         _meta, mins, maxs, counts = row_group_ranges(root / part.path, "seq")
         groups = [g for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True)) if holds(lo, hi)]
-        if groups:
-            visited += sum(counts[g] for g in groups)
-            pieces.append(read_row_groups(root, part, groups, sub))
+        for g in groups:  # one row group at a time: only the wanted rows are kept
+            visited += counts[g]
+            rows = read_row_groups(root, part, [g], sub)
+            pieces.append(rows.filter(pl.col("seq").is_in(wanted)))
     if not pieces:
         return pl.DataFrame(schema=sub).select(list(columns)), visited
-    found = pl.concat(pieces).filter(pl.col("seq").is_in(wanted))
-    return found.select(list(columns)), visited
+    return pl.concat(pieces).select(list(columns)), visited
