@@ -8,10 +8,17 @@ One run, printed ratios (no repetitions, no warm-up beyond one untimed digest):
   with usage, handoff candidates) as DuckDB SQL over the same Parquet files;
 * ``digest``: the full digest (every section, journal hash chain included).
 
+With ``--cold-warm STORE`` (a synthetic store, ``memframe synth``), instead: the cold digest
+of the store as it is (no digest state, the whole journal chain walked) and, on a copy
+whose state the rebuild door recorded, the warm digest after 1,000 new capsules (wall,
+rows_visited, peak RSS, each in its own process), checked byte for byte against
+``verify="full"``, and ``known_hash`` answering unchanged.
+
 Usage::
 
     python3 benchmarks/bench_digest.py                  # 100k capsules (default)
     python3 benchmarks/bench_digest.py --capsules 1M    # or 10M; needs time and memory
+    python3 benchmarks/bench_digest.py --cold-warm /work/bench-stores/s10m --workdir DIR
 """
 
 from __future__ import annotations
@@ -141,13 +148,80 @@ def memframe_capsule_sections(view, n: int, now: dt.datetime) -> dict:
     return capsule_sections(fence(population(inputs.state), None), [""], n, now)[""]
 
 
+def _phase(argv: list[str]) -> dict:
+    """Run one measured phase in a fresh process (its own peak RSS)."""
+    import json
+    import subprocess
+
+    out = subprocess.run([sys.executable, __file__, "--phase", *argv], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def phase(kind: str, path: str) -> dict:
+    import json
+    import resource
+
+    store = mf.Store.open(path)
+    now = T0 + dt.timedelta(days=400)
+    verify = "full" if kind == "full" else "incremental"
+    t = time.perf_counter()
+    d = mf.digest(store, now=now, verify=verify)
+    seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    again = mf.digest(store, now=now, verify=verify, known_hash=d.hash)
+    again_s = time.perf_counter() - t
+    out = {"seconds": seconds, "rows_visited": d.rows_visited, "hash": d.hash,
+           "unchanged": again.unchanged, "again_seconds": again_s,
+           "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    print(json.dumps(out))
+    return out
+
+
+def cold_warm(src: Path, work: Path) -> int:
+    import shutil
+
+    print(f"store {src}")
+    cold = _phase(["cold", str(src)])
+    print(f"  cold digest (no state: full chain walk)  {cold['seconds']:8.2f} s  rows_visited "
+          f"{cold['rows_visited']:,}  peak {cold['peak_mib']:,.0f} MiB")
+    copy = work / (src.name + "-warm")
+    if not copy.exists():
+        shutil.copytree(src, copy)
+        t = time.perf_counter()
+        mf.Store.open(copy).memory.rebuild_projections()
+        print(f"  (rebuild door recorded the state on a copy in {time.perf_counter() - t:.1f} s)")
+    store = mf.Store.open(copy, clock=lambda: T0 + dt.timedelta(days=401))
+    n0 = store.row_count("capsules")
+    store.ingest(pl.DataFrame({"content": [f"warm bench {n0} {i}" for i in range(1_000)],
+                               "source": ["note"] * 1_000, "anchor": ["bench"] * 1_000}))
+    warm = _phase(["warm", str(copy)])
+    full = _phase(["full", str(copy)])
+    print(f"  warm digest after 1,000 new capsules     {warm['seconds']:8.2f} s  rows_visited "
+          f"{warm['rows_visited']:,}  peak {warm['peak_mib']:,.0f} MiB")
+    print(f"  verify='full' on the same generation     {full['seconds']:8.2f} s  rows_visited "
+          f"{full['rows_visited']:,}  peak {full['peak_mib']:,.0f} MiB")
+    print(f"  warm / full: time {warm['seconds'] / full['seconds']:.2f}  "
+          f"same bytes: {warm['hash'] == full['hash']}  known_hash unchanged: "
+          f"{warm['unchanged']} ({warm['again_seconds']:.2f} s)")
+    return 0 if warm["hash"] == full["hash"] and warm["unchanged"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 2 and sys.argv[1] == "--phase":
+        phase(sys.argv[2], sys.argv[3])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cold-warm", type=Path, default=None, metavar="STORE")
+    parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--capsules", default="100k", help="store size: 100k (default), 1M, 10M")
     parser.add_argument("--headlines", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--store", help="reuse (or keep) the synthetic store at this path")
     args = parser.parse_args(argv)
+    if args.cold_warm is not None:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-digest-"))
+        return cold_warm(args.cold_warm, work)
     size = parse_size(args.capsules)
 
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "bench-store"

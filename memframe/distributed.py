@@ -215,9 +215,10 @@ def _fold_on_ray(ray: Any, files: list[str], progress: bool) -> list[pa.Table]:
 
 
 def _land(commit: Commit, rows: pl.DataFrame, mark: int, visited: int,
-          folded_in: int) -> CycleReport:
+          folded_in: int, store: Store | None = None) -> CycleReport:
     """Stage the folded projection and its watermark, as the rebuild door stages them."""
-    return _cycle.stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
+    return _cycle.stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in,
+                                store=store)
 
 
 def rebuild_sessions(
@@ -294,7 +295,7 @@ def rebuild_sessions(
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     folded_in = int(rows["memory_count"].sum() or 0) + summaries.height
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    return store.commit(lambda c: _land(c, rows, mark, visited, folded_in),
+    return store.commit(lambda c: _land(c, rows, mark, visited, folded_in, store),
                         operation="memory_rebuild_projections")
 
 

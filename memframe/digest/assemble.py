@@ -45,7 +45,8 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "dag": cap_projection(projection, n),
             "tiers": ledger.tiers_section(inputs.state),
             "journal": ledger.journal_section(tables["journal"], inputs.state, inputs.chain),
-            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now),
+            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
+                                                            inputs.attach),
             "staged": staged_section(tables["reviews"], inputs.now),
             "_mission_graph": mission_graph(tables["relations"], tombstoned),
             "_dag_projection": projection,
@@ -130,13 +131,13 @@ def _bodies(
     glob = global_sections(inputs, n)
     graph = glob["_mission_graph"]
     try:
-        caps = capsule_sections(scoped, scopes, n, inputs.now)
-        missions = mission_sections(scoped, graph, scopes, n, inputs.now)
-        pinned = pinned_sections(scoped, scopes, inputs.now)
+        caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
+        missions = mission_sections(scoped, graph, scopes, n, inputs.now, inputs.attach)
+        pinned = pinned_sections(scoped, scopes, inputs.now, inputs.attach)
         alive = inputs.state.filter(pl.col("status") != "tombstoned")
         efforts = open_efforts_sections(
             scoped, alive, inputs.tables["relations"], glob["_dag_projection"], scopes, n,
-            inputs.now,
+            inputs.now, inputs.attach,
         )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc

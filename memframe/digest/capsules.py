@@ -8,7 +8,7 @@ scope-tagged population; Python only shapes the at most N emitted rows per list.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -16,7 +16,7 @@ from memframe.digest.scope import SCOPE, per_scope, top_per_scope
 from memframe.schema import TIMESTAMP
 from memframe.text import headline, rfc3339
 
-__all__ = ["headline_rows", "capsule_sections", "HEADLINE_KEYS"]
+__all__ = ["headline_rows", "capsule_sections", "with_content", "HEADLINE_KEYS"]
 
 #: the keys a headline row may carry, in wire order (4.0).
 HEADLINE_KEYS = (
@@ -25,10 +25,21 @@ HEADLINE_KEYS = (
 )
 
 
+Attach = Callable[[pl.DataFrame], pl.DataFrame]
+
+
+def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:
+    """``rows`` with their ``content`` (read for just these rows when it was not read)."""
+    if "content" in rows.columns or attach is None:
+        return rows
+    return attach(rows)
+
+
 def headline_rows(
     rows: pl.DataFrame,
     now: _dt.datetime,
     extra: Sequence[tuple[str, pl.Expr]] = (),
+    attach: Attach | None = None,
 ) -> list[dict]:
     """Shape capsule rows as headline rows, keys in wire order (reference 4.0 / 4.16).
 
@@ -36,6 +47,8 @@ def headline_rows(
         rows: capsule-state rows (at most N: this loops in Python).
         now: the digest's instant, for the ``expired`` flag.
         extra: ``(key, expression)`` pairs appended after the flags, in order.
+        attach: adds ``content`` to rows read without it (the digest of a store reads the
+            content of emitted rows only).
 
     Returns:
         A list of insertion-ordered dicts: ``id``, ``project_id``, ``instruction_taint``,
@@ -57,6 +70,7 @@ def headline_rows(
     """
     if rows.height == 0:
         return []
+    rows = with_content(rows, attach)
     now_lit = pl.lit(now).cast(TIMESTAMP)
     shaped = rows.select(
         "id",
@@ -103,7 +117,9 @@ def _totals(frame: pl.DataFrame) -> dict[str, int]:
     return dict(zip(counts[SCOPE].to_list(), counts["len"].to_list(), strict=True))
 
 
-def _lists(frame: pl.DataFrame, now: _dt.datetime, extra=()) -> dict[str, list[dict]]:
+def _lists(frame: pl.DataFrame, now: _dt.datetime, extra=(), attach: Attach | None = None
+           ) -> dict[str, list[dict]]:
+    frame = with_content(frame, attach) if frame.height else frame
     return {scope: headline_rows(part, now, extra) for scope, part in per_scope(frame).items()}
 
 
@@ -129,6 +145,7 @@ def capsule_sections(
     scopes: Sequence[str],
     n: int,
     now: _dt.datetime,
+    attach: Attach | None = None,
 ) -> dict[str, dict]:
     """The five fenced capsule sections of every scope, keys in wire order.
 
@@ -137,6 +154,7 @@ def capsule_sections(
         scopes: the scopes to answer (a scope with no rows answers the empty sections).
         n: the list cap.
         now: the digest's instant (``expired`` flags).
+        attach: adds ``content`` to the emitted rows when the population has none.
 
     Returns:
         ``{scope: {"total", "by_project", ["handoff"], ["handoff_total"], "newest",
@@ -158,10 +176,10 @@ def capsule_sections(
 
     handoffs = handoff_rows(scoped)
     handoff_totals = _totals(handoffs)
-    handoff_lists = _lists(top_per_scope(handoffs, n), now)
+    handoff_lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
 
     newest = top_per_scope(scoped.sort("seq", descending=True), n)
-    newest_lists = _lists(newest, now)
+    newest_lists = _lists(newest, now, attach=attach)
 
     recalled = scoped.filter(pl.col("last_recalled_at").is_not_null()).sort(
         ["recall_count", "last_recalled_at", "seq"], descending=[True, True, False]
@@ -174,6 +192,7 @@ def capsule_sections(
             ("recall_count", pl.col("recall_count").cast(pl.Int64)),
             ("last_recalled_at", rfc3339(pl.col("last_recalled_at"))),
         ),
+        attach=attach,
     )
 
     out: dict[str, dict] = {}

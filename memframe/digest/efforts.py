@@ -19,7 +19,7 @@ Rows sort by ``newest_id`` number descending, then epic seq descending, capped a
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -79,6 +79,7 @@ def open_efforts_sections(
     scopes: Sequence[str],
     n: int,
     now: _dt.datetime,
+    attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> dict[str, dict]:
     """``{"open_efforts": [...], "open_efforts_total": k}`` per scope (omitted when empty).
 
@@ -145,7 +146,7 @@ def open_efforts_sections(
         .select("epic", pl.col("member").alias("handoff_id"))
     )
     handoff_rows = alive.filter(pl.col("id").is_in(handoffs.get_column("handoff_id").implode()))
-    handoff_lines = {row["id"]: row for row in headline_rows(handoff_rows, now)}
+    handoff_lines = {row["id"]: row for row in headline_rows(handoff_rows, now, attach=attach)}
     slices = (
         _dag_slices(belongs.filter(pl.col("epic").is_in(shown_ids.implode())), projection, n)
         if projection["status"] == "ok" else {}
@@ -162,6 +163,7 @@ def open_efforts_sections(
                 now,
                 extra=(("member_total", pl.col("member_total")),
                        ("newest_id", pl.col("newest_id"))),
+                attach=attach,
             )
             for row, handoff_id in zip(rows, part.get_column("handoff_id").to_list(),
                                        strict=True):

@@ -83,6 +83,9 @@ class DigestInputs:
         generation: the generation read, when known.
         chain: the journal chain verdict when it was checked from the store's checkpoint
             (None: the assembler walks the whole journal it holds).
+        attach: adds ``content`` to capsule rows when the state was read without it (a
+            store's digest reads the content of the rows it emits only); None when the
+            state holds it.
     """
 
     tables: dict[str, pl.DataFrame]
@@ -93,9 +96,11 @@ class DigestInputs:
     generation: int | None = None
     read_errors: dict[str, str] = field(default_factory=dict)
     chain: dict | None = None
+    attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None
 
 
-def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr]
+             ) -> pl.DataFrame:
     frame = frame.select(list(columns))
     return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
 
@@ -146,13 +151,13 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
 
 def _collect_together(
     read: Callable[[str], pl.LazyFrame | pl.DataFrame], names: tuple[str, ...],
-    columns: Mapping[str, Sequence[str]],
+    columns: Mapping[str, Sequence[str | pl.Expr]],
 ) -> dict[str, pl.DataFrame] | None:
     """Read several tables in one parallel collect; None when any read fails, so that the
     caller reads them one by one and names the table that failed."""
     try:
         frames = [read(name).lazy().select(list(columns[name])) for name in names]
-        return dict(zip(names, pl.collect_all(frames), strict=True))
+        return dict(zip(names, pl.collect_all(frames, engine="streaming"), strict=True))
     except Exception:  # noqa: BLE001 - retried table by table for a precise error
         return None
 
@@ -162,7 +167,7 @@ def _build(
     row_count: Callable[[str, pl.DataFrame], int],
     now: _dt.datetime,
     generation: int | None,
-    columns: Mapping[str, Sequence[str]] = COLUMNS,
+    columns: Mapping[str, Sequence[str | pl.Expr]] = COLUMNS,
 ) -> DigestInputs:
     visited = 0
     tables: dict[str, pl.DataFrame] = {}
@@ -245,16 +250,20 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     checkpoint (:func:`memframe.projections.journal.check_chain`) and only the journal
     columns the other sections need are read; with ``"full"`` the whole chain is walked.
     """
-    from memframe.projections.journal import check_chain, watermark_of
+    from memframe.digest.scope import THREAD_PATTERN
+    from memframe.projections.journal import check_chain
 
     if now is None:
         now = view.now()
     generation = getattr(view, "generation", None)
-    columns = dict(COLUMNS)
-    # without a checkpoint the chain is walked in full: read its columns once, here
-    walk_all = verify == "full" or watermark_of(view) is None
-    if not walk_all:
-        columns["journal"] = JOURNAL_LIGHT
+    columns: dict[str, Sequence[str | pl.Expr]] = dict(COLUMNS)
+    # the chain walk reads the rows it verifies itself, part by part; the content is read
+    # only for the rows the digest emits (its ACTIVE() label is taken while reading)
+    columns["journal"] = JOURNAL_LIGHT
+    columns["capsules"] = [
+        *(c for c in COLUMNS["capsules"] if c != "content"),
+        pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
+    ]
     inputs = _build(
         view.table,
         lambda name, _frame: int(view.row_count(name)),
@@ -262,9 +271,9 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         int(generation) if generation is not None else None,
         columns,
     )
+    inputs.attach = _content_reader(view, inputs)
     try:
-        journal = inputs.tables["journal"] if walk_all else None
-        check = check_chain(view, verify, journal=journal)
+        check = check_chain(view, verify)
     except MemframeError as exc:
         raise digest_failed(f"journal: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
@@ -272,3 +281,24 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     inputs.chain = check.section
     inputs.rows_visited += check.rows_visited
     return inputs
+
+
+def _content_reader(view: Any, inputs: DigestInputs) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """``attach`` for a store: reads ``content`` by ``seq`` for the rows asked (once each),
+    adding the Parquet rows read to ``inputs.rows_visited``."""
+    cache: dict[int, str | None] = {}
+
+    def attach(rows: pl.DataFrame) -> pl.DataFrame:
+        seqs = rows.get_column("seq").to_list()
+        missing = [s for s in seqs if s not in cache]
+        if missing:
+            try:
+                found, n = view.read_by_seq("capsules", missing, ["seq", "content"])
+            except Exception as exc:  # noqa: BLE001 - a fail-closed read
+                raise digest_failed(f"cannot read capsules: {exc}") from exc
+            inputs.rows_visited += n
+            cache.update(zip(found["seq"].to_list(), found["content"].to_list(), strict=True))
+        content = pl.Series("content", [cache.get(s) for s in seqs], dtype=pl.String)
+        return rows.with_columns(content)
+
+    return attach

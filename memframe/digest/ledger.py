@@ -4,6 +4,7 @@ archive_candidates (4.15)."""
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 
 import polars as pl
 
@@ -109,14 +110,16 @@ def journal_section(journal: pl.DataFrame, state: pl.DataFrame, chain: dict | No
     return section
 
 
-def archive_candidates(state: pl.DataFrame, now: _dt.datetime) -> int:
+def archive_candidates(state: pl.DataFrame, now: _dt.datetime,
+                       attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> int:
     """How many records the consolidation planner would propose archiving (4.15).
 
     A non-tombstoned capsule counts when it is superseded, its effective tier is
     ``active``, it is not pinned (the pin veto; a state without a ``pinned`` column has
     no pins), it does not pass the quarantine guard (tainted AND externally-imported
     AND the taint scanner finds something), and either ``valid_to < now`` or it is more
-    than 180 whole days old with no recall.
+    than 180 whole days old with no recall. ``attach`` adds ``content`` to the suspects
+    when the state was read without it.
 
     Examples:
         >>> import datetime as dt, polars as pl
@@ -142,9 +145,10 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime) -> int:
         & (pl.col("tier").fill_null("active") == "active")
         & (expired | stale)
     )
-    guarded = (
-        pl.col("instruction_taint")
-        & (pl.col("authority_class") == "externally-imported")
-        & has_finding(pl.col("content"))
-    )
-    return shortlist.filter(~guarded).height
+    suspect = pl.col("instruction_taint") & (pl.col("authority_class") == "externally-imported")
+    scanned = shortlist.filter(suspect)
+    if scanned.height == 0:
+        return shortlist.height
+    if scanned.height and "content" not in scanned.columns and attach is not None:
+        scanned = attach(scanned)  # the taint scan reads only the suspects' content
+    return shortlist.height - scanned.filter(has_finding(pl.col("content"))).height

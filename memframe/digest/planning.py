@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from memframe.digest.capsules import headline_rows
+from memframe.digest.capsules import Attach, headline_rows, with_content
 from memframe.digest.scope import SCOPE, per_scope, top_per_scope
 from memframe.graph import MissionGraph, blocks_dag, mission_graph
 
@@ -41,6 +41,7 @@ def mission_sections(
     scopes: Sequence[str],
     n: int,
     now: _dt.datetime,
+    attach: Attach | None = None,
 ) -> dict[str, dict | None]:
     """``mission`` for every scope: the global cycle, or the fenced roots, or None.
 
@@ -62,6 +63,7 @@ def mission_sections(
         .join(graph.children, on="id", how="left")
         .with_columns(pl.col("children").fill_null(0))
     )
+    roots = with_content(roots, attach) if roots.height else roots
     lists = {
         scope: headline_rows(part, now, extra=(("children", pl.col("children").cast(pl.Int64)),))
         for scope, part in per_scope(roots).items()

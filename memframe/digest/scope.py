@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 __all__ = [
+    "THREAD_PATTERN",
     "SCOPE",
     "HANDOFF_SOURCE",
     "population",
@@ -25,14 +26,16 @@ __all__ = [
 SCOPE = "_scope"
 HANDOFF_SOURCE = "memory_session_finish"
 _THREAD = r"^ACTIVE\(([^)]*)\)"
+THREAD_PATTERN = _THREAD
 
 
 def population(state: pl.DataFrame) -> pl.DataFrame:
     """``all`` of reference 4.1, unfenced: non-tombstoned, non-staged capsules, ascending seq.
 
     A ``staged`` column (reference 2.1), when present, removes the review-fenced capsules.
-    Adds ``thread`` (the ACTIVE() label, null when the content has none) and ``bracket``
-    (provenance source is ``memory_session_finish``).
+    Adds ``thread`` (the ACTIVE() label, null when the content has none; taken as it is
+    when the state already carries it, computed while reading without the content) and
+    ``bracket`` (provenance source is ``memory_session_finish``).
 
     Examples:
         >>> import polars as pl
@@ -45,10 +48,12 @@ def population(state: pl.DataFrame) -> pl.DataFrame:
     keep = pl.col("status") != "tombstoned"
     if "staged" in state.columns:
         keep = keep & ~pl.col("staged")
+    thread = pl.col("thread") if "thread" in state.columns else pl.col("content").str.extract(
+        _THREAD, 1)
     return (
         state.filter(keep)
         .with_columns(
-            pl.col("content").str.extract(_THREAD, 1).alias("thread"),
+            thread.alias("thread"),
             (pl.col("source") == HANDOFF_SOURCE).fill_null(False).alias("bracket"),
         )
         .sort("seq")

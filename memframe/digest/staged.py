@@ -13,7 +13,7 @@ section and the ``pinned`` / ``pinned_total`` sections (4.17).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -112,6 +112,7 @@ def pinned_sections(
     scoped: pl.DataFrame,
     scopes: Sequence[str],
     now: _dt.datetime,
+    attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> dict[str, dict]:
     """``{"pinned": [...], "pinned_total": n}`` per scope (keys omitted when empty).
 
@@ -125,7 +126,7 @@ def pinned_sections(
         dict(pinned.group_by(SCOPE).len().iter_rows()) if pinned.height else {}
     )
     top = pinned.filter(pl.int_range(pl.len()).over(SCOPE) < PINNED_CAP)
-    lists = {scope: headline_rows(part, now) for scope, part in per_scope(top).items()}
+    lists = {scope: headline_rows(part, now, attach=attach) for scope, part in per_scope(top).items()}
     out: dict[str, dict] = {}
     for scope in scopes:
         section: dict = {}

@@ -45,9 +45,10 @@ class CycleReport:
     """What one cycle (or rebuild) did.
 
     Attributes:
-        rows_visited: Parquet rows read (canonical partitions and projection row groups).
+        rows_visited: Parquet rows read by the whole job (canonical partitions, projection
+            row groups, the live-count indexes and the digest's journal checkpoint).
         rows_folded: canonical rows folded into the session projection (capsules with a
-            conversation, and summaries).
+            conversation and summaries).
         rows_written: session rows written (changed or new ones; all of them for a rebuild).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
@@ -86,15 +87,10 @@ def watermark_of(view: StoreView) -> int:
 
 
 def _combine(commit: Commit, mark: int, parts: dict[str, dict[str, int]]) -> CycleReport:
-    def total(key: str) -> int:
-        return sum(p[key] for p in parts.values())
-
+    visited = sum(p["rows_visited"] for p in parts.values())
     generation = None if commit.empty else commit.snapshot.generation + 1
-    # reads are summed (honest about what the job read); folds and writes are the session
-    # projection's, the figures spec 000's report names (the rest is in ``projections``)
-    session = parts["session"]
-    return CycleReport(total("rows_visited"), session["rows_folded"], session["rows_written"],
-                       mark, generation, parts)
+    return CycleReport(visited, parts["session"]["rows_folded"],
+                       parts["session"]["rows_written"], mark, generation, parts)
 
 
 def _part(visited: int, folded: int, written: int) -> dict[str, int]:
@@ -180,25 +176,26 @@ def _rebuild(store: Store, commit: Commit) -> CycleReport:
     rows = fold_sessions(caps, sums, engine="streaming")
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    session = stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
-    dead = forgotten.stage_rebuild(commit, view, mark)
-    parts = {"session": _part(session.rows_visited, session.rows_folded,
-                              session.rows_written),
-             "forgotten": dead,
-             "digest": _digest_cycle(view, commit, full=True)}
-    return _combine(commit, mark, parts)
+    return stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in,
+                         store=store)
 
 
 def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_visited: int,
-                  rows_folded: int) -> CycleReport:
+                  rows_folded: int, store: Store | None = None) -> CycleReport:
     """Stage a whole folded projection and its watermark on ``commit`` (the rebuild's landing).
 
-    Shared by the rebuild door and the distributed rebuild, so both land identically.
+    Shared by the rebuild door and the distributed rebuild, so both land identically. With
+    ``store`` (the store the commit lands on), the live-count indexes and the digest's
+    journal checkpoint are rebuilt in the same commit.
     """
     levels.stage_replace(commit, NAME, _validated(rows), KEY)
     commit.set_watermark(WATERMARK, watermark)
-    return CycleReport(rows_visited, rows_folded, rows.height, watermark,
-                       commit.snapshot.generation + 1)
+    parts = {"session": _part(rows_visited, rows_folded, rows.height)}
+    if store is not None:
+        view = _view_of(store, commit)
+        parts["forgotten"] = forgotten.stage_rebuild(commit, view, watermark)
+        parts["digest"] = _digest_cycle(view, commit, full=True)
+    return _combine(commit, watermark, parts)
 
 
 def rebuild(store: Store) -> CycleReport:

@@ -276,9 +276,41 @@ def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
     return int(last["audit_seq"][0]), str(last["chained_hash"][0])
 
 
+def _walk_parts(view: StoreView, parts: Sequence[Part], slice_rows: int
+                ) -> tuple[dict, tuple[int, str] | None, int] | None:
+    """The full walk, one part at a time (bounded memory), when the parts follow each other
+    in audit order (each sorted, each starting above the last); None otherwise."""
+    schema = S.table_schema("journal")
+    previous, verified, tail = "", 0, (0, "")
+    for i, part in enumerate(parts):
+        frame = tables.read(view.path, [part], schema, JOURNAL_COLUMNS)
+        if frame.height == 0:
+            continue
+        audit = frame.get_column("audit_seq")
+        if not audit.is_sorted() or int(audit.min()) <= tail[0]:
+            return None
+        section = chain_walk(frame, previous=previous, verified=verified,
+                             slice_rows=slice_rows)
+        if section["chain"] != "ok":
+            # the first break in audit order only if no later part numbers a row below it
+            rest = tables.read(view.path, parts[i + 1:], schema, ["audit_seq"])
+            if rest.height and int(rest["audit_seq"].min()) <= int(audit.max()):
+                return None
+            return section, None, rest.height
+        tail = (int(audit[-1]), str(frame["chained_hash"][-1]))
+        previous, verified = tail[1], section["verified"]
+    return {"chain": "ok", "verified": verified}, tail, 0
+
+
 def _full(view: StoreView, journal: pl.DataFrame | None, record: bool, reason: str | None,
           visited: int, slice_rows: int) -> ChainCheck:
     parts = list(view.snapshot.parts("journal"))
+    if journal is None and not record:
+        walked = _walk_parts(view, parts, slice_rows)
+        if walked is not None:
+            section, tail, extra = walked
+            return ChainCheck(section, visited + view.row_count("journal") + extra, "full",
+                              reason, tail)
     fresh: list[dict[str, Any]] = []
     if journal is None or record:  # a journal the caller read is counted by the caller
         journal, fresh = _read_parts(view, parts, record)

@@ -122,6 +122,13 @@ class StoreView:
         return tables.read_matching(self._log.root, self._snap.parts(name), schema, column,
                                     values, columns)
 
+    def read_by_seq(self, name: str, seqs: Sequence[int], columns: Sequence[str]
+                    ) -> tuple[pl.DataFrame, int]:
+        """Rows of ``name`` whose ``seq`` is in ``seqs`` (reading only the row groups that can
+        hold them) and the Parquet rows read."""
+        return tables.read_by_seq(self._log.root, self._snap.parts(name), S.table_schema(name),
+                                  seqs, columns)
+
     def row_count(self, name: str) -> int:
         """Rows in a table's partitions at this generation (from the log, nothing read)."""
         return sum(p.rows for p in self._snap.parts(name))
@@ -302,6 +309,9 @@ class Store(StoreView):
 
     def read_matching(self, *args: Any, **kwargs: Any) -> tuple[pl.DataFrame, int]:
         return self.read(lambda v: v.read_matching(*args, **kwargs))
+
+    def read_by_seq(self, *args: Any, **kwargs: Any) -> tuple[pl.DataFrame, int]:
+        return self.pinned().read_by_seq(*args, **kwargs)
 
     def row_count(self, name: str) -> int:
         return self.pinned().row_count(name)

@@ -205,3 +205,33 @@ def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Sc
     except (OSError, pa.ArrowException) as exc:
         raise CorruptStoreError(f"cannot read {path}: {exc}") from None
     return pl.from_arrow(table).cast(dict(schema))
+
+
+def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iterable[int],
+                columns: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """Rows whose ``seq`` is in ``seqs``, reading only the partitions and row groups whose
+    seq ranges can hold them. Returns the rows and the Parquet rows read."""
+    wanted = sorted(set(seqs))
+    cols = list(dict.fromkeys(["seq", *columns]))
+    sub = pl.Schema({c: schema[c] for c in cols})
+    pieces: list[pl.DataFrame] = []
+    visited = 0
+
+    def holds(lo: int | None, hi: int | None) -> bool:
+        if lo is None or hi is None:
+            return True
+        i = bisect.bisect_left(wanted, lo)
+        return i < len(wanted) and wanted[i] <= hi
+
+    for part in parts:
+        if not wanted or not holds(part.seq_lo, part.seq_hi):
+            continue
+        _meta, mins, maxs, counts = row_group_ranges(root / part.path, "seq")
+        groups = [g for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True)) if holds(lo, hi)]
+        for g in groups:  # one row group at a time: only the wanted rows are kept
+            visited += counts[g]
+            rows = read_row_groups(root, part, [g], sub)
+            pieces.append(rows.filter(pl.col("seq").is_in(wanted)))
+    if not pieces:
+        return pl.DataFrame(schema=sub).select(list(columns)), visited
+    return pl.concat(pieces).select(list(columns)), visited

@@ -197,7 +197,7 @@ def test_46_a_fenced_call_reads_no_more_than_an_unfenced_one(store):
     now = T0 + dt.timedelta(days=1)
     unfenced = mf.digest(store, now=now)
     fenced = mf.digest(store, project_prefix="team", now=now)
-    assert fenced.rows_visited == unfenced.rows_visited
+    assert fenced.rows_visited <= unfenced.rows_visited  # content is read only for emitted rows
     assert board(fenced.to_dict())[epic]["member_total"] == 1
 
 
