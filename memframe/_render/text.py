@@ -151,7 +151,7 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
     if terms.height:
         lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,})",
                   f"  {'misses':>6} {'abstain':>7} {'missing':>7} {'days':>4}  "
-                  f"{'first seen':<10} {'last seen':<10}  term"]
+                  f"{'first seen':<20} {'last seen':<20}  term"]
         for row in terms.head(limit).iter_rows(named=True):
             flags = []
             if row["recurring"]:
@@ -162,13 +162,24 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
                 flags.append("not in vocabulary")
             lines.append(
                 f"  {row['misses']:>6,} {row['abstain']:>7,} {row['missing_evidence']:>7,} "
-                f"{row['days']:>4}  {row['first_seen']:%Y-%m-%d} {row['last_seen']:%Y-%m-%d}  "
+                f"{row['days']:>4}  {row['first_seen']:%Y-%m-%d %H:%M:%S}Z "
+                f"{row['last_seen']:%Y-%m-%d %H:%M:%S}Z  "
                 f"{label(row['term'], 40)}" + (f"  [{', '.join(flags)}]" if flags else ""))
+        if terms.height > limit:
+            lines.append(f"  ... {terms.height - limit:,} more rows (all of them in .terms and "
+                         f"to_json())")
     if aliases.height:
-        lines += ["", "alias proposals (missed term -> vocabulary term: distance, capsules)"]
-        for row in aliases.head(limit * per_term).iter_rows(named=True):
+        shown = aliases.head(limit * per_term)
+        lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; missed term -> "
+                      f"vocabulary term: distance, live capsules, misses it would explain)"]
+        for row in shown.iter_rows(named=True):
+            explained = (f", explains {plural(row['misses_explained'], 'miss', 'misses')}"
+                         if "misses_explained" in row else "")
             lines.append(f"  {label(row['term'], 40)} -> {label(row['alias'], 40)}: "
-                         f"{row['distance']}, {plural(row['capsules'], 'capsule')}")
+                         f"{row['distance']}, {plural(row['capsules'], 'capsule')}{explained}")
+        if aliases.height > shown.height:
+            lines.append(f"  ... {aliases.height - shown.height:,} more rows "
+                         f"(all of them in .aliases and to_json())")
     if daily.height:
         lines += ["", "misses per day (UTC)"]
         top = max(daily.get_column("misses").max() or 1, 1)  # type: ignore[operator]

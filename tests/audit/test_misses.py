@@ -274,6 +274,10 @@ def test_text_report(known):
     text = mf.audit.recall_misses(store).to_text()
     lines = text.splitlines()
     assert lines[0] == "recall-miss audit, generation 11: 11 misses of 7 terms on 3 days"
-    assert "  retreival -> retrieval: 1, 2 capsules" in lines  # a transposition: one edit
+    # a transposition is one edit; the evidence: live capsules, misses it would explain
+    assert any(line.startswith("  retreival -> retrieval: 1, 2 capsules, explains ")
+               for line in lines)
+    seen = [line for line in lines if "retreival  [recurring" in line][0]
+    assert seen.split()[5].endswith("Z") and seen.split()[7].endswith("Z")  # Z instants
     assert any(line.endswith("retreival  [recurring, -> retrieval]") for line in lines)
     assert "  vector -> fused: 2" in lines
