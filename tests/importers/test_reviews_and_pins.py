@@ -85,11 +85,14 @@ def test_an_import_made_before_reviews_and_pins_were_read_catches_up(tmp_path, m
     db = build_curated(tmp_path / "d.db")
     older = {k: v for k, v in importer.SOURCE_TABLES.items()
              if k not in ("review_events", "pin_events")}
+    patched = {"SOURCE_TABLES": older, "_SEQ_TABLES": importer._SEQ_TABLES[:5],
+               "_SEQ_ROWS": {k: v for k, v in importer.convert._SEQ_ROWS.items() if k in older}}
+    modules = [importer, importer.common, importer.source, importer.convert, importer.plan]
     with monkeypatch.context() as m:
-        m.setattr(importer, "SOURCE_TABLES", older)
-        m.setattr(importer, "_SEQ_TABLES", importer._SEQ_TABLES[:5])
-        m.setattr(importer, "_SEQ_ROWS", {k: v for k, v in importer._SEQ_ROWS.items()
-                                          if k in older})
+        for module in modules:  # the importer's package modules each hold these names
+            for name, value in patched.items():
+                if hasattr(module, name):
+                    m.setattr(module, name, value)
         import_nmemory(db, tmp_path / "old", progress=False)
     assert mf.Store.open(tmp_path / "old").table("reviews").collect().height == 0
     report = import_nmemory(db, tmp_path / "old", progress=False)

@@ -1,0 +1,337 @@
+"""Planning an import: what a full or an incremental import appends."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.errors import (
+    ImportSourceError,
+    SourceRewrittenError,
+)
+from memframe.ids import capsule_number_expr
+from memframe.importers.nmemory.common import (
+    _IN_CHUNK,
+    _NO_MARK,
+    _SEQ_TABLES,
+)
+from memframe.importers.nmemory.convert import (
+    _CAPSULE_TABLES,
+    _SEQ_ROWS,
+    _bracket_rows,
+    _capsule_rows,
+    _check_capsule_refs,
+    _classification_rows,
+    _cursor_rows,
+    _fail,
+    _forget_rows,
+    _journal_rows,
+    _Notes,
+    _recall_rows,
+    _relation_rows,
+    _session_number,
+    _session_projects,
+    _sessions,
+    _tier_rows,
+)
+from memframe.importers.nmemory.source import (
+    _Source,
+)
+from memframe.state import latest_by_seq
+from memframe.store import StoreView
+
+# ---- planning ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Plan:
+    base_generation: int
+    appends: list[tuple[str, pl.DataFrame, str]] = dataclasses.field(default_factory=list)
+    journal: pl.DataFrame | None = None
+    erase: dict[str, str] = dataclasses.field(default_factory=dict)  # capsule id -> mode
+    capsules: int = 0
+    sessions: int = 0
+    watermark: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def add(self, table: str, frame: pl.DataFrame, source: str) -> None:
+        if frame.height:
+            self.appends.append((table, frame, source))
+
+    @property
+    def empty(self) -> bool:
+        return not self.appends and (self.journal is None or self.journal.height == 0)
+
+    def added(self) -> dict[str, int]:
+        out = dict.fromkeys(S.CANONICAL_TABLES, 0)
+        for table, frame, _ in self.appends:
+            out[table] += frame.height
+        if self.journal is not None:
+            out["journal"] += self.journal.height
+        return {k: v for k, v in out.items() if v}
+
+
+class _Progress:
+    def __init__(self, enabled: bool | None, total: int, desc: str):
+        if enabled is None:
+            enabled = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="rows", unit_scale=True, desc=desc,
+                            file=sys.stderr, leave=False)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def stage(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _seq_marks(src: _Source) -> dict[str, dict[str, Any]]:
+    """For each append-only table: highest seq, row count, fingerprint of the last row."""
+    marks: dict[str, dict[str, Any]] = {}
+    for table in _SEQ_TABLES:
+        top = src.scalar(f'SELECT MAX(seq) FROM "{table}"')
+        top = int(top) if top is not None else 0
+        marks[table] = {"seq": top, "rows": src.count(table),
+                        "tail": src.tail(table, top) if top else None}
+    return marks
+
+
+def _read_capsules(src: _Source, after: int, tombs: pl.DataFrame, notes: _Notes,
+                   progress: _Progress, batch_rows: int) -> list[pl.DataFrame]:
+    frames: list[pl.DataFrame] = []
+    first = after + 1
+    for raw in src.batches("capsules", "seq > ?", [after], "seq", batch_rows=batch_rows):
+        if raw.height == 0:
+            continue
+        frames.append(_capsule_rows(raw, tombs, first, notes))
+        first += raw.height
+        progress.update(raw.height)
+    return frames
+
+
+def _read_journal(src: _Source, after: int, progress: _Progress,
+                  batch_rows: int) -> pl.DataFrame | None:
+    frames = []
+    for batch in src.batches("audit_events", "seq > ?", [after], "seq", batch_rows=batch_rows):
+        frames.append(_journal_rows(batch))
+        progress.update(batch.height)
+    return pl.concat(frames) if frames else None
+
+
+def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Progress,
+               batch_rows: int) -> _Plan:
+    plan = _Plan(base_generation)
+    tombs = src.read("tombstones")
+    progress.update(tombs.height)
+    caps = _read_capsules(src, 0, tombs, notes, progress, batch_rows)
+    for frame in caps:
+        plan.add("capsules", frame, "capsules")
+    plan.capsules = sum(f.height for f in caps)
+    _check_tombstone_targets(tombs, plan.capsules)
+    plan.add("forgets", _forget_rows(tombs, notes), "tombstones")
+    _one_to_one(src, plan, notes, progress)
+    sessions = _sessions(src.read("sessions"), notes)
+    progress.update(sessions.height)
+    plan.add("brackets", _bracket_rows(sessions, _session_projects(src, None)), "sessions")
+    plan.sessions = int(_session_number(sessions["session_id"]).max() or 0)
+    plan.journal = _read_journal(src, 0, progress, batch_rows)
+    for table, (target, convert) in _SEQ_ROWS.items():
+        rows = src.read(table, order="seq")
+        progress.update(rows.height)
+        if table in _CAPSULE_TABLES:
+            _check_capsule_refs(table, rows, plan.capsules)
+        plan.add(target, convert(rows, notes), table)
+    return plan
+
+
+def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -> None:
+    """The mutable side tables of a first import: relations, usage, labels, tiers, cursors."""
+    for table, target, convert, order in (
+        ("relations", "relations", _relation_rows, "at, kind, from_id, to_id"),
+        ("usage", "recalls", _recall_rows, ""),
+        ("classifications", "classifications", _classification_rows, ""),
+        ("tiers", "tiers", _tier_rows, ""),
+        ("source_cursors", "source_cursors", _cursor_rows, "source_key"),
+    ):
+        rows = src.read(table, order=order)
+        progress.update(rows.height)
+        plan.add(target, convert(rows, notes), table)
+
+
+def _check_tombstone_targets(tombs: pl.DataFrame, capsules: int) -> None:
+    num = tombs.select(capsule_number_expr("capsule_id")).to_series()
+    _fail("tombstones", "capsule_id", tombs,
+          num.is_null() | (num > capsules), f"names no capsule of the source (capsules run cap-1..cap-{capsules})")
+
+
+def _refuse(what: str) -> SourceRewrittenError:
+    return SourceRewrittenError(
+        f"the source changed in a way that is not an append since the last import: {what}. "
+        f"An incremental import only adds; import the file into a new store instead"
+    )
+
+
+def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], notes: _Notes,
+                      progress: _Progress, batch_rows: int) -> _Plan:
+    plan = _Plan(view.generation)
+    old = mark["tables"]
+    # append-only tables: the rows up to the watermark must be exactly what was imported
+    for table in _SEQ_TABLES:
+        seen = old.get(table, _NO_MARK)
+        seq, rows, tail = seen["seq"], seen["rows"], seen["tail"]
+        if src.count(table, "seq <= ?", [seq]) != rows:
+            raise _refuse(f"{table} no longer holds the {rows} row(s) up to seq {seq} it had")
+        if seq and src.tail(table, seq) != tail:
+            raise _refuse(f"{table} row seq {seq} (the last one imported) was rewritten")
+    n_old = int(old["capsules"]["seq"])
+    tombs = src.read("tombstones")
+    progress.update(tombs.height)
+    caps = _read_capsules(src, n_old, tombs, notes, progress, batch_rows)
+    for frame in caps:
+        plan.add("capsules", frame, "capsules")
+    plan.capsules = n_old + sum(f.height for f in caps)
+    _check_tombstone_targets(tombs, plan.capsules)
+    # tombstones: the imported ones unchanged, new ones appended (old capsules erased)
+    forgets = _forget_rows(tombs, notes)
+    stored = view.table("forgets").select("capsule_id", "mode", "at", "reason").collect()
+    both = stored.join(forgets, on="capsule_id", how="left", suffix="_src")
+    gone = both.filter(pl.col("mode_src").is_null())
+    if gone.height:
+        raise _refuse(f"the tombstone of {gone['capsule_id'][0]} disappeared")
+    changed = both.filter((pl.col("mode") != pl.col("mode_src")) | (pl.col("at") != pl.col(
+        "at_src")) | pl.col("reason").ne_missing(pl.col("reason_src")))
+    if changed.height:
+        raise _refuse(f"the tombstone of {changed['capsule_id'][0]} was rewritten")
+    fresh = forgets.join(stored.select("capsule_id"), on="capsule_id", how="anti")
+    plan.add("forgets", fresh, "tombstones")
+    older = fresh.filter(pl.col("capsule_id").str.slice(4).cast(pl.Int64) <= n_old)
+    if older.height:
+        ids = older["capsule_id"].to_list()
+        for i in range(0, len(ids), _IN_CHUNK):
+            chunk = ids[i:i + _IN_CHUNK]
+            still = src.scalar(f"SELECT id FROM capsules WHERE canonical_json IS NOT NULL AND "
+                               f"id IN ({', '.join('?' * len(chunk))}) LIMIT 1", chunk)
+            if still is not None:
+                raise ImportSourceError(f"tombstones names {still} but its canonical_json is "
+                                        f"still present; the source is inconsistent")
+        plan.erase = dict(older.select("capsule_id", "mode").iter_rows())
+    _incremental_side_tables(src, view, plan, notes, progress)
+    # journal and the other append-only tables: rows past the watermark
+    audit = old["audit_events"]["seq"]
+    plan.journal = _read_journal(src, audit, progress, batch_rows)
+    for table, (target, convert) in _SEQ_ROWS.items():
+        rows = src.read(table, "seq > ?", [old.get(table, _NO_MARK)["seq"]], order="seq")
+        progress.update(rows.height)
+        if table in _CAPSULE_TABLES:
+            _check_capsule_refs(table, rows, plan.capsules)
+        plan.add(target, convert(rows, notes), table)
+    return plan
+
+
+def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: _Notes,
+                             progress: _Progress) -> None:
+    """Diff nMEMORY's mutable side tables against the store's folds; append the changes."""
+    now = view.now()
+    # relations: (kind, from, to) is the key; imported edges must be unchanged
+    rel = _relation_rows(src.read("relations", order="at, kind, from_id, to_id"), notes)
+    progress.update(rel.height)
+    key = ["kind", "from_id", "to_id"]
+    stored = view.table("relations").select("at", *key, "origin").collect()
+    lost = stored.join(rel, on=key, how="anti")
+    if lost.height:
+        r = lost.row(0, named=True)
+        raise _refuse(f"relation {r['kind']} {r['from_id']} -> {r['to_id']} disappeared")
+    moved = stored.join(rel, on=key, suffix="_src").filter(
+        (pl.col("at") != pl.col("at_src")) | (pl.col("origin") != pl.col("origin_src")))
+    if moved.height:
+        r = moved.row(0, named=True)
+        raise _refuse(f"relation {r['kind']} {r['from_id']} -> {r['to_id']} was rewritten")
+    plan.add("relations", rel.join(stored.select(key), on=key, how="anti", maintain_order="left"),
+             "relations")
+    # usage: counts only grow; the delta becomes a new recall row at the new last instant
+    usage = _recall_rows(src.read("usage"), notes)
+    progress.update(usage.height)
+    folded = (view.table("recalls").group_by("capsule_id")
+              .agg(pl.col("count").sum().alias("old"), pl.col("at").max().alias("old_at"))
+              .collect())
+    j = folded.join(usage, on="capsule_id", how="full", coalesce=True)
+    bad = j.filter(pl.col("old").is_not_null() & (
+        pl.col("count").is_null() | (pl.col("count") < pl.col("old"))
+        | ((pl.col("count") == pl.col("old")) & (pl.col("at") != pl.col("old_at")))
+        | ((pl.col("count") > pl.col("old")) & (pl.col("at") < pl.col("old_at")))))
+    if bad.height:
+        raise _refuse(f"the usage row of {bad['capsule_id'][0]} went backwards (recall "
+                      f"counts only grow and the last recall only moves forward)")
+    delta = (j.filter(pl.col("count") > pl.col("old").fill_null(0))
+             .select("at", "capsule_id", (pl.col("count") - pl.col("old").fill_null(0))
+                     .alias("count"))
+             .sort("at", pl.col("capsule_id").str.slice(4).cast(pl.Int64, strict=False)))
+    plan.add("recalls", delta, "usage")
+    # classifications / tiers / cursors: latest-by-seq labels; changes are new rows
+    for table, convert, keys, values, removable in (
+        ("classifications", _classification_rows, ["capsule_id"], ["kind", "scope", "at"], None),
+        ("tiers", _tier_rows, ["capsule_id"], ["tier", "at"], {"tier": "active"}),
+        ("source_cursors", _cursor_rows, ["source_key"], ["cursor", "at"], None),
+    ):
+        new = convert(src.read(table), notes)
+        progress.update(new.height)
+        cur = latest_by_seq(view.table(table), *keys).select(*keys, *values).collect()
+        gone = cur.join(new, on=keys, how="anti")
+        if gone.height and removable is None:
+            raise _refuse(f"the {table} row of {gone[keys[0]][0]} disappeared")
+        if gone.height:  # a tier row removed means the capsule is active again
+            gone = gone.filter(pl.col("tier") != "active").select(
+                pl.lit(now).cast(S.TIMESTAMP).alias("at"), *keys,
+                *[pl.lit(v).alias(k) for k, v in removable.items()])
+        diff = new.join(cur, on=keys, how="left", suffix="_old").filter(
+            pl.any_horizontal([pl.col(v).ne_missing(pl.col(f"{v}_old")) for v in values]))
+        rows = diff.select(new.columns)
+        if gone.height:
+            rows = pl.concat([rows, gone.select(new.columns)])
+        plan.add(table, rows, table)
+    # sessions: new ones start (and maybe finish); open ones may finish
+    sessions = _sessions(src.read("sessions"), notes)
+    progress.update(sessions.height)
+    brackets = view.table("brackets").select("session_id", "event", "at").collect()
+    starts = brackets.filter(pl.col("event") == "start").select(
+        "session_id", pl.col("at").alias("old_start"))
+    finishes = brackets.filter(pl.col("event") == "finish").select(
+        "session_id", pl.col("at").alias("old_finish"))
+    j = starts.join(finishes, on="session_id", how="left").join(
+        sessions, on="session_id", how="full", coalesce=True)
+    bad = j.filter(pl.col("old_start").is_not_null() & (
+        pl.col("start").is_null() | (pl.col("start") != pl.col("old_start"))
+        | (pl.col("old_finish").is_not_null() & pl.col("finish").ne_missing(
+            pl.col("old_finish")))))
+    if bad.height:
+        raise _refuse(f"session {bad['session_id'][0]} was removed or its start/finish rewritten")
+    new_sessions = sessions.join(starts, on="session_id", how="anti")
+    finishing = j.filter(pl.col("old_start").is_not_null() & pl.col("old_finish").is_null()
+                         & pl.col("finish").is_not_null()).select(sessions.columns)
+    need = sorted(set(new_sessions["session_id"]) | set(finishing["session_id"]))
+    projects = _session_projects(src, need) if need else {}
+    if finishing.height:  # keep the project the start row was imported with
+        kept = (view.table("brackets").filter(pl.col("event") == "start")
+                .filter(pl.col("session_id").is_in(finishing["session_id"].to_list()))
+                .select("session_id", "project_id").collect())
+        projects.update(dict(kept.iter_rows()))
+    rows = [_bracket_rows(new_sessions, projects), _bracket_rows(finishing, projects, "finish")]
+    plan.add("brackets", pl.concat(rows).sort(
+        "at", _session_number(pl.concat(rows)["session_id"]),
+        pl.col("event").eq("finish")), "sessions")
+    plan.sessions = int(_session_number(sessions["session_id"]).max() or 0)
+
+

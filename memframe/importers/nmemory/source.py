@@ -1,0 +1,178 @@
+"""The source: an nMEMORY SQLite file, opened read-only, read in one snapshot."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from memframe.errors import (
+    ImportSourceError,
+)
+from memframe.importers.nmemory.common import (
+    _TAIL_COLUMNS,
+    DEFAULT_BATCH_ROWS,
+    SCHEMA_VERSION,
+    SOURCE_TABLES,
+    SQLITE_HEADER,
+)
+
+# ---- the source --------------------------------------------------------------------------
+
+class _Source:
+    """A read-only connection to an nMEMORY file, reading one consistent snapshot."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.read_rows: dict[str, int] = {}
+        if not self.path.is_file():
+            what = "does not exist" if not self.path.exists() else "is not a file"
+            raise ImportSourceError(f"{self.path} {what}; pass the nMEMORY SQLite file "
+                                    f"(e.g. ~/.nmemory/memory.db)")
+        with open(self.path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+        if head != SQLITE_HEADER:
+            raise ImportSourceError(
+                f"{self.path} is not a SQLite database (it does not start with the SQLite "
+                f"header); pass the nMEMORY store file"
+            )
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(uri, uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot open {self.path} read-only: {exc}") from None
+        try:
+            self.con.execute("BEGIN")  # one read snapshot for the whole import
+            version = self.scalar("PRAGMA user_version")
+            if version != SCHEMA_VERSION:
+                raise ImportSourceError(
+                    f"{self.path} has nMEMORY schema version {version}; this importer reads "
+                    f"version {SCHEMA_VERSION} only: open it once with an nMEMORY release of "
+                    f"schema {SCHEMA_VERSION} to migrate it, then import again"
+                )
+            self.objects = {
+                name: (kind, sql or "")
+                for name, kind, sql in self.con.execute(
+                    "SELECT name, type, sql FROM sqlite_master WHERE type = 'table'"
+                )
+            }
+            self._check_tables()
+        except sqlite3.Error as exc:
+            self.close()
+            raise ImportSourceError(f"{self.path} cannot be read as an nMEMORY store: {exc}; "
+                                    f"the file is damaged") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.con.close()
+
+    def _check_tables(self) -> None:
+        missing = [t for t in SOURCE_TABLES if t not in self.objects]
+        if missing:
+            raise ImportSourceError(
+                f"{self.path} lacks table(s) {', '.join(missing)} of the schema v"
+                f"{SCHEMA_VERSION} layout; it is damaged or not an nMEMORY store"
+            )
+        for table, columns in SOURCE_TABLES.items():
+            have = {row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")')}
+            lacking = [c for c in columns if c not in have]
+            if lacking:
+                raise ImportSourceError(
+                    f"{self.path}: table {table} lacks column(s) {', '.join(lacking)} of the "
+                    f"schema v{SCHEMA_VERSION} layout"
+                )
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        try:
+            row = self.con.execute(sql, list(params)).fetchone()
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot read {self.path}: {exc}") from None
+        return None if row is None else row[0]
+
+    def _sql(self, table: str, where: str, order: str) -> str:
+        cols = ", ".join(f'"{c}"' for c in SOURCE_TABLES[table])
+        sql = f'SELECT {cols} FROM "{table}"'
+        if where:
+            sql += f" WHERE {where}"
+        if order:
+            sql += f" ORDER BY {order}"
+        return sql
+
+    def read(self, table: str, where: str = "", params: Sequence[Any] = (),
+             order: str = "") -> pl.DataFrame:
+        """One source table (columns of SOURCE_TABLES) as a frame."""
+        frames = list(self.batches(table, where, params, order, batch_rows=None))
+        if not frames:
+            return pl.DataFrame(schema=SOURCE_TABLES[table])
+        return pl.concat(frames) if len(frames) > 1 else frames[0]
+
+    def batches(self, table: str, where: str = "", params: Sequence[Any] = (), order: str = "",
+                *, batch_rows: int | None = DEFAULT_BATCH_ROWS) -> Iterator[pl.DataFrame]:
+        """A source table in batches of ``batch_rows`` rows (all at once when None)."""
+        sql = self._sql(table, where, order)
+        schema = SOURCE_TABLES[table]
+        self.read_rows.setdefault(table, 0)
+        try:
+            if batch_rows is None:
+                frames: Any = [pl.read_database(sql, self.con, schema_overrides=schema,
+                                                execute_options={"parameters": list(params)})]
+            else:
+                frames = pl.read_database(sql, self.con, iter_batches=True,
+                                          batch_size=batch_rows, schema_overrides=schema,
+                                          execute_options={"parameters": list(params)})
+            for frame in frames:
+                self.read_rows[table] += frame.height
+                yield frame
+        except (sqlite3.Error, pl.exceptions.PolarsError, TypeError, ValueError) as exc:
+            raise ImportSourceError(f"cannot read table {table} of {self.path}: {exc}") from None
+
+    def count(self, table: str, where: str = "", params: Sequence[Any] = ()) -> int:
+        return int(self.scalar(f'SELECT COUNT(*) FROM "{table}"' + (f" WHERE {where}" if where
+                                                                     else ""), params))
+
+    def tail(self, table: str, seq: int) -> str | None:
+        """A fingerprint of the row ``seq`` of an append-only table (None if absent)."""
+        cols = _TAIL_COLUMNS[table]
+        try:
+            row = self.con.execute(
+                f'SELECT {", ".join(cols)} FROM "{table}" WHERE seq = ?', [seq]
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot read {self.path}: {exc}") from None
+        if row is None:
+            return None
+        return hashlib.sha256(json.dumps(list(row), ensure_ascii=False).encode()).hexdigest()
+
+    def skipped_tables(self) -> dict[str, int | None]:
+        """Tables the importer does not read, with their row counts."""
+        virtual = [n for n, (_k, sql) in self.objects.items()
+                   if sql.upper().startswith("CREATE VIRTUAL TABLE")]
+        out: dict[str, int | None] = {}
+        for name in sorted(self.objects):
+            if name in SOURCE_TABLES or name.startswith("sqlite_"):
+                continue
+            if any(name != v and name.startswith(v + "_") for v in virtual):
+                continue  # a virtual table's shadow table (FTS5 data, index, ...)
+            try:
+                out[name] = int(self.con.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0])
+            except sqlite3.Error:
+                out[name] = None
+        return out
+
+    def identity(self) -> dict[str, str | None]:
+        """What names this source whatever its path: its first capsule and audit row."""
+        return {
+            "capsule_1": self.scalar("SELECT source_hash FROM capsules ORDER BY seq LIMIT 1"),
+            "audit_1": self.scalar("SELECT chained_hash FROM audit_events ORDER BY seq LIMIT 1"),
+        }
+
+
