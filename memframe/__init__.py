@@ -1,6 +1,9 @@
 """memframe: an AI agent's long-term memory store as Polars dataframes.
 
-The public API, re-exported; see DESIGN.md section 3.
+The public API, re-exported; see DESIGN.md section 3. What is not reachable from here (or
+from the modules named here) is internal: a leading underscore, or the store's machinery
+under ``memframe.store`` other than ``Store``/``StoreView`` (the README's "Public and
+internal" rule).
 """
 
 from __future__ import annotations

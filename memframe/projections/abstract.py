@@ -39,13 +39,13 @@ def _absorb(c: Commit, members: list[str], row: Mapping[str, Any]) -> str:
                 f"member {mid!r} is already abstracted into another rollup at generation "
                 f"{c.snapshot.generation}; a memory is absorbed at most once"
             )
-    (rollup,) = capture.ingest(c, dict(row))
+    (rollup,) = c.ingest(dict(row))
     if rollup in members:
         raise AbstractRefusedError(
             f"the rollup's content is already stored as member {rollup!r}; a rollup cannot "
             f"absorb itself: write the abstraction as new text"
         )
-    capture.absorb(c, members, rollup)
+    c.absorb(members, rollup)
     c.operations.append("abstract")
     return rollup
 
@@ -149,7 +149,7 @@ def summarize(store: Store, view: StoreView, session_ids: Sequence[str] | str,
 
     def land(c: Commit) -> None:
         for cid, text in results.items():
-            capture.record_summary(c, cid, text)
+            c.record_summary(cid, text)
 
     if results:
         store.commit(land, operation="memory_summarize")

@@ -159,6 +159,14 @@ class Commit:
         """`Store.append` inside this commit (the verbs' rules, vectorised)."""
         return append_events(self, table, rows)
 
+    def absorb(self, member_ids: Sequence[str], into_id: str) -> None:
+        """Mark members absorbed by a rollup (processing rows and abstracted_into edges)."""
+        absorb(self, member_ids, into_id)
+
+    def record_summary(self, conversation_id: str, summary: str) -> None:
+        """Land a summary the language seam returned for a conversation."""
+        record_summary(self, conversation_id, summary)
+
     def erase(self, capsule_id: str, mode: str) -> None:
         """Erase a capsule's content bytes for a tombstone an import carries (no forgets row:
         the import appends the source's own)."""
