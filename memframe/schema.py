@@ -343,11 +343,72 @@ def validate_frame(table: str, frame: pl.DataFrame) -> pl.DataFrame:
                 column=name,
                 row=None,
             )
+    frame = frame.select(expected.names())
+    if _passes(table, frame):
+        return frame  # every rule of the model holds; pandera would find nothing
     try:
-        table_model.validate(frame.select(expected.names()), lazy=True)
+        table_model.validate(frame, lazy=True)  # names the column, check and row
     except (SchemaErrors, SchemaError) as exc:
         raise _teaching_error(table, exc) from None
-    return frame.select(expected.names())
+    return frame
+
+
+def _check_expr(name: str, stats: dict[str, Any], col: pl.Expr) -> pl.Expr | None:
+    """A pandera built-in check as one Polars expression (None: not one we translate)."""
+    match name:
+        case "greater_than":
+            return col > stats["min_value"]
+        case "greater_than_or_equal_to":
+            return col >= stats["min_value"]
+        case "less_than":
+            return col < stats["max_value"]
+        case "less_than_or_equal_to":
+            return col <= stats["max_value"]
+        case "isin":
+            return col.is_in(list(stats["allowed_values"]))
+        case "str_startswith":
+            return col.str.starts_with(stats["string"])
+        case "str_matches":
+            return col.str.contains(stats["pattern"])
+        case "str_length":
+            n = col.str.len_chars()
+            if stats.get("exact_value") is not None:
+                return n == stats["exact_value"]
+            lo, hi = stats.get("min_value"), stats.get("max_value")
+            return (n >= (lo if lo is not None else 0)) & (
+                n <= hi if hi is not None else pl.lit(True))
+    return None
+
+
+@functools.cache
+def _rules_expr(table: str) -> pl.Expr | None:
+    """The whole model of ``table`` as one boolean expression: True when every row passes.
+
+    The write path evaluates the model's own rules in one Polars pass (pandera runs one
+    query per check, the dominant cost of a small commit); only a frame that fails goes
+    through pandera, for its error naming column, check and row. None when the model has
+    a check this translation does not know (then pandera validates every frame).
+    """
+    terms: list[pl.Expr] = []
+    for name, column in model(table).to_schema().columns.items():
+        col = pl.col(name)
+        if not column.nullable:
+            terms.append(col.is_not_null().all())
+        if column.unique:
+            terms.append(col.n_unique() == pl.len())
+        for check in column.checks:
+            expr = _check_expr(check.name, dict(check.statistics or {}), col)
+            if expr is None:
+                return None
+            terms.append((expr | col.is_null()).all())
+    return pl.all_horizontal(terms) if terms else pl.lit(True)
+
+
+def _passes(table: str, frame: pl.DataFrame) -> bool:
+    expr = _rules_expr(table)
+    if expr is None or frame.height == 0:
+        return False
+    return bool(frame.select(expr.fill_null(False)).item())
 
 
 def _teaching_error(table: str, exc: Exception) -> SchemaValidationError:
