@@ -773,8 +773,16 @@ def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:
     )
 
 
-class _StaleSnapshot(Exception):
-    """A pinned file vanished (replaced, then vacuumed): run again on a newer generation."""
+class _StaleSnapshot(ConcurrentCommitError):
+    """A pinned file vanished (replaced, then vacuumed): run again on a newer generation.
+
+    `Store.commit` retries on it; inside a transaction it reaches the caller as a
+    `ConcurrentCommitError` (nothing was written: run the transaction again).
+    """
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} was replaced and vacuumed while this commit read it; nothing "
+                         f"was written: run it again")
 
 
 def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
