@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import polars as pl
 import pytest
@@ -33,8 +34,10 @@ def candidates(dtype: pl.DataType) -> list:
     return [T, None]
 
 
-def column_values(table: str, name: str, dtype: pl.DataType) -> st.SearchStrategy:
+@functools.cache
+def column_values(table: str, name: str) -> st.SearchStrategy:
     """Mostly values the column accepts (so whole frames often pass), some it refuses."""
+    dtype = S.table_schema(table)[name]
     every = candidates(dtype)
     good = [v for v in every
             if pandera_accepts_column(table, name, pl.Series(name, [v], dtype=dtype))]
@@ -54,7 +57,7 @@ def pandera_accepts_column(table: str, name: str, values: pl.Series) -> bool:
 def frames(draw, table: str) -> pl.DataFrame:
     schema = S.table_schema(table)
     n = draw(st.integers(1, 4))
-    return pl.DataFrame({name: draw(st.lists(column_values(table, name, dtype), min_size=n,
+    return pl.DataFrame({name: draw(st.lists(column_values(table, name), min_size=n,
                                              max_size=n))
                          for name, dtype in schema.items()}, schema=schema)
 
