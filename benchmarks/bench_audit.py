@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -100,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--miss-share", type=float, default=0.10,
                         help="recall-miss rows as a share of capsules (default 0.10)")
-    parser.add_argument("--stores", type=Path, default=Path("/work/bench-stores"))
+    parser.add_argument("--stores", type=Path,
+                        default=Path(tempfile.gettempdir()) / "memframe-bench-stores",
+                        help="where the synthetic stores are made once and reused "
+                             "(default: memframe-bench-stores in the temporary directory)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 

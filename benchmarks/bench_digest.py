@@ -18,7 +18,7 @@ Usage::
 
     python3 benchmarks/bench_digest.py                  # 100k capsules (default)
     python3 benchmarks/bench_digest.py --capsules 1M    # or 10M; needs time and memory
-    python3 benchmarks/bench_digest.py --cold-warm /work/bench-stores/s10m --workdir DIR
+    python3 benchmarks/bench_digest.py --cold-warm STORE --workdir DIR  # STORE: e.g. a 10M synth
 """
 
 from __future__ import annotations

@@ -16,20 +16,9 @@ import memframe as mf
 from memframe import graph, synth
 from memframe import schema as S
 from memframe.errors import InvalidInputError, MemframeError
+from tests.audit.helpers import osa
 
 N = 1500
-
-
-def _osa(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein plus adjacent transposition)."""
-    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
-    return d[-1][-1]
 
 
 def _levenshtein(a: str, b: str) -> int:
@@ -274,7 +263,7 @@ def test_typos_are_near_words_the_capsules_contain(tables: dict[str, pl.DataFram
         assert word in tokens, word
         assert term not in tokens, term
         assert 1 <= _levenshtein(term, word) <= 2
-        assert _osa(term, word) == 1
+        assert osa(term, word) == 1
     absent = truth.filter(pl.col("edit") == "absent")["term"]
     assert absent.len() > 0 and not set(absent) & tokens
 
@@ -283,16 +272,16 @@ def test_truth_names_the_unique_nearest_word() -> None:
     truth = synth.miss_truth(4, capsules=600)
     typos = truth.filter(pl.col("word").is_not_null() & (pl.col("edit") != "exact"))
     for term, word in typos.select("term", "word").iter_rows():
-        best = min(synth.VOCABULARY, key=lambda w: (_osa(term, w), w != word))
+        best = min(synth.VOCABULARY, key=lambda w: (osa(term, w), w != word))
         assert best == word
-        assert sum(_osa(term, w) <= 1 for w in synth.VOCABULARY) == 1
+        assert sum(osa(term, w) <= 1 for w in synth.VOCABULARY) == 1
 
 
 def test_vocabulary_is_well_separated() -> None:
     words = synth.VOCABULARY
     assert len(set(words)) == len(words) >= 150
     assert all(re.fullmatch(r"[a-z]{5,}", w) for w in words)
-    close = [(a, b) for i, a in enumerate(words) for b in words[i + 1:] if _osa(a, b) < 3]
+    close = [(a, b) for i, a in enumerate(words) for b in words[i + 1:] if osa(a, b) < 3]
     assert close == []
 
 
@@ -301,7 +290,7 @@ def test_vocabulary_is_well_separated() -> None:
 def test_typo_is_one_edit_away(word: str, seed: int) -> None:
     typo, edit = synth.typo_of(word, random.Random(seed))
     assert typo != word and typo not in synth.VOCABULARY
-    assert _osa(typo, word) == 1
+    assert osa(typo, word) == 1
     assert edit in ("transpose", "delete", "substitute", "insert")
 
 

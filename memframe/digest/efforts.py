@@ -25,6 +25,7 @@ import polars as pl
 
 from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import HANDOFF_SOURCE, SCOPE, per_scope, top_per_scope
+from memframe.ids import capsule_number_expr
 
 __all__ = ["DAG_LISTS", "open_efforts_sections"]
 
@@ -33,9 +34,7 @@ DAG_LISTS = ("ready", "blocked", "done")
 
 def _number(column: str) -> pl.Expr:
     # cap-<n> -> n (the capsule's append position); anything else -> null
-    digits = pl.col(column).str.strip_prefix("cap-")
-    ok = pl.col(column).str.starts_with("cap-") & ~digits.str.starts_with("0")
-    return pl.when(ok).then(digits.cast(pl.Int64, strict=False))
+    return capsule_number_expr(column)
 
 
 def _dag_slices(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import polars as pl
 
+from memframe.ids import capsule_number_expr
 from memframe.projections.journal import chain_walk
 from memframe.schema import TIERS, TIMESTAMP
 from memframe.taint import has_finding
@@ -72,10 +73,7 @@ def verify_chain(journal: pl.DataFrame) -> dict:
 
 def _capsule_number(column: str) -> pl.Expr:
     # cap-<n> -> n; anything else (sess-1, git:..., cap-01) -> null: never a capsule id
-    text = pl.col(column)
-    digits = text.str.strip_prefix("cap-")
-    canonical = text.str.starts_with("cap-") & ~digits.str.starts_with("0")
-    return pl.when(canonical).then(digits.cast(pl.Int64, strict=False)).alias("n")
+    return capsule_number_expr(column).alias("n")
 
 
 def out_of_band(journal: pl.DataFrame, state: pl.DataFrame) -> int:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from memframe import schema as S
+from memframe.ids import capsule_number_expr
 from memframe.projections import levels
 from memframe.store import tables
 
@@ -54,9 +55,7 @@ _FORGET_COLUMNS = ["seq", "capsule_id", "mode"]
 
 
 def _num(expr: pl.Expr) -> pl.Expr:
-    digits = expr.str.strip_prefix("cap-")
-    return (pl.when(expr.str.starts_with("cap-") & ~digits.str.starts_with("0"))
-            .then(digits.cast(pl.Int64, strict=False)))
+    return capsule_number_expr(expr)
 
 
 def tier_table(k: int) -> str:

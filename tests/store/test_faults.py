@@ -125,15 +125,23 @@ def test_a_paused_writer_keeps_its_files_through_a_vacuum(tmp_path, clock):
     reopened.ingest(row("after"))  # the store stays writable
 
 
-def test_a_reader_retries_when_a_vacuum_removes_what_it_pinned(tmp_path, clock):
-    path = tmp_path / "s"
-    store = mf.Store.create(path, clock=clock)
+def three_parts_and_another_handle(tmp_path, clock) -> tuple[mf.Store, mf.Store]:
+    """A store with three small capsule parts, and a second handle that will compact them."""
+    store = mf.Store.create(tmp_path / "s", clock=clock)
     for t in "abc":
         store.ingest(row(t))
-    other = mf.Store.open(path, clock=clock)
-    view = store.pinned()
+    return store, mf.Store.open(store.path, clock=clock)
+
+
+def compact_and_vacuum(other: mf.Store) -> None:
     other.compact("capsules")
-    other.vacuum()
+    other.vacuum()  # the replaced parts are gone
+
+
+def test_a_reader_retries_when_a_vacuum_removes_what_it_pinned(tmp_path, clock):
+    store, other = three_parts_and_another_handle(tmp_path, clock)
+    view = store.pinned()
+    compact_and_vacuum(other)
     with pytest.raises(mf.errors.GenerationNotFoundError):
         view.table("capsules")  # a frozen view cannot move on
     # a handle re-pins on the newer generation
@@ -142,14 +150,9 @@ def test_a_reader_retries_when_a_vacuum_removes_what_it_pinned(tmp_path, clock):
 
 
 def test_a_purging_writer_retries_when_its_part_was_compacted_and_vacuumed(tmp_path, clock):
-    path = tmp_path / "s"
-    store = mf.Store.create(path, clock=clock)
-    for t in "abc":
-        store.ingest(row(t))
-    other = mf.Store.open(path, clock=clock)
+    store, other = three_parts_and_another_handle(tmp_path, clock)
     store.table("capsules").collect()  # the handle has seen the three small parts
-    other.compact("capsules")
-    other.vacuum()
+    compact_and_vacuum(other)
     store.forget("cap-2", mode="purge")
     contents = store.table("capsules").collect().sort("seq")["content"].to_list()
     assert contents == ["a", None, "c"]

@@ -217,7 +217,7 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
         raise _refuse(f"the tombstone of {changed['capsule_id'][0]} was rewritten")
     fresh = forgets.join(stored.select("capsule_id"), on="capsule_id", how="anti")
     plan.add("forgets", fresh, "tombstones")
-    older = fresh.filter(pl.col("capsule_id").str.slice(4).cast(pl.Int64) <= n_old)
+    older = fresh.filter(capsule_number_expr("capsule_id") <= n_old)
     if older.height:
         ids = older["capsule_id"].to_list()
         for i in range(0, len(ids), _IN_CHUNK):
@@ -278,7 +278,7 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
     delta = (j.filter(pl.col("count") > pl.col("old").fill_null(0))
              .select("at", "capsule_id", (pl.col("count") - pl.col("old").fill_null(0))
                      .alias("count"))
-             .sort("at", pl.col("capsule_id").str.slice(4).cast(pl.Int64, strict=False)))
+             .sort("at", capsule_number_expr("capsule_id")))
     plan.add("recalls", delta, "usage")
     # classifications / tiers / cursors: latest-by-seq labels; changes are new rows
     for table, convert, keys, values, removable in (
