@@ -7,8 +7,8 @@ Prints figures and ratios measured side by side in one run; asserts nothing abou
 
 Figures:
 
-a. ``store.ingest(frame)`` of N capsules in one commit (rows/s, peak RSS of that process)
-   against ``frame.write_parquet`` of the same frame (the floor: no hashing, no ids, no
+a. ``store.ingest(frame)`` of N capsules in one commit into a fresh store (rows/s, peak
+   RSS of that process; median of 3) against ``frame.write_parquet`` of the same frame (the floor: no hashing, no ids, no
    validation, no journal). Target ratio <= 6x.
 b. single-row commits (``store.ingest`` of one capsule, ``store.relate``,
    ``store.record_recall``): median milliseconds, and the share spent validating frames.
@@ -49,24 +49,32 @@ def _clock() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def bulk(n: int) -> dict:
-    """One process per measurement, so peak RSS is the measurement's own."""
+def bulk(n: int, repeats: int = 3) -> dict:
+    """One process per measurement, so peak RSS is the measurement's own; the median of
+    ``repeats`` runs, each into a fresh file or store, after one small untimed warm-up."""
     out = {}
     for what in ("parquet", "ingest"):
         code = f"""
-import resource, sys, tempfile, time, json, os
+import resource, sys, tempfile, time, json, os, statistics
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from bench_write_path import capsule_frame
 import memframe as mf
 frame = capsule_frame({n})
 tmp = tempfile.mkdtemp()
-t = time.perf_counter()
-if {what!r} == "parquet":
-    frame.write_parquet(os.path.join(tmp, "f.parquet"))
-else:
-    mf.Store.create(os.path.join(tmp, "s")).ingest(frame)
-secs = time.perf_counter() - t
-print(json.dumps({{"seconds": secs,
+
+def run(k, data):
+    if {what!r} == "parquet":
+        data.write_parquet(os.path.join(tmp, f"f{{k}}.parquet"))
+    else:
+        mf.Store.create(os.path.join(tmp, f"s{{k}}")).ingest(data)
+
+run("warm", capsule_frame(10))  # imports and first-use set-up, outside the timing
+times = []
+for k in range({repeats}):
+    t = time.perf_counter()
+    run(k, frame)
+    times.append(time.perf_counter() - t)
+print(json.dumps({{"seconds": statistics.median(times), "runs": times,
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

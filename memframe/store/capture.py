@@ -57,6 +57,29 @@ def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputE
     return InvalidInputError(f"unknown {what} {value!r}; allowed: {listed}")
 
 
+_JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String, "subject": pl.String,
+                   "reason": pl.String}
+
+
+def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
+    """Each line's chained hash after ``prev`` (reference 4.14): ``sha256(prev + line)``.
+
+    The one sequential step of a commit: every link needs the one before it.
+
+    Examples:
+        >>> import polars as pl
+        >>> [h[:12] for h in chain_hashes("", pl.Series(["a", "b"]))]
+        ['ca978112ca1b', 'd107b7d07504']
+    """
+    out: list[str] = []
+    append = out.append
+    sha256 = hashlib.sha256
+    for line in lines.to_list():
+        prev = sha256((prev + line).encode("utf-8")).hexdigest()
+        append(prev)
+    return out
+
+
 class Commit:
     """Rows one generation will add, built by verbs against a pinned snapshot."""
 
@@ -85,9 +108,10 @@ class Commit:
         self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
         self.watermarks: dict[str, Any] = dict(snapshot.watermarks)
         self.operations: list[str] = []
-        self._journal: list[tuple[datetime.datetime, str, str, str | None]] = []
+        # staged journal rows: single rows as tuples, bulk verbs' rows as frames
+        self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
-        self._new_hashes: dict[str, str] = {}
+        self._new_hashes: list[pl.DataFrame] = []  # (h, id) of contents this commit added
         self._new_relations: set[tuple[str, str, str]] = set()
         self._new_forgets: dict[str, str] = {}
         self._new_processing: set[str] = set()
@@ -119,9 +143,20 @@ class Commit:
     def journal(self, action: str, subject: str, reason: str | None = None) -> None:
         self._journal.append((self.now, action, subject, reason))
 
-    def journal_many(self, action: str, subjects: Sequence[str], reasons: Sequence[str | None] | None = None) -> None:
-        reasons = reasons if reasons is not None else [None] * len(subjects)
-        self._journal.extend((self.now, action, s, r) for s, r in zip(subjects, reasons, strict=True))
+    def journal_many(self, action: str, subjects: Sequence[str] | pl.Series,
+                     reasons: Sequence[str | None] | pl.Series | None = None) -> None:
+        """Stage one journal row per subject, as a frame (a bulk verb writes many)."""
+        subjects = pl.Series("subject", subjects, dtype=pl.String)
+        if subjects.len() == 0:
+            return
+        n = subjects.len()
+        self._journal.append(pl.DataFrame({
+            "at": pl.repeat(self.now, n, dtype=S.TIMESTAMP, eager=True),
+            "action": pl.repeat(action, n, dtype=pl.String, eager=True),
+            "subject": subjects,
+            "reason": (pl.repeat(None, n, dtype=pl.String, eager=True) if reasons is None
+                       else pl.Series("reason", reasons, dtype=pl.String)),
+        }))
 
     def write_derived(self, table: str, frame: pl.DataFrame, *, replace: bool,
                       row_group_rows: int | None = None) -> None:
@@ -201,24 +236,27 @@ class Commit:
             self, "_chain_tail",
             (int(self.snapshot.counter("audit_seq")), str(self.snapshot.counter("chain", ""))),
         )
-        ats, actions, subjects, reasons = zip(*self._journal, strict=True)
-        n = len(ats)
-        frame = pl.DataFrame(
-            {
-                "audit_seq": pl.int_range(audit_seq + 1, audit_seq + n + 1, dtype=pl.Int64,
-                                          eager=True),
-                "at": pl.Series(ats, dtype=S.TIMESTAMP),
-                "actor": pl.repeat(self.actor, n, dtype=pl.String, eager=True),
-                "action": pl.Series(actions, dtype=pl.String),
-                "subject": pl.Series(subjects, dtype=pl.String),
-                "reason": pl.Series(reasons, dtype=pl.String),
-            }
+        chunks: list[pl.DataFrame] = []
+        rows: list[tuple[Any, ...]] = []
+        for item in [*self._journal, None]:
+            if isinstance(item, tuple):
+                rows.append(item)
+                continue
+            if rows:
+                chunks.append(pl.DataFrame(rows, schema=_JOURNAL_STAGED, orient="row"))
+                rows = []
+            if item is not None:
+                chunks.append(item)
+        staged_rows = pl.concat(chunks, how="vertical") if len(chunks) > 1 else chunks[0]
+        n = staged_rows.height
+        frame = staged_rows.select(
+            pl.int_range(audit_seq + 1, audit_seq + n + 1, dtype=pl.Int64).alias("audit_seq"),
+            "at",
+            pl.lit(self.actor, dtype=pl.String).alias("actor"),
+            "action", "subject", "reason",
         )
-        hashes = []
-        sha256 = hashlib.sha256
-        for line in journal_lines(frame).to_list():
-            prev = sha256((prev + line).encode("utf-8")).hexdigest()
-            hashes.append(prev)
+        hashes = chain_hashes(prev, journal_lines(frame))
+        prev = hashes[-1]
         staged = self.append("journal", frame.with_columns(
             pl.Series("chained_hash", hashes, dtype=pl.String)))
         self._journal = []
@@ -279,9 +317,18 @@ class Commit:
         key = (kind, from_id, to_id)
         return key in self._new_relations or self.indexes.relation_exists(key)
 
-    def existing_ids_for_hashes(self, hashes: Sequence[str]) -> list[str | None]:
+    def existing_ids_for_hashes(self, hashes: pl.Series) -> pl.Series:
+        """The capsule id already holding each content hash (this commit's included), or null."""
         found = self.indexes.capsules_for_hashes(hashes)
-        return [self._new_hashes.get(h) or f for h, f in zip(hashes, found, strict=True)]
+        if not self._new_hashes:
+            return found
+        mine = pl.concat(self._new_hashes, how="vertical")
+        return hashes.to_frame("h").join(mine, on="h", how="left", maintain_order="left").select(
+            pl.coalesce(pl.Series("found", found), "id"))["found"]
+
+    def note_hashes(self, hashes: pl.Series, ids: pl.Series) -> None:
+        """Remember this commit's new contents, so a later ingest in it finds them."""
+        self._new_hashes.append(pl.DataFrame({"h": hashes, "id": ids}))
 
     def session(self, sid: str) -> list[Any] | None:
         if sid in self._new_sessions:
@@ -430,52 +477,54 @@ def ingest(c: Commit, rows: Any) -> list[str]:
         taint = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
 
     content = frame["content"].cast(pl.String)
-    hashes = sha256_hex(content).to_list()
+    hashes = sha256_hex(content).rename("h")
     existing = c.existing_ids_for_hashes(hashes)
-    for i, cid in enumerate(existing):
-        mode = c.forget_mode(cid) if cid is not None else None
-        if mode is not None:
-            assert cid is not None
-            raise TombstonedContentError(
-                f"capsule row {i} has the content of {cid}, which was forgotten ({mode}); "
-                f"forget is sticky: a forgotten memory cannot come back, nor be answered with "
-                f"its dead id. Nothing was written. Store different text (the store keeps "
-                f"the forgotten capsule's content hash to recognise it)",
-                capsule_id=cid, row=i,
-            )
+    known = existing.is_not_null()
+    if known.any():
+        for i in known.arg_true().to_list():
+            cid = existing[i]
+            mode = c.forget_mode(cid)
+            if mode is not None:
+                raise TombstonedContentError(
+                    f"capsule row {i} has the content of {cid}, which was forgotten ({mode}); "
+                    f"forget is sticky: a forgotten memory cannot come back, nor be answered "
+                    f"with its dead id. Nothing was written. Store different text (the store "
+                    f"keeps the forgotten capsule's content hash to recognise it)",
+                    capsule_id=cid, row=i,
+                )
 
-    # within one call, the first occurrence of a content wins
-    new_rows: list[int] = []
-    first_of: dict[str, int] = {}
-    ids: list[str | None] = list(existing)
-    for i, h in enumerate(hashes):
-        if ids[i] is not None:
-            continue
-        if h in first_of:
-            continue
-        first_of[h] = i
-        new_rows.append(i)
+    # within one call, the first occurrence of a content wins; the new ones take the next
+    # numbers in row order and later duplicates answer the first one's id
     start = c.capsules + 1
-    for k, i in enumerate(new_rows):
-        ids[i] = f"cap-{start + k}"
-    for i, h in enumerate(hashes):
-        if ids[i] is None:
-            ids[i] = ids[first_of[h]]
-    if not new_rows:
-        return [str(i) for i in ids]
-    c.capsules += len(new_rows)
-    take = pl.Series(new_rows, dtype=pl.UInt32)
-    new_ids = [ids[i] for i in new_rows]
+    fresh = existing.is_null()
+    if hashes.n_unique() == hashes.len():  # the common bulk case: no duplicate inside the call
+        assigned = pl.DataFrame({"existing": existing, "new": fresh}).with_columns(
+            pl.when("new").then(pl.col("new").cast(pl.Int64).cum_sum() + (start - 1)).alias("num"))
+    else:
+        assigned = pl.DataFrame({"h": hashes, "existing": existing, "new": fresh}).with_columns(
+            pl.col("new") & pl.col("h").is_first_distinct()
+        ).with_columns(
+            pl.when("new").then(pl.col("new").cast(pl.Int64).cum_sum() + (start - 1)).alias("num")
+        ).with_columns(pl.col("num").max().over("h"))
+    take = assigned["new"].arg_true()
+    n_new = take.len()
+    ids = assigned.select(
+        pl.coalesce("existing", pl.format("cap-{}", pl.col("num"))).alias("id"))["id"]
+    if not n_new:
+        return ids.to_list()
+    c.capsules += n_new
+    new_ids = ids.gather(take)
+    new_hashes = hashes.gather(take)
     capsules = pl.DataFrame(
         {
-            "id": pl.Series(new_ids, dtype=pl.String),
+            "id": new_ids,
             "created_at": created.gather(take),
             "project_id": project.gather(take),
             "content": content.gather(take),
             "content_chars": content.gather(take).str.len_chars().cast(pl.Int64),
             "source": frame["source"].cast(pl.String).gather(take),
             "anchor": frame["anchor"].cast(pl.String).gather(take),
-            "source_hash": pl.Series([hashes[i] for i in new_rows], dtype=pl.String),
+            "source_hash": new_hashes,
             "confidence": confidence.gather(take),
             "valid_from": valid_from.gather(take),
             "valid_to": valid_to.gather(take),
@@ -486,17 +535,18 @@ def ingest(c: Commit, rows: Any) -> list[str]:
         }
     )
     c.append("capsules", capsules)
-    for i in new_rows:
-        c._new_hashes[hashes[i]] = ids[i]  # type: ignore[assignment]
-    kinds = kind.gather(take)
-    classified = [(cid, k) for cid, k in zip(new_ids, kinds.to_list(), strict=True) if k is not None]
+    c.note_hashes(new_hashes, new_ids)
     c.journal_many("memory_ingest", new_ids)
-    if classified:
-        cids = [cid for cid, _ in classified]
-        _append_classifications(c, cids, [k for _, k in classified], "project")
-        c.journal_many("memory_classify", cids, [f"kind={k}" for _, k in classified])
+    kinds = kind.gather(take)
+    classified = kinds.is_not_null()
+    if classified.any():
+        cids = new_ids.filter(classified)
+        given = kinds.filter(classified)
+        _append_classifications(c, cids, given, "project")
+        c.journal_many("memory_classify", cids,
+                       given.to_frame("k").select(pl.format("kind={}", "k"))["k"])
     c.operations.append("ingest")
-    return [str(i) for i in ids]
+    return ids.to_list()
 
 
 def _append_classifications(c: Commit, ids: list[str], kinds: list[str], scope: str) -> None:

@@ -63,7 +63,7 @@ class Indexes:
         self.covered: dict[str, int] = {}
         self._snapshot: Snapshot | None = None
         self._hash_base = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
-        self._hash_tail: dict[int, list[int]] = {}
+        self._hash_tail = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
         self._edges = _SortedKeys()
         self._forgets: dict[str, str] = {}
         self._absorbed: set[str] = set()
@@ -104,16 +104,11 @@ class Indexes:
             _prefix_expr("source_hash").alias("prefix"),
             pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
         )
-        if fresh.height > _TAIL_LIMIT or len(self._hash_tail) + fresh.height > _TAIL_LIMIT:
-            tail = pl.DataFrame(
-                [(p, n) for p, ns in self._hash_tail.items() for n in ns],
-                schema={"prefix": pl.Int64, "num": pl.Int64}, orient="row",
-            )
-            self._hash_base = pl.concat([self._hash_base, tail, fresh]).sort("prefix")
-            self._hash_tail = {}
-        else:
-            for p, n in fresh.iter_rows():
-                self._hash_tail.setdefault(p, []).append(n)
+        if fresh.height > _TAIL_LIMIT or self._hash_tail.height + fresh.height > _TAIL_LIMIT:
+            self._hash_base = pl.concat([self._hash_base, self._hash_tail, fresh]).sort("prefix")
+            self._hash_tail = self._hash_tail.clear()
+        elif fresh.height:
+            self._hash_tail = pl.concat([self._hash_tail, fresh]).rechunk()
 
     def _load_edges(self) -> None:
         fresh = self._new_rows("relations", ["kind", "from_id", "to_id"])
@@ -168,37 +163,43 @@ class Indexes:
             seen += part.rows
         raise LookupError(f"cap-{number} is beyond this generation's {seen} capsules")
 
-    def capsules_for_hashes(self, hashes: Sequence[str]) -> list[str | None]:
-        """The stored capsule id for each content hash, or None (exact: prefixes confirmed)."""
+    def capsules_for_hashes(self, hashes: pl.Series) -> pl.Series:
+        """The stored capsule id for each content hash, or null (exact: prefixes confirmed)."""
         snap = self._snapshot
-        out: list[str | None] = [None] * len(hashes)
-        if snap is None or not hashes:
-            return out
+        none = pl.repeat(None, hashes.len(), dtype=pl.String, eager=True).alias("found")
+        if snap is None or hashes.len() == 0:
+            return none
         self._sync("hashes")
-        query = pl.Series("h", list(hashes), dtype=pl.String).to_frame().select(
-            _prefix_expr("h").alias("prefix"))["prefix"]
-        candidates: dict[int, list[int]] = {}
+        query = hashes.to_frame("h").with_row_index("row").with_columns(
+            _prefix_expr("h").alias("prefix"))
+        found: list[pl.DataFrame] = []
         base = self._hash_base
-        if base.height:
-            starts = base["prefix"].search_sorted(query, side="left")
-            ends = base["prefix"].search_sorted(query, side="right")
-            hit = (ends > starts).arg_true()
-            nums = base["num"]
-            for i in hit.to_list():
-                candidates.setdefault(i, []).extend(nums[starts[i]:ends[i]].to_list())
-        if self._hash_tail:
-            for i, p in enumerate(query.to_list()):
-                if p in self._hash_tail:
-                    candidates.setdefault(i, []).extend(self._hash_tail[p])
-        if not candidates:
-            return out
-        stored = self._stored_hashes(snap, sorted({n for ns in candidates.values() for n in ns}))
-        for i, nums in candidates.items():
-            for n in sorted(nums):
-                if stored.get(n) == hashes[i]:
-                    out[i] = f"cap-{n}"
-                    break
-        return out
+        if base.height:  # binary search: a lookup costs log(store), not a pass over it
+            starts = base["prefix"].search_sorted(query["prefix"], side="left")
+            width = base["prefix"].search_sorted(query["prefix"], side="right") - starts
+            hit = width > 0
+            if hit.any():
+                # one candidate per hit, or a few where stored contents share a prefix
+                at = pl.DataFrame({"row": query["row"].filter(hit), "start": starts.filter(hit),
+                                   "width": width.filter(hit)}).select(
+                    "row", pl.int_ranges("start", pl.col("start") + pl.col("width")).alias("at")
+                ).explode("at")
+                found.append(at.select("row", base["num"].gather(at["at"]).alias("num")))
+        if self._hash_tail.height:
+            found.append(query.join(self._hash_tail, on="prefix", how="inner").select("row", "num"))
+        candidates = pl.concat(found) if found else None
+        if candidates is None or candidates.height == 0:
+            return none
+        candidates = candidates.join(query.select("row", "h"), on="row", how="inner")
+        numbers = candidates["num"].unique().sort().to_list()
+        stored = self._stored_hashes(snap, numbers)
+        confirmed = candidates.join(
+            pl.DataFrame({"num": numbers, "stored": [stored[n] for n in numbers]},
+                         schema={"num": pl.Int64, "stored": pl.String}),
+            on="num", how="inner",
+        ).filter(pl.col("stored") == pl.col("h")).group_by("row").agg(pl.col("num").min())
+        return query.select("row").join(confirmed, on="row", how="left", maintain_order="left"
+                                        ).select(pl.format("cap-{}", "num").alias("found"))["found"]
 
     def _stored_hashes(self, snap: Snapshot, numbers: list[int]) -> dict[int, str]:
         """source_hash of the given capsule numbers, reading only the parts that hold them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime
 import os
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime.datetime]
 
 _MAX_ATTEMPTS = 200
+_PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
 
 
@@ -408,31 +410,57 @@ class Store(StoreView):
         """
         snap = commit.snapshot
         generation = snap.generation + 1
-        commit.journal_frame()
         written: list[Path] = []
-        adds: list[dict[str, Any]] = []
+        adds: list[tuple[int, dict[str, Any]]] = []
         removes: list[str] = []
         root = self._log.root
+        # a large commit writes its files on two threads (the Parquet encoder releases the
+        # interpreter), and its journal's hash chain runs while the other tables are written
+        staged_rows = sum(f.height for fs in commit.frames.values() for f in fs)
+        pool = (concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="memframe-write")
+                if staged_rows >= _PARALLEL_WRITE_ROWS else None)
+        pending: list[concurrent.futures.Future[None]] = []
+        counter = iter(range(1 << 30))
 
-        def put(table: str, frame: pl.DataFrame, n: int, **kwargs: Any) -> None:
+        def put(table: str, frame: pl.DataFrame, **kwargs: Any) -> None:
+            n = next(counter)
             rel = tables.part_path(table, generation, n)
             written.append(root / rel)
-            part = tables.write_part(root, rel, frame, **kwargs)
-            adds.append({"table": table, **part.to_json()})
+
+            def write() -> None:
+                part = tables.write_part(root, rel, frame, **kwargs)
+                adds.append((n, {"table": table, **part.to_json()}))
+
+            if pool is None:
+                write()
+            else:
+                pending.append(pool.submit(write))
+
+        def put_table(table: str, frames: list[pl.DataFrame]) -> None:
+            whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+            # bounded partitions: an erasure rewrites one of them, not a whole bulk load
+            for offset in range(0, whole.height, tables.PART_ROWS):
+                put(table, whole.slice(offset, tables.PART_ROWS))
+
+        def settle() -> None:
+            if pool is None:
+                return
+            done, _ = concurrent.futures.wait(pending)
+            pool.shutdown()
+            for future in done:
+                future.result()  # re-raise the first failure of a write
 
         with self._log.writing():
             try:
-                n = 0
-                for table, frames in commit.frames.items():
-                    whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-                    # bounded partitions: an erasure rewrites one of them, not a whole bulk load
-                    for offset in range(0, whole.height, tables.PART_ROWS):
-                        put(table, whole.slice(offset, tables.PART_ROWS), n)
-                        n += 1
+                for table, frames in list(commit.frames.items()):
+                    if table != "journal":
+                        put_table(table, frames)
+                commit.journal_frame()
+                if "journal" in commit.frames:
+                    put_table("journal", commit.frames["journal"])
                 for old_parts, table, frame in commit.rewrites.values():
                     if frame.height:
-                        put(table, frame, n)
-                        n += 1
+                        put(table, frame)
                     removes.extend(p.path for p in old_parts)
                 for table, (frames, replace, rg) in commit.derived.items():
                     if replace:
@@ -441,8 +469,8 @@ class Store(StoreView):
                     if not nonempty:
                         continue
                     frame = pl.concat(nonempty, how="vertical_relaxed")
-                    put(table, frame, n, **({"row_group_rows": rg} if rg else {}))
-                    n += 1
+                    put(table, frame, **({"row_group_rows": rg} if rg else {}))
+                settle()
                 for directory in sorted({p.parent for p in written}):
                     fsync_dir(directory)
                 if written:
@@ -458,13 +486,16 @@ class Store(StoreView):
                     "verbs": commit.operations,
                     "timestamp": stamp,
                     "seq": [first_seq, commit.seq] if commit.seq >= first_seq else None,
-                    "add": adds,
+                    "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
                     "remove": removes,
                     "counters": commit.counters(),
                     "watermarks": commit.watermarks,
                 }
                 won = self._log.try_commit(entry)
             except BaseException:
+                if pool is not None:  # no thread may create a file after the cleanup
+                    concurrent.futures.wait(pending)
+                    pool.shutdown()
                 for path in written:
                     path.unlink(missing_ok=True)
                 raise

@@ -22,6 +22,9 @@ from memframe.store.log import Part
 # Free text never goes into row-group statistics: a min/max in a file footer would
 # outlive the erasure of the row it came from.
 _NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
+# Columns whose values are (nearly) all distinct: a dictionary page would only be built to
+# be thrown away, so they are written plain.
+_NO_DICTIONARY = {"id", "content", "source_hash", "chained_hash", "subject"}
 ROW_GROUP_ROWS = 64 * 1024
 PART_ROWS = 256 * 1024  # rows per partition file a commit writes (larger commits split)
 
@@ -50,6 +53,7 @@ def write_part(
             fh,
             row_group_size=max(1, row_group_rows),
             write_statistics=stats,
+            use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
             compression="zstd",
         )
         if fsync:

@@ -1,0 +1,61 @@
+"""The content-hash index the ingest verb answers "already stored?" from.
+
+Hashes are looked up by a 60-bit prefix and every hit is confirmed against the stored
+hash, so a shared prefix can never answer with the wrong capsule. Real collisions are too
+rare to meet, so these tests shorten the prefix to one hex digit: then most lookups meet
+several candidates, in the sorted base and in the recent tail alike.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memframe as mf
+from memframe.store import index
+from tests.conftest import TickingClock
+
+
+@pytest.fixture
+def coarse_prefix(monkeypatch):
+    monkeypatch.setattr(index, "_prefix_expr",
+                        lambda column: pl.col(column).str.slice(0, 1).str.to_integer(base=16))
+
+
+def _rows(texts):
+    return [{"content": t, "source": "test", "anchor": "a"} for t in texts]
+
+
+@pytest.mark.parametrize("tail_limit", [3, 50_000], ids=["sorted-base", "tail"])
+def test_shared_prefixes_answer_the_exact_capsule(tmp_path, monkeypatch, coarse_prefix,
+                                                  tail_limit):
+    monkeypatch.setattr(index, "_TAIL_LIMIT", tail_limit)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    texts = [f"note {i}" for i in range(60)]
+    first = [store.ingest(_rows([t]))[0] for t in texts[:30]]
+    first += store.ingest(_rows(texts[30:]))
+    assert first == [f"cap-{i}" for i in range(1, 61)]
+    # every content again, shuffled, with new ones mixed in: old ones answer their own id
+    again = texts[::-1] + ["fresh a", "fresh b"]
+    ids = store.ingest(_rows(again))
+    assert ids == [f"cap-{i}" for i in range(60, 0, -1)] + ["cap-61", "cap-62"]
+    assert store.table("capsules").collect().height == 62
+
+
+@settings(max_examples=25, deadline=None)
+@given(batches=st.lists(st.lists(st.sampled_from([f"t{i}" for i in range(12)]), min_size=1,
+                                 max_size=6), min_size=1, max_size=5))
+def test_ids_follow_first_occurrence_whatever_the_batches(tmp_path_factory, batches):
+    store = mf.Store.create(tmp_path_factory.mktemp("s") / "s", clock=TickingClock())
+    seen: dict[str, str] = {}
+    for batch in batches:
+        expected = []
+        for text in batch:
+            seen.setdefault(text, f"cap-{len(seen) + 1}")
+            expected.append(seen[text])
+        assert store.ingest(_rows(batch)) == expected
+    stored = store.table("capsules").collect()
+    assert stored.height == len(seen)
+    assert dict(zip(stored["content"], stored["id"], strict=True)) == seen
