@@ -448,18 +448,44 @@ class TableRules:
         accepts_tombstoned: whether a referenced capsule may already be forgotten (usage,
             kind and tier are about the record, as in nMEMORY; so are edges and forgets).
         nonblank: text columns that must hold more than white space.
+        optional_text: text columns that may be left out (null) but, when given, must
+            hold more than white space.
         dedupe: the key whose repeats are skipped (relations: an edge is stored once).
         journal: (action, subject column, reason expression) of the one journal row each
             written row gets, or None for tables that are not audited (usage, misses and
-            lane overrides, as that engine does).
+            lane overrides, as that engine does). The action is a name, or an expression
+            when it depends on the row (a review's verdict).
+
+    A default of `WRITER_ACTOR` takes the writing handle's actor.
     """
 
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     capsule_refs: tuple[str, ...] = ()
     accepts_tombstoned: bool = True
     nonblank: tuple[str, ...] = ()
+    optional_text: tuple[str, ...] = ()
     dedupe: tuple[str, ...] = ()
-    journal: tuple[str, str, pl.Expr | None] | None = None
+    journal: tuple[str | pl.Expr, str, pl.Expr | None] | None = None
+
+
+class _WriterActor:
+    """The default of an ``actor`` column: the actor of the handle that writes the row."""
+
+    def __repr__(self) -> str:
+        return "WRITER_ACTOR"
+
+
+WRITER_ACTOR = _WriterActor()
+
+#: a review's journal row (reference 2.1): a proposal is the engine's staged ingest, a
+#: verdict that closes it its ``memory_ratify`` (a rejection too, named in the reason)
+_REVIEW_PROPOSED = pl.col("verdict") == "proposed"
+_REVIEW_ACTION = (pl.when(_REVIEW_PROPOSED).then(pl.lit("memory_ingest"))
+                  .otherwise(pl.lit("memory_ratify")))
+_REVIEW_REASON = pl.when(_REVIEW_PROPOSED).then(pl.lit("staged proposed")).otherwise(
+    pl.concat_str([pl.lit("verdict="), pl.col("verdict"),
+                   pl.when(pl.col("reason").is_not_null())
+                   .then(pl.lit(" ") + pl.col("reason")).otherwise(pl.lit(""))]))
 
 
 MAX_RECALL_COUNT = 2**31 - 1  # per row: recall_count sums can never overflow int64
@@ -492,4 +518,14 @@ RULES: dict[str, TableRules] = {
     ),
     "source_cursors": TableRules(nonblank=("source_key", "cursor")),
     "summaries": TableRules(nonblank=("conversation_id", "summary")),
+    "reviews": TableRules(
+        defaults={"reason": None, "actor": WRITER_ACTOR}, capsule_refs=("capsule_id",),
+        accepts_tombstoned=False, optional_text=("reason",),
+        journal=(_REVIEW_ACTION, "capsule_id", _REVIEW_REASON),
+    ),
+    "pins": TableRules(
+        defaults={"pinned": True, "reason": None, "actor": WRITER_ACTOR},
+        capsule_refs=("capsule_id",), accepts_tombstoned=False, optional_text=("reason",),
+        journal=("memory_pin", "capsule_id", pl.col("reason")),
+    ),
 }

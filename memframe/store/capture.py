@@ -143,16 +143,18 @@ class Commit:
     def journal(self, action: str, subject: str, reason: str | None = None) -> None:
         self._journal.append((self.now, action, subject, reason))
 
-    def journal_many(self, action: str, subjects: Sequence[str] | pl.Series,
+    def journal_many(self, action: str | pl.Series, subjects: Sequence[str] | pl.Series,
                      reasons: Sequence[str | None] | pl.Series | None = None) -> None:
-        """Stage one journal row per subject, as a frame (a bulk verb writes many)."""
+        """Stage one journal row per subject, as a frame (a bulk verb writes many); the
+        action is one name for all, or one per row."""
         subjects = pl.Series("subject", subjects, dtype=pl.String)
         if subjects.len() == 0:
             return
         n = subjects.len()
         self._journal.append(pl.DataFrame({
             "at": pl.repeat(self.now, n, dtype=S.TIMESTAMP, eager=True),
-            "action": pl.repeat(action, n, dtype=pl.String, eager=True),
+            "action": (action.cast(pl.String) if isinstance(action, pl.Series)
+                       else pl.repeat(action, n, dtype=pl.String, eager=True)),
             "subject": subjects,
             "reason": (pl.repeat(None, n, dtype=pl.String, eager=True) if reasons is None
                        else pl.Series("reason", reasons, dtype=pl.String)),
@@ -542,22 +544,10 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     if classified.any():
         cids = new_ids.filter(classified)
         given = kinds.filter(classified)
-        _append_classifications(c, cids, given, "project")
-        c.journal_many("memory_classify", cids,
-                       given.to_frame("k").select(pl.format("kind={}", "k"))["k"])
+        append_events(c, "classifications", pl.DataFrame({"capsule_id": cids, "kind": given}),
+                      operation=None)
     c.operations.append("ingest")
     return ids.to_list()
-
-
-def _append_classifications(c: Commit, ids: list[str], kinds: list[str], scope: str) -> None:
-    c.append(
-        "classifications",
-        pl.DataFrame(
-            {"at": c._now_frame(len(ids)), "capsule_id": ids, "kind": kinds,
-             "scope": [scope] * len(ids)},
-            schema_overrides={"capsule_id": pl.String, "kind": pl.String, "scope": pl.String},
-        ),
-    )
 
 
 def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "manual") -> bool:
@@ -572,19 +562,8 @@ def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "man
     if not (kind == "falsifies" and isinstance(from_id, str) and from_id.startswith("out-")):
         c.require_capsule(from_id, live=False, what="relation endpoint")
     c.require_capsule(to_id, live=False, what="relation endpoint")
-    if c.relation_exists(kind, from_id, to_id):
-        return False
-    c.append(
-        "relations",
-        pl.DataFrame(
-            {"at": c._now_frame(1), "kind": [kind], "from_id": [from_id], "to_id": [to_id],
-             "origin": [origin]},
-        ),
-    )
-    c._new_relations.add((kind, from_id, to_id))
-    c.journal("memory_relate", from_id, f"{kind} {to_id}")
-    c.operations.append("relate")
-    return True
+    return append_events(c, "relations", _one_row(kind=kind, from_id=from_id, to_id=to_id,
+                                                   origin=origin), operation="relate") == 1
 
 
 def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> bool:
@@ -595,21 +574,9 @@ def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | No
         raise InvalidInputError(f"a forget reason is text or None; got {type(reason).__name__} "
                                 f"{reason!r}")
     c.require_capsule(capsule_id, live=False)
-    previous = c.forget_mode(capsule_id)
-    erase = mode in ("redact", "purge")
-    if previous is not None and (not erase or previous in ("redact", "purge")):
-        return False  # already forgotten at least this thoroughly
-    c.append(
-        "forgets",
-        pl.DataFrame({"at": c._now_frame(1), "capsule_id": [capsule_id], "mode": [mode],
-                      "reason": pl.Series([reason], dtype=pl.String)}),
-    )
-    c._new_forgets[capsule_id] = mode
-    if erase:
-        _erase_content(c, capsule_id)
-    c.journal("memory_forget", capsule_id, reason)
-    c.operations.append("forget")
-    return True
+    # False when already forgotten at least this thoroughly
+    return append_events(c, "forgets", _one_row(capsule_id=capsule_id, mode=mode,
+                                                 reason=reason), operation="forget") == 1
 
 
 def _erase_content(c: Commit, capsule_id: str) -> None:
@@ -657,14 +624,9 @@ def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
     for cid in ids:
         c.require_capsule(cid, live=False)
         counts[cid] = counts.get(cid, 0) + 1
-    c.append(
-        "recalls",
-        pl.DataFrame({"at": c._now_frame(len(counts)), "capsule_id": list(counts),
-                      "count": list(counts.values())},
-                     schema_overrides={"count": pl.Int64}),
-    )
-    c.operations.append("record_recall")
-    return len(counts)
+    return append_events(c, "recalls", pl.DataFrame(
+        {"capsule_id": list(counts), "count": list(counts.values())},
+        schema={"capsule_id": pl.String, "count": pl.Int64}), operation="record_recall")
 
 
 def record_miss(c: Commit, terms: Sequence[str] | str, outcome: str) -> list[str]:
@@ -678,12 +640,9 @@ def record_miss(c: Commit, terms: Sequence[str] | str, outcome: str) -> list[str
         raise InvalidInputError(f"miss terms must be strings; got {bad[0]!r}")
     folded = fold_terms(raw)
     if folded:
-        c.append(
-            "recall_misses",
-            pl.DataFrame({"at": c._now_frame(len(folded)), "term": folded,
-                          "outcome": [outcome] * len(folded)}),
-        )
-        c.operations.append("record_miss")
+        append_events(c, "recall_misses", pl.DataFrame(
+            {"term": folded, "outcome": [outcome] * len(folded)},
+            schema={"term": pl.String, "outcome": pl.String}), operation="record_miss")
     return folded
 
 
@@ -694,9 +653,8 @@ def record_lane_override(c: Commit, forced: str, auto_pick: str) -> None:
             f"lane pair ({forced}, {auto_pick}) is not an override the router records; "
             f"allowed (forced, auto_pick): {allowed}"
         )
-    c.append("lane_overrides",
-             pl.DataFrame({"at": c._now_frame(1), "forced": [forced], "auto_pick": [auto_pick]}))
-    c.operations.append("record_lane_override")
+    append_events(c, "lane_overrides", _one_row(forced=forced, auto_pick=auto_pick),
+                  operation="record_lane_override")
 
 
 def classify(c: Commit, capsule_id: str, kind: str | None = None, tier: str | None = None,
@@ -711,12 +669,10 @@ def classify(c: Commit, capsule_id: str, kind: str | None = None, tier: str | No
         raise _vocab_error("classification scope", scope, S.CLASSIFICATION_SCOPES)
     c.require_capsule(capsule_id, live=False)  # "the label is about the record"
     if kind is not None:
-        _append_classifications(c, [capsule_id], [kind], scope)
-        c.journal("memory_classify", capsule_id, f"kind={kind}")
+        append_events(c, "classifications",
+                      _one_row(capsule_id=capsule_id, kind=kind, scope=scope), operation=None)
     if tier is not None:
-        c.append("tiers", pl.DataFrame({"at": c._now_frame(1), "capsule_id": [capsule_id],
-                                        "tier": [tier]}))
-        c.journal("memory_tier", capsule_id, f"tier={tier}")
+        append_events(c, "tiers", _one_row(capsule_id=capsule_id, tier=tier), operation=None)
     c.operations.append("classify")
 
 
@@ -803,17 +759,17 @@ def record_git_scan(c: Commit, source_key: str, cursor: str,
             raise _vocab_error("corroboration verdict", r["verdict"], S.CORROBORATION_VERDICTS)
         c.require_capsule(r["capsule_id"], live=False)
     if rows:
-        c.append("corroborations", pl.DataFrame({
-            "at": c._now_frame(len(rows)),
+        append_events(c, "corroborations", pl.DataFrame({
             "capsule_id": [r["capsule_id"] for r in rows],
             "source": [source] * len(rows),
             "kind": [r["kind"] for r in rows],
             "ref": [str(r["ref"]) for r in rows],
             "verdict": [r["verdict"] for r in rows],
-            "detail": pl.Series([r.get("detail") for r in rows], dtype=pl.String),
-        }))
-    c.append("source_cursors", pl.DataFrame({"at": c._now_frame(1), "source_key": [source_key],
-                                             "cursor": [cursor]}))
+            "detail": [r.get("detail") for r in rows],
+        }, schema={"capsule_id": pl.String, "source": pl.String, "kind": pl.String,
+                   "ref": pl.String, "verdict": pl.String, "detail": pl.String}), operation=None)
+    append_events(c, "source_cursors", _one_row(source_key=source_key, cursor=cursor),
+                  operation=None)
     c.journal("memory_git_scan", source_key, cursor)
     c.operations.append("record_git_scan")
     return len(rows)
@@ -823,9 +779,8 @@ def record_summary(c: Commit, conversation_id: str, summary: str) -> None:
     """Land a summary the language seam returned (the engine never writes prose itself)."""
     if not isinstance(summary, str) or not summary.strip():
         raise InvalidInputError(f"the summary for {conversation_id!r} is blank; return text or None")
-    c.append("summaries", pl.DataFrame({"at": c._now_frame(1), "conversation_id": [conversation_id],
-                                        "summary": [summary]}))
-    c.operations.append("summarize")
+    append_events(c, "summaries", _one_row(conversation_id=conversation_id, summary=summary),
+                  operation="summarize")
 
 
 def absorb(c: Commit, member_ids: Sequence[str], into_id: str) -> None:
@@ -845,8 +800,18 @@ BULK_TABLES = tuple(S.RULES)
 MAX_RECALL_COUNT = S.MAX_RECALL_COUNT
 
 
-def append_events(c: Commit, table: str, rows: Any) -> int:
-    """Append many event rows of one table at once (the bulk form of the verbs).
+def _one_row(**values: Any) -> pl.DataFrame:
+    """One row for `append_events`, every column typed from the table's schema."""
+    return pl.DataFrame({k: [v] for k, v in values.items()},
+                        schema={k: pl.String for k in values})
+
+
+def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "") -> int:
+    """Append many event rows of one table at once: the one path every event verb takes.
+
+    A verb checks its own arguments (for its own error messages) and stages its row
+    here; `Store.append` stages many. ``operation`` names the verb in the generation's
+    list (default ``append:<table>``; None records nothing, for a verb that names itself).
 
     Rows get ``seq`` here and ``at`` from the clock unless they carry their own. Capsule
     references must exist; relation edges already stored (or repeated) are skipped;
@@ -875,6 +840,7 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
     fill = []
     for name, value in defaults.items():
         if name not in frame.columns:
+            value = c.actor if value is S.WRITER_ACTOR else value
             fill.append(pl.lit(value, dtype=schema[name]).alias(name))
     frame = frame.with_columns(fill) if fill else frame
     frame = frame.with_columns(
@@ -904,6 +870,11 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
         if blank.any():
             raise InvalidInputError(f"{table} row {_first_bad(blank)}: {name} is blank; it "
                                     f"must hold text")
+    for name in rules.optional_text:
+        blank = frame[name].str.strip_chars() == ""
+        if blank.any():
+            raise InvalidInputError(f"{table} row {_first_bad(blank)}: {name} is blank; give "
+                                    f"text or leave it out (null)")
     if table == "recalls":
         bad = ~frame["count"].is_between(1, MAX_RECALL_COUNT).fill_null(False)
         if bad.any():
@@ -976,22 +947,19 @@ def append_events(c: Commit, table: str, rows: Any) -> int:
                 _erase_content(c, cid)
     if rules.journal is not None:
         action, subject, reason = rules.journal
-        audit = staged.select(pl.col(subject), (reason if reason is not None else pl.lit(None))
-                              .cast(pl.String).alias("reason"))
-        c.journal_many(action, audit[subject].to_list(), audit["reason"].to_list())
-    c.operations.append(f"append:{table}")
+        audit = staged.select(
+            (action if isinstance(action, pl.Expr) else pl.lit(action)).alias("action"),
+            pl.col(subject).alias("subject"),
+            (reason if reason is not None else pl.lit(None)).cast(pl.String).alias("reason"))
+        c.journal_many(audit["action"], audit["subject"], audit["reason"])
+    if operation is not None:
+        c.operations.append(operation or f"append:{table}")
     return staged.height
 
 
 # ---- review and pin (reference 2.1, 2.2, 4.17) ---------------------------------------------
 
-#: the journal action of each review verdict. A proposal is born through the engine's
-#: staged ingest (``memory_ingest``, reason ``staged proposed``); the verdict that closes
-#: it is the engine's ``memory_ratify`` verb, which memframe also uses for a rejection
-#: (the verdict is named in the journal reason).
-REVIEW_ACTIONS = {"proposed": "memory_ingest", "ratified": "memory_ratify",
-                  "rejected": "memory_ratify"}
-STAGED_PROPOSED_REASON = "staged proposed"
+# the rules of reviews and pins (their journal rows included) are in schema.RULES
 
 
 def _optional_reason(verb: str, reason: str | None) -> None:
@@ -1007,15 +975,8 @@ def review(c: Commit, capsule_id: str, verdict: str, reason: str | None = None) 
         raise _vocab_error("review verdict", verdict, S.REVIEW_VERDICTS)
     _optional_reason("review", reason)
     c.require_capsule(capsule_id, live=True)
-    c.append("reviews", pl.DataFrame({
-        "at": c._now_frame(1), "capsule_id": [capsule_id], "verdict": [verdict],
-        "reason": pl.Series([reason], dtype=pl.String), "actor": [c.actor]}))
-    if verdict == "proposed":
-        c.journal(REVIEW_ACTIONS[verdict], capsule_id, STAGED_PROPOSED_REASON)
-    else:
-        note = f"verdict={verdict}" + (f" {reason}" if reason is not None else "")
-        c.journal(REVIEW_ACTIONS[verdict], capsule_id, note)
-    c.operations.append("review")
+    append_events(c, "reviews", _one_row(capsule_id=capsule_id, verdict=verdict, reason=reason),
+                  operation="review")
 
 
 def pin(c: Commit, capsule_id: str, pinned: bool = True, reason: str | None = None) -> None:
@@ -1024,8 +985,7 @@ def pin(c: Commit, capsule_id: str, pinned: bool = True, reason: str | None = No
         raise InvalidInputError(f"pin: pinned must be True or False; got {pinned!r}")
     _optional_reason("pin", reason)
     c.require_capsule(capsule_id, live=True)
-    c.append("pins", pl.DataFrame({
-        "at": c._now_frame(1), "capsule_id": [capsule_id], "pinned": [pinned],
-        "reason": pl.Series([reason], dtype=pl.String), "actor": [c.actor]}))
-    c.journal("memory_pin", capsule_id, reason)
-    c.operations.append("pin")
+    append_events(c, "pins", pl.DataFrame({"capsule_id": [capsule_id], "pinned": [pinned],
+                                           "reason": [reason]},
+                                          schema={"capsule_id": pl.String, "pinned": pl.Boolean,
+                                                  "reason": pl.String}), operation="pin")

@@ -10,7 +10,6 @@ piece is loaded on first use, so a commit pays only for the lookups its verbs ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl

@@ -615,10 +615,12 @@ class Store(StoreView):
         """Append many event rows of one table in one commit (the verbs, vectorised).
 
         ``table`` is one of relations, forgets, recalls, classifications, tiers,
-        recall_misses, lane_overrides, corroborations, source_cursors, summaries. The rows
-        follow the verbs' rules: capsule references must exist, vocabularies are closed,
-        stored edges are skipped, audited tables get their journal rows. Returns the
-        number of rows written.
+        recall_misses, lane_overrides, corroborations, source_cursors, summaries, reviews,
+        pins. The rows follow the verbs' rules, declared once per table in
+        ``memframe.schema.RULES`` (the verbs themselves stage their one row through the
+        same path): capsule references must exist, vocabularies are closed, stored edges
+        are skipped, audited tables get their journal rows. Returns the number of rows
+        written.
 
         Examples:
             >>> import memframe as mf, tempfile, os

@@ -26,6 +26,10 @@ ops = st.one_of(
     st.tuples(st.just("recall"), st.sampled_from(IDS)),
     st.tuples(st.just("kind"), st.sampled_from(IDS), st.sampled_from(["fact", "task", "epic"])),
     st.tuples(st.just("tier"), st.sampled_from(IDS), st.sampled_from(S.TIERS)),
+    st.tuples(st.just("review"), st.sampled_from(IDS), st.sampled_from(S.REVIEW_VERDICTS),
+              st.one_of(st.none(), st.sampled_from(["looks right", " ", "why"]))),
+    st.tuples(st.just("pin"), st.sampled_from(IDS), st.booleans(),
+              st.one_of(st.none(), st.sampled_from(["keep", ""]))),
 )
 
 
@@ -41,6 +45,10 @@ def by_verb(store: mf.Store, op: tuple) -> None:
             store.classify(a, kind=kind)
         case ("tier", a, tier):
             store.classify(a, tier=tier)
+        case ("review", a, verdict, reason):
+            store.review(a, verdict, reason=reason)
+        case ("pin", a, pinned, reason):
+            store.pin(a, pinned=pinned, reason=reason)
 
 
 def by_bulk(store: mf.Store, op: tuple) -> None:
@@ -57,6 +65,14 @@ def by_bulk(store: mf.Store, op: tuple) -> None:
             store.append("classifications", {"capsule_id": [a], "kind": [kind]})
         case ("tier", a, tier):
             store.append("tiers", {"capsule_id": [a], "tier": [tier]})
+        case ("review", a, verdict, reason):
+            store.append("reviews", pl.DataFrame({"capsule_id": [a], "verdict": [verdict],
+                                                  "reason": [reason]},
+                                                 schema_overrides={"reason": pl.String}))
+        case ("pin", a, pinned, reason):
+            store.append("pins", pl.DataFrame({"capsule_id": [a], "pinned": [pinned],
+                                               "reason": [reason]},
+                                              schema_overrides={"reason": pl.String}))
 
 
 def run(path, ops_list, apply) -> tuple[mf.Store, list[str | None]]:
