@@ -8,7 +8,8 @@ Prints figures and ratios measured side by side in one run; asserts nothing abou
 Figures:
 
 a. ``store.ingest(frame)`` of N capsules in one commit into a fresh store (rows/s, peak
-   RSS of that process; median of 3) against ``frame.write_parquet`` of the same frame (the floor: no hashing, no ids, no
+   RSS of that process; median of 3) against ``frame.write_parquet`` of the same frame,
+   and the sequential floor inside it: the journal's sha256 chain over the N lines alone (the floor: no hashing, no ids, no
    validation, no journal). Target ratio <= 6x.
 b. single-row commits (``store.ingest`` of one capsule, ``store.relate``,
    ``store.record_recall``): median milliseconds, and the share spent validating frames.
@@ -53,7 +54,7 @@ def bulk(n: int, repeats: int = 3) -> dict:
     """One process per measurement, so peak RSS is the measurement's own; the median of
     ``repeats`` runs, each into a fresh file or store, after one small untimed warm-up."""
     out = {}
-    for what in ("parquet", "ingest"):
+    for what in ("parquet", "ingest", "chain"):
         code = f"""
 import resource, sys, tempfile, time, json, os, statistics
 sys.path.insert(0, {str(Path(__file__).parent)!r})
@@ -62,9 +63,21 @@ import memframe as mf
 frame = capsule_frame({n})
 tmp = tempfile.mkdtemp()
 
+import datetime as dt, polars as pl
+from memframe.store.capture import chain_hashes
+from memframe.text import journal_lines
+
 def run(k, data):
     if {what!r} == "parquet":
         data.write_parquet(os.path.join(tmp, f"f{{k}}.parquet"))
+    elif {what!r} == "chain":  # the journal's sha256 chain alone, over the lines ingest writes
+        n = data.height
+        lines = journal_lines(pl.select(
+            audit_seq=pl.int_range(1, n + 1), at=pl.lit(dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                                                        dtype=pl.Datetime("ns", "UTC")),
+            actor=pl.lit("memframe"), action=pl.lit("memory_ingest"),
+            subject=pl.format("cap-{{}}", pl.int_range(1, n + 1)), reason=pl.lit(None, pl.String)))
+        chain_hashes("", lines)
     else:
         mf.Store.create(os.path.join(tmp, f"s{{k}}")).ingest(data)
 
@@ -120,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   store.ingest       {b['ingest']['seconds']:8.3f} s   peak {b['ingest']['peak_mib']:7.0f} MiB"
           f"   {args.capsules / b['ingest']['seconds']:,.0f} rows/s")
     print(f"   ratio ingest / write_parquet: {ratio:.1f}x   (target <= 6x)")
+    chain = b["chain"]["seconds"]
+    print(f"   of which floor: the journal's sha256 chain alone (one link per capsule, each "
+          f"needing the one before)\n   chain              {chain:8.3f} s   "
+          f"= {chain / b['parquet']['seconds']:.1f}x write_parquet")
     s = single_commits(args.commits)
     print(f"b. single-row commits on a 10k store ({args.commits} each)")
     for verb, ms in s["median_ms"].items():

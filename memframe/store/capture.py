@@ -837,15 +837,15 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
     lacking = [n for n in allowed if n not in frame.columns and n not in defaults]
     if lacking:
         raise InvalidInputError(f"{table}: missing column(s) {', '.join(lacking)}")
+    if "at" in frame.columns:  # a caller's instants are checked; the clock's are not
+        frame = frame.with_columns(
+            _time_column(frame, "at").fill_null(pl.lit(c.now, dtype=S.TIMESTAMP)).alias("at"))
     fill = []
     for name, value in defaults.items():
         if name not in frame.columns:
-            value = c.actor if value is S.WRITER_ACTOR else value
+            value = c.now if name == "at" else c.actor if value is S.WRITER_ACTOR else value
             fill.append(pl.lit(value, dtype=schema[name]).alias(name))
     frame = frame.with_columns(fill) if fill else frame
-    frame = frame.with_columns(
-        _time_column(frame, "at").fill_null(pl.lit(c.now, dtype=S.TIMESTAMP)).alias("at")
-    )
     for name in allowed:
         if name == "at":
             continue
