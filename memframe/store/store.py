@@ -450,6 +450,8 @@ class Store(StoreView):
             for future in done:
                 future.result()  # re-raise the first failure of a write
 
+        # a table that already has parts has a durable directory entry in the root
+        known_dirs = {root / t for t, parts in snap.tables.items() if parts}
         with self._log.writing():
             try:
                 for table, frames in list(commit.frames.items()):
@@ -473,7 +475,7 @@ class Store(StoreView):
                 settle()
                 for directory in sorted({p.parent for p in written}):
                     fsync_dir(directory)
-                if written:
+                if any(p.parent not in known_dirs for p in written):
                     fsync_dir(root)  # a table directory made by this commit
                 stamp = _commit_stamp(commit.now)
                 if snap.timestamp is not None and stamp < snap.timestamp:
