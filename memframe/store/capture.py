@@ -800,8 +800,12 @@ BULK_TABLES = tuple(S.RULES)
 MAX_RECALL_COUNT = S.MAX_RECALL_COUNT
 
 
-def _one_row(**values: Any) -> pl.DataFrame:
-    """One row for `append_events`, every column typed from the table's schema."""
+def _one_row(**values: str | None) -> pl.DataFrame:
+    """A verb's one row of text columns for `append_events` (nothing coerced)."""
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise InvalidInputError(f"{name} must be text; got {type(value).__name__} "
+                                    f"{value!r:.60}")
     return pl.DataFrame({k: [v] for k, v in values.items()},
                         schema={k: pl.String for k in values})
 

@@ -58,6 +58,14 @@ CASES = [
     ("bad source key", lambda s: s.record_git_scan("repo", "sha"), "git:"),
     ("bad corroboration verdict", lambda s: s.record_git_scan("git:/r", "sha", [
         {"capsule_id": "cap-1", "kind": "mention", "ref": "r", "verdict": "maybe"}]), "drifted"),
+    ("summary for a non-text conversation", lambda s: s.commit(
+        lambda w: w.record_summary(5, "a summary"), operation="t"), "conversation_id must be text"),
+    ("review of a forgotten capsule", lambda s: s.review("cap-2", "proposed"), "forgotten"),
+    ("blank pin reason", lambda s: s.pin("cap-1", reason=" "), "reason"),
+    ("bulk blank review reason", lambda s: s.append("reviews", {
+        "capsule_id": ["cap-1"], "verdict": ["ratified"], "reason": [" "]}), "reason is blank"),
+    ("bulk pin of a forgotten capsule", lambda s: s.append("pins", {"capsule_id": ["cap-2"]}),
+     "forgotten"),
     ("bulk unknown table", lambda s: s.append("capsules", {"x": [1]}), "ingest"),
     ("bulk bad column", lambda s: s.append("tiers", {"capsule_id": ["cap-1"], "tier": ["gold"]}),
      "tiers.tier"),
