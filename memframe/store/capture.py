@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -226,14 +226,17 @@ class Commit:
         self.rewrites["+".join(p.path for p in old)] = (list(old), table, frame)
 
     # -- finishing ------------------------------------------------------------------------
-    def journal_frame(self) -> pl.DataFrame | None:
+    def chain_journal(self, rows_per_part: int) -> Iterator[pl.DataFrame]:
         """Chain the staged journal rows onto the store's chain (reference 4.14).
 
-        The canonical lines are built in Polars (the same encoder the digest's verifier
-        uses); only the sequential sha256 chain runs row by row.
+        Yields them ``rows_per_part`` at a time, each piece as soon as its links are
+        computed (with its ``seq``, not yet validated: `schema.validate_frame`), so a large
+        commit writes one piece while it chains the next. The canonical lines are built
+        in Polars (the same encoder the digest's verifier uses); only the sha256 chain
+        itself runs row by row.
         """
         if not self._journal:
-            return None
+            return
         audit_seq, prev = getattr(
             self, "_chain_tail",
             (int(self.snapshot.counter("audit_seq")), str(self.snapshot.counter("chain", ""))),
@@ -249,21 +252,23 @@ class Commit:
                 rows = []
             if item is not None:
                 chunks.append(item)
+        self._journal = []
         staged_rows = pl.concat(chunks, how="vertical") if len(chunks) > 1 else chunks[0]
         n = staged_rows.height
         frame = staged_rows.select(
+            self._take_seq(n),
             pl.int_range(audit_seq + 1, audit_seq + n + 1, dtype=pl.Int64).alias("audit_seq"),
             "at",
             pl.lit(self.actor, dtype=pl.String).alias("actor"),
             "action", "subject", "reason",
         )
-        hashes = chain_hashes(prev, journal_lines(frame))
-        prev = hashes[-1]
-        staged = self.append("journal", frame.with_columns(
-            pl.Series("chained_hash", hashes, dtype=pl.String)))
-        self._journal = []
-        self._chain_tail = (audit_seq + n, prev)
-        return staged
+        lines = journal_lines(frame)
+        for offset in range(0, n, max(1, rows_per_part)):
+            piece = frame.slice(offset, rows_per_part)
+            hashes = chain_hashes(prev, lines.slice(offset, rows_per_part))
+            prev = hashes[-1]
+            self._chain_tail = (audit_seq + offset + piece.height, prev)
+            yield piece.with_columns(pl.Series("chained_hash", hashes, dtype=pl.String))
 
     def append_journal(self, frame: pl.DataFrame) -> None:
         """Append journal rows that already carry their audit_seq and chained_hash (imports).

@@ -422,13 +422,15 @@ class Store(StoreView):
         pending: list[concurrent.futures.Future[None]] = []
         counter = iter(range(1 << 30))
 
-        def put(table: str, frame: pl.DataFrame, **kwargs: Any) -> None:
+        def put(table: str, frame: pl.DataFrame, *, validate: bool = False, **kwargs: Any
+                ) -> None:
             n = next(counter)
             rel = tables.part_path(table, generation, n)
             written.append(root / rel)
 
             def write() -> None:
-                part = tables.write_part(root, rel, frame, **kwargs)
+                checked = S.validate_frame(table, frame) if validate else frame
+                part = tables.write_part(root, rel, checked, **kwargs)
                 adds.append((n, {"table": table, **part.to_json()}))
 
             if pool is None:
@@ -457,9 +459,10 @@ class Store(StoreView):
                 for table, frames in list(commit.frames.items()):
                     if table != "journal":
                         put_table(table, frames)
-                commit.journal_frame()
-                if "journal" in commit.frames:
+                if "journal" in commit.frames:  # rows an import carried, chained already
                     put_table("journal", commit.frames["journal"])
+                for piece in commit.chain_journal(tables.PART_ROWS):
+                    put("journal", piece, validate=True)
                 for old_parts, table, frame in commit.rewrites.values():
                     if frame.height:
                         put(table, frame)
