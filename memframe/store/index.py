@@ -20,6 +20,13 @@ from memframe.store.log import Part, Snapshot
 
 _TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted frames
 
+# each piece of write-side state: the table it folds, and the columns it reads
+_PIECES = {"hashes": "capsules", "edges": "relations", "forgets": "forgets",
+           "absorbed": "processing", "sessions": "brackets"}
+_COLUMNS = {"hashes": ["id", "source_hash"], "edges": ["kind", "from_id", "to_id"],
+            "forgets": ["capsule_id", "mode"], "absorbed": ["capsule_id"],
+            "sessions": ["session_id", "event", "project_id"]}
+
 _EDGE_KEY = pl.concat_str([pl.col("kind"), pl.col("from_id"), pl.col("to_id")], separator="\x00")
 
 
@@ -98,8 +105,26 @@ class Indexes:
         self.covered[table] = max(done, top)
         return frame.filter(pl.col("seq") > done).sort("seq")
 
+    def learn_own(self, parent: int, generation: int,
+                  frames: dict[str, list[pl.DataFrame]]) -> None:
+        """Fold the rows this handle itself just landed as ``generation`` (on ``parent``),
+        so its next commit need not read them back; only pieces current with ``parent``
+        (otherwise rows another writer landed first would be skipped)."""
+        for piece, table in _PIECES.items():
+            if self._synced.get(piece) != parent or self.covered.get(table) is None:
+                continue
+            own = frames.get(table, [])
+            if own:
+                rows = pl.concat([f.select(_COLUMNS[piece] + ["seq"]) for f in own])
+                getattr(self, f"_fold_{piece}")(rows)
+                self.covered[table] = max(self.covered[table], int(rows["seq"].max()))
+            self._synced[piece] = generation
+
     def _load_hashes(self) -> None:
-        fresh = self._new_rows("capsules", ["id", "source_hash"]).select(
+        self._fold_hashes(self._new_rows("capsules", _COLUMNS["hashes"]))
+
+    def _fold_hashes(self, rows: pl.DataFrame) -> None:
+        fresh = rows.select(
             _prefix_expr("source_hash").alias("prefix"),
             pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
         )
@@ -110,21 +135,30 @@ class Indexes:
             self._hash_tail = pl.concat([self._hash_tail, fresh]).rechunk()
 
     def _load_edges(self) -> None:
-        fresh = self._new_rows("relations", ["kind", "from_id", "to_id"])
+        self._fold_edges(self._new_rows("relations", _COLUMNS["edges"]))
+
+    def _fold_edges(self, fresh: pl.DataFrame) -> None:
         if fresh.height:
             self._edges.add(fresh.select(_EDGE_KEY.alias("key"))["key"])
 
     def _load_forgets(self) -> None:
-        fresh = self._new_rows("forgets", ["capsule_id", "mode"])
+        self._fold_forgets(self._new_rows("forgets", _COLUMNS["forgets"]))
+
+    def _fold_forgets(self, fresh: pl.DataFrame) -> None:
         for cid, mode in fresh.select("capsule_id", "mode").iter_rows():
             if self._forgets.get(cid) not in ("redact", "purge"):
                 self._forgets[cid] = mode
 
     def _load_absorbed(self) -> None:
-        self._absorbed.update(self._new_rows("processing", ["capsule_id"])["capsule_id"])
+        self._fold_absorbed(self._new_rows("processing", _COLUMNS["absorbed"]))
+
+    def _fold_absorbed(self, fresh: pl.DataFrame) -> None:
+        self._absorbed.update(fresh["capsule_id"])
 
     def _load_sessions(self) -> None:
-        fresh = self._new_rows("brackets", ["session_id", "event", "project_id"])
+        self._fold_sessions(self._new_rows("brackets", _COLUMNS["sessions"]))
+
+    def _fold_sessions(self, fresh: pl.DataFrame) -> None:
         for sid, event, project in fresh.select("session_id", "event", "project_id").iter_rows():
             state = self._sessions.setdefault(sid, [project, False])
             if event == "finish":

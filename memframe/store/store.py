@@ -509,6 +509,7 @@ class Store(StoreView):
                     path.unlink(missing_ok=True)
                 return False
         self._snap = snap.apply(entry)
+        self._indexes.learn_own(snap.generation, generation, commit.frames)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):
                 self._log.write_checkpoint(self._snap)
