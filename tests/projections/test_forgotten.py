@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, levels
+from memframe.projections import forgotten, levels, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps
 
@@ -88,7 +88,8 @@ def test_indexed_live_counts_equal_the_full_read(tiny):
         if tiny:
             mp.setattr(levels, "BASE_CAP", 1)
             mp.setattr(levels, "FACTOR", 2)
-            mp.setattr(forgotten, "TIER_RUNS", 2)
+            mp.setattr(runs, "TIER_RUNS", 2)
+            mp.setattr(runs, "BASE_RUN", 2)
         law()
 
 
