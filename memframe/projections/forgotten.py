@@ -42,7 +42,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
-from memframe.projections.runs import SortedRuns
+from memframe.projections.runs import Plan, SortedRuns
 from memframe.store import tables
 
 if TYPE_CHECKING:
@@ -133,6 +133,16 @@ def _first_forgets(view: StoreView, hits: pl.DataFrame, fresh: pl.DataFrame
     return hits.filter(~pl.col("num").is_in(before["num"].implode())), visited
 
 
+def _by_keys(by_key: Plan, by_num: Plan | None) -> bool:
+    """Read the members of the keys rather than look every forgotten number up?
+
+    ``by_num`` is None when it was not planned: looking a number up reads about one row
+    group, so when the keys' members cost no more than that per number, the members
+    index's footers are not even parsed.
+    """
+    return by_num is None or by_key.rows < by_num.rows
+
+
 def _hits_for_keys(view: StoreView, nums: list[int], keys: list[str]
                    ) -> tuple[pl.DataFrame, int]:
     """``(num, conversation_id)`` of the members among ``nums`` in the conversations ``keys``.
@@ -141,12 +151,14 @@ def _hits_for_keys(view: StoreView, nums: list[int], keys: list[str]
     every key from the members-by-conversation index. The footers say which reads fewer
     rows before either reads one.
     """
-    by_num = MEMBERS.plan(view, nums)
     by_key = MEMBERS_BY_CONVERSATION.plan(view, keys)
-    wanted = pl.Series(nums, dtype=pl.Int64).implode()
-    if by_key.rows < by_num.rows:
+    by_num = (None if by_key.rows <= len(nums) * MEMBERS.row_group_rows
+              else MEMBERS.plan(view, nums))
+    if _by_keys(by_key, by_num):
+        wanted = pl.Series(nums, dtype=pl.Int64).implode()
         rows = MEMBERS_BY_CONVERSATION.read(view, by_key, keys)
         return rows.filter(pl.col("num").is_in(wanted)).select(list(MEMBER_SCHEMA)), by_key.rows
+    by_num = by_num if by_num is not None else MEMBERS.plan(view, nums)
     rows = MEMBERS.read(view, by_num, nums)
     return rows.filter(pl.col(KEY).is_in(keys)), by_num.rows
 
