@@ -6,9 +6,11 @@ session row (spec 000, rule 3): the door computes it at read time. Doing that fr
 indexes keep that lookup bounded by the keys a door names and the forgets written since
 the indexes last advanced, whatever the store's size:
 
-* **forgotten** (``projections/session_forgotten/L<k>``, the same key-sorted levels as the
-  session projection): per conversation, how many of its members are forgotten. Each
-  capsule counts once, at its first forget; a count only grows, so it is an exact sum.
+* **forgotten** (``projections/session_forgotten/T<k>``): per conversation, how many of its
+  members are forgotten. Each capsule counts once, at its first forget; a count only
+  grows, so it is an exact sum, kept as partial counts: a cycle appends the counts of the
+  forgets it folds without reading the stored ones, merged runs add them up per key, and
+  a reader adds up the partials of the keys it asks about.
 * **members** (``projections/session/members/T<k>``): one row per capsule that has a
   conversation, ``(num, conversation_id)``, where ``num`` is the capsule number of
   ``cap-<num>``, sorted by ``num``: maps a forgotten capsule to its conversation.
@@ -18,7 +20,7 @@ the indexes last advanced, whatever the store's size:
   the members counted in **forgotten**; tells whether an erasing forget (the only kind
   that can follow an earlier forget of the same capsule) is that capsule's first.
 
-The last three are append-only sorted runs with small row groups (`SortedRuns`): a lookup
+All four are append-only sorted runs with small row groups (`SortedRuns`): a lookup
 of a few integers or keys reads only the row groups whose statistics can hold them.
 
 All four advance in the cycle from one watermark (``projections/session/forgotten``: the
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
     from memframe.store.log import Part
 
-__all__ = ["WATERMARK", "NAME", "LAYOUT", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "MEMBERS",
+__all__ = ["WATERMARK", "NAME", "LAYOUT", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "FORGOTTEN", "MEMBERS",
            "MEMBERS_BY_CONVERSATION", "FORGOTTEN_MEMBERS", "stage_cycle", "stage_rebuild",
            "forgotten_counts", "usable"]
 
@@ -58,7 +60,7 @@ KEY = "conversation_id"
 NAME = "session_forgotten"
 WATERMARK = "projections/session/forgotten"
 #: the indexes' layout; a watermark of another layout is rebuilt by the next cycle
-LAYOUT = 2
+LAYOUT = 3
 
 FORGOTTEN_SCHEMA = pl.Schema({KEY: pl.String(), "forgotten": pl.Int64()})
 MEMBER_SCHEMA = pl.Schema({"num": pl.Int64(), KEY: pl.String()})
@@ -69,11 +71,17 @@ MEMBERS_BY_CONVERSATION = SortedRuns("projections/session/members_by_conversatio
                                      (KEY, "num"))
 FORGOTTEN_MEMBERS = SortedRuns("projections/session/forgotten_members",
                                pl.Schema({"num": pl.Int64()}), ("num",))
-_RUNS = (MEMBERS, MEMBERS_BY_CONVERSATION, FORGOTTEN_MEMBERS)
 
 _FORGET_COLUMNS = ["seq", "capsule_id", "mode"]
 _FRESH_SCHEMA = pl.Schema({"seq": pl.Int64(), "capsule_id": pl.String(), "mode": pl.String(),
                            "num": pl.Int64()})
+
+
+def _sum_by_key(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.group_by(KEY).agg(pl.col("forgotten").sum())
+
+
+FORGOTTEN = SortedRuns(f"projections/{NAME}", FORGOTTEN_SCHEMA, (KEY,), combine=_sum_by_key)
 
 
 def _num(expr: pl.Expr) -> pl.Expr:
@@ -174,9 +182,11 @@ def forgotten_counts(view: StoreView, session_mark: int, keys: list[str] | None
     mark = watermark_of(view)
     assert mark is not None and usable(view, session_mark), "check usable() first"
     if keys is None:
-        stored, visited = levels.read_all(view, NAME, FORGOTTEN_SCHEMA, KEY)
+        parts = FORGOTTEN.runs(view)
+        stored = tables.read(view.path, parts, FORGOTTEN_SCHEMA)
+        visited = sum(p.rows for p in parts)
     else:
-        stored, visited, _ = levels.read_keys(view, NAME, FORGOTTEN_SCHEMA, KEY, keys)
+        stored, visited = FORGOTTEN.lookup(view, keys)
     fresh, n = _fresh_forgets(view, mark["seq"])
     visited += n
     nums = fresh["num"].drop_nulls().to_list()
@@ -189,9 +199,8 @@ def forgotten_counts(view: StoreView, session_mark: int, keys: list[str] | None
         hits, n = _first_forgets(view, hits, fresh)
         visited += n
         extra = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-        stored = pl.concat([stored.select(list(FORGOTTEN_SCHEMA)), extra]).group_by(KEY).agg(
-            pl.col("forgotten").sum())
-    return stored.select(list(FORGOTTEN_SCHEMA)), visited
+        stored = pl.concat([stored.select(list(FORGOTTEN_SCHEMA)), extra])
+    return _sum_by_key(stored).select(list(FORGOTTEN_SCHEMA)), visited
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -241,22 +250,14 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
     visited += n
     hits = pl.concat([in_batch, found.select(list(MEMBER_SCHEMA))])
     counts = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-    written = 0
-    if counts.height:
-        existing, n, level0 = levels.read_keys(view, NAME, FORGOTTEN_SCHEMA, KEY,
-                                               counts[KEY].to_list(), full_level0=True)
-        visited += n
-        merged = (pl.concat([existing.select(list(FORGOTTEN_SCHEMA)), counts])
-                  .group_by(KEY).agg(pl.col("forgotten").sum()))
-        visited += levels.stage_merge(commit, view, NAME, FORGOTTEN_SCHEMA, KEY, merged, level0)
-        written = merged.height
+    visited += FORGOTTEN.stage_append(commit, view, counts)  # partial counts: nothing read
     visited += MEMBERS.stage_append(commit, view, new_members)
     visited += MEMBERS_BY_CONVERSATION.stage_append(commit, view, new_members)
     visited += FORGOTTEN_MEMBERS.stage_append(commit, view, hits.select("num"))
     top = max(p.seq_hi or 0 for p in [*cap_parts, *forget_parts])
     _set_watermark(commit, top, session_mark)
     return {"rows_visited": visited, "rows_folded": new_members.height + fresh.height,
-            "rows_written": written + 2 * new_members.height + hits.height}
+            "rows_written": counts.height + 2 * new_members.height + hits.height}
 
 
 def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[str, int]:
@@ -270,7 +271,9 @@ def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[st
             .select(_num(pl.col("capsule_id")).alias("num")).unique().collect())
     dead = members.join(gone, on="num", how="semi")
     counts = dead.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-    levels.stage_replace(commit, NAME, counts, KEY)
+    for k in levels.levels(view.snapshot, NAME):  # the key-sorted levels of layout 1
+        commit.write_derived(levels.level_table(NAME, k), counts.clear(), replace=True)
+    FORGOTTEN.stage_replace(commit, view, counts)
     MEMBERS.stage_replace(commit, view, members)
     MEMBERS_BY_CONVERSATION.stage_replace(commit, view, members)
     FORGOTTEN_MEMBERS.stage_replace(commit, view, dead.select("num"))

@@ -6,7 +6,9 @@ written with small row groups, so the min/max statistics of its lookup column (t
 sort column) are tight and a lookup of a few values reads only the row groups that can
 hold them. Rows are never changed, only added:
 
-* a cycle appends its new rows as one run of tier 0 (nothing read);
+* a cycle appends its new rows as one run of tier 0 (nothing read); an index of partial
+  counts (``combine``) adds them up per key when runs merge, and a reader adds them up
+  across runs (merge-on-read: no old row is read to write a new one);
 * a tier that would hold more than ``TIER_RUNS`` runs is merged, with the new run, into one
   run of the next tier (each row is rewritten a logarithmic number of times, and a merge
   reads only the runs of the tiers it merges);
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -64,6 +66,8 @@ class SortedRuns:
         schema: the stored columns.
         order: the sort columns; the first one is the lookup column.
         row_group_rows: rows per Parquet row group (small: a lookup reads whole groups).
+        combine: applied to the rows of runs being merged (for example a sum per key, for
+            an index of exact partial counts); None keeps every row.
 
     Examples:
         >>> import polars as pl
@@ -78,6 +82,7 @@ class SortedRuns:
     schema: pl.Schema
     order: tuple[str, ...]
     row_group_rows: int = 64
+    combine: Callable[[pl.DataFrame], pl.DataFrame] | None = None
 
     @property
     def column(self) -> str:
@@ -157,7 +162,10 @@ class SortedRuns:
                 return visited
             old = tables.read(view.path, runs, self.schema)
             visited += sum(p.rows for p in runs)
-            carry = pl.concat([old, carry]).sort(list(self.order))
+            carry = pl.concat([old, carry])
+            if self.combine is not None:
+                carry = self.combine(carry).select(list(self.schema))
+            carry = carry.sort(list(self.order))
             commit.write_derived(self.table(k), carry.clear(), replace=True)
             k += 1
 

@@ -138,8 +138,8 @@ def test_a_store_without_the_indexes_falls_back_and_the_next_cycle_builds_them(m
     mstore.forget("cap-2")
 
     def drop(c):
-        for k in levels.levels(c.snapshot, forgotten.NAME):
-            c.write_derived(levels.level_table(forgotten.NAME, k), pl.DataFrame(), replace=True)
+        for k in forgotten.FORGOTTEN.tiers(c.view):
+            c.write_derived(forgotten.FORGOTTEN.table(k), pl.DataFrame(), replace=True)
         c.watermarks.pop(forgotten.WATERMARK, None)
 
     mstore.memory.run_cycle()
