@@ -112,17 +112,34 @@ def _set_watermark(commit: Commit, seq: int, session_mark: int) -> None:
 def _fresh_forgets(view: StoreView, after: int) -> tuple[pl.DataFrame, int]:
     """The first forget (seq > after) of each capsule, with its capsule number.
 
-    An erasing forget among them may follow a forget at or below ``after`` (it is then
-    not the capsule's first): `_first_forgets` settles that for the capsules that matter.
+    Reads the partitions written since ``after`` (of a partition that also holds older
+    rows, after a compaction, only the row groups whose ``seq`` can be above it). An
+    erasing forget among them may follow a forget at or below ``after`` (it is then not the
+    capsule's first): `_first_forgets` settles that for the capsules that matter.
     """
-    parts = [p for p in view.snapshot.parts("forgets") if (p.seq_hi or 0) > after]
-    if not parts:
+    schema = S.table_schema("forgets")
+    sub = pl.Schema({c: schema[c] for c in _FORGET_COLUMNS})
+    whole, pieces, visited = [], [], 0
+    for part in view.snapshot.parts("forgets"):
+        if (part.seq_hi or 0) <= after:
+            continue
+        if part.seq_lo is not None and part.seq_lo > after:
+            whole.append(part)
+            visited += part.rows
+            continue
+        _meta, _mins, maxs, counts = tables.row_group_ranges(view.path / part.path, "seq")
+        groups = [g for g, hi in enumerate(maxs) if hi is None or hi > after]
+        if groups:
+            visited += sum(counts[g] for g in groups)
+            pieces.append(tables.read_row_groups(view.path, part, groups, sub))
+    if whole:
+        pieces.append(tables.read(view.path, whole, schema, _FORGET_COLUMNS))
+    if not pieces:
         return pl.DataFrame(schema=_FRESH_SCHEMA), 0
-    rows = (tables.read(view.path, parts, S.table_schema("forgets"), _FORGET_COLUMNS)
-            .filter(pl.col("seq") > after).sort("seq")
+    rows = (pl.concat(pieces).filter(pl.col("seq") > after).sort("seq")
             .unique("capsule_id", keep="first", maintain_order=True))
     return (rows.with_columns(_num(pl.col("capsule_id")).alias("num")).select(list(_FRESH_SCHEMA)),
-            sum(p.rows for p in parts))
+            visited)
 
 
 def _first_forgets(view: StoreView, hits: pl.DataFrame, fresh: pl.DataFrame

@@ -304,3 +304,24 @@ def test_the_cycle_folding_forgets_reads_the_forgets_and_their_members_never_sto
     before = _door_live(store)
     store.memory.rebuild_projections()
     assert _door_live(store) == before == _model_live(store)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_forgets_compacted_with_folded_ones_are_added_once(tmp_path, path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    _seed(store)
+    store.forget("cap-1")
+    store.forget("cap-4")
+    store.memory.run_cycle()  # two forgets folded
+    store.forget("cap-2")
+    store.forget("cap-1", "redact")  # an erasing forget after a folded tombstone
+    store.compact("forgets")  # one partition now holds folded and new forgets
+    view = store.pinned()
+    (part,) = view.snapshot.parts("forgets")
+    assert part.seq_lo <= forgotten.watermark_of(view)["seq"] < part.seq_hi
+    with pytest.MonkeyPatch.context() as mp:
+        _force(mp, path)
+        merged = _pages(store)
+        assert _door_live(store) == _model_live(store) == {"a": 1, "b": 1, "c": 2}
+        store.memory.rebuild_projections()
+        _assert_same(merged, _pages(store))
