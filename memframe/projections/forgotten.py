@@ -44,7 +44,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
-from memframe.projections.runs import Plan, SortedRuns
+from memframe.projections.runs import Plan, SortedRuns, stage_append_together
 from memframe.store import tables
 
 if TYPE_CHECKING:
@@ -268,8 +268,9 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
     hits = pl.concat([in_batch, found.select(list(MEMBER_SCHEMA))])
     counts = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
     visited += FORGOTTEN.stage_append(commit, view, counts)  # partial counts: nothing read
-    visited += MEMBERS.stage_append(commit, view, new_members)
-    visited += MEMBERS_BY_CONVERSATION.stage_append(commit, view, new_members)
+    # the two member indexes hold the same rows: a merge reads them once
+    visited += stage_append_together(commit, view, (MEMBERS, MEMBERS_BY_CONVERSATION),
+                                     new_members)
     visited += FORGOTTEN_MEMBERS.stage_append(commit, view, hits.select("num"))
     top = max(p.seq_hi or 0 for p in [*cap_parts, *forget_parts])
     _set_watermark(commit, top, session_mark)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
     from memframe.store.log import Part
 
-__all__ = ["BASE_RUN", "TIER_RUNS", "Plan", "SortedRuns"]
+__all__ = ["BASE_RUN", "TIER_RUNS", "Plan", "SortedRuns", "stage_append_together"]
 
 TIER_RUNS = 8  # runs a tier may hold before it is merged into the next one
 BASE_RUN = 4_096  # rows a tier-0 run is sized for; tier k runs are BASE_RUN * TIER_RUNS**k
@@ -149,25 +149,13 @@ class SortedRuns:
     # -- writing ------------------------------------------------------------------------------
     def stage_append(self, commit: Commit, view: StoreView, rows: pl.DataFrame) -> int:
         """Add ``rows`` as a new tier-0 run, merging full tiers upward. Rows read."""
-        if rows.height == 0:
-            return 0
-        visited = 0
-        carry = rows.select(list(self.schema)).sort(list(self.order))
-        k = 0
-        while True:
-            runs = list(view.snapshot.parts(self.table(k)))
-            if len(runs) + 1 <= TIER_RUNS:
-                commit.write_derived(self.table(k), carry, replace=False,
-                                     row_group_rows=self.row_group_rows)
-                return visited
-            old = tables.read(view.path, runs, self.schema)
-            visited += sum(p.rows for p in runs)
-            carry = pl.concat([old, carry])
-            if self.combine is not None:
-                carry = self.combine(carry).select(list(self.schema))
-            carry = carry.sort(list(self.order))
-            commit.write_derived(self.table(k), carry.clear(), replace=True)
-            k += 1
+        return stage_append_together(commit, view, (self,), rows)
+
+    def shape(self, view: StoreView) -> tuple[tuple[int, int, int], ...]:
+        """Per tier: its number, its run count and its rows (from the log, nothing read)."""
+        return tuple((k, len(parts), sum(p.rows for p in parts))
+                     for k in self.tiers(view)
+                     for parts in [view.snapshot.parts(self.table(k))])
 
     def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
         """Replace the whole index by ``rows``: one run, in the tier its size belongs to."""
@@ -178,3 +166,41 @@ class SortedRuns:
         commit.write_derived(self.table(target), rows.select(list(self.schema))
                              .sort(list(self.order)), replace=True,
                              row_group_rows=self.row_group_rows)
+
+
+def stage_append_together(commit: Commit, view: StoreView, indexes: Sequence[SortedRuns],
+                          rows: pl.DataFrame) -> int:
+    """Append the same rows to indexes that hold the same rows in different orders.
+
+    Indexes appended and replaced together have the same tiers, runs and row counts, so
+    a merge reads the runs of the first index only and writes the merged run of every one
+    (a merge costs one read of the rows, not one per index). Indexes whose shapes differ
+    (never the case when they are only written together) are appended one by one. Returns
+    the Parquet rows read.
+    """
+    if rows.height == 0:
+        return 0
+    lead = indexes[0]
+    if len(indexes) > 1 and (lead.combine is not None
+                             or any(ix.shape(view) != lead.shape(view) for ix in indexes[1:])):
+        return sum(stage_append_together(commit, view, (ix,), rows) for ix in indexes)
+    visited = 0
+    carry = rows.select(list(lead.schema))
+    k = 0
+    while True:
+        runs = list(view.snapshot.parts(lead.table(k)))
+        if len(runs) + 1 <= TIER_RUNS:
+            for ix in indexes:
+                commit.write_derived(ix.table(k), carry.select(list(ix.schema))
+                                     .sort(list(ix.order)), replace=False,
+                                     row_group_rows=ix.row_group_rows)
+            return visited
+        old = tables.read(view.path, runs, lead.schema)
+        visited += sum(p.rows for p in runs)
+        carry = pl.concat([old, carry])
+        if lead.combine is not None:
+            carry = lead.combine(carry).select(list(lead.schema))
+        for ix in indexes:
+            commit.write_derived(ix.table(k), carry.clear().select(list(ix.schema)),
+                                 replace=True)
+        k += 1
