@@ -11,9 +11,11 @@ tokens, never the engine's reads -- the door reads exactly what it would read an
 know whether anything changed.
 
 ``live_count`` (members not tombstoned) is not an exact fold term (a later forget shrinks
-it), so it is never stored: the door computes it at read time from the forget rows and the
-conversation ids of the forgotten capsules. A store that never had a capsule answers an
-empty page, never an error.
+it), so it is never stored: the door computes it at read time from the forgotten counts
+the cycle keeps per conversation plus the forgets written since (merge-on-read, see
+`memframe.projections.forgotten`), so a lookup reads the new forgets and a few row groups
+per key, whatever the store's size. A store that never had a capsule answers an empty
+page, never an error.
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ def _live_counts(view: StoreView, rows: pl.DataFrame, keys: list[str] | None = N
     """Add ``live_count``: members folded into each row minus those tombstoned now.
 
     With the forgotten-member indexes current (advanced with the session projection), the
-    counts are read by key (``keys``: the conversations looked up, None for all); else
-    every forget is read and its capsule looked up.
+    counts are read by key (``keys``: the conversations looked up, None for all) and the
+    forgets written since are added; else every forget is read and its capsule looked up.
     """
     mark = watermark_of(view)
     if forgotten.usable(view, mark):
@@ -156,7 +158,8 @@ def _select(view: StoreView, conversation_id: str | Sequence[str] | None,
     total = rows.height
     if limit is not None:
         rows = rows.head(limit)
-    keys = None if conversation_id is None else rows[KEY].to_list()
+    # live counts by key for the rows named (a lookup, or a page cut by ``limit``)
+    keys = None if conversation_id is None and limit is None else rows[KEY].to_list()
     rows, n = _live_counts(view, rows, keys)
     return rows, visited + n, total
 

@@ -2,29 +2,41 @@
 
 ``live_count`` is not an exact fold term (a later forget shrinks it), so it is never in a
 session row (spec 000, rule 3): the door computes it at read time. Doing that from the
-``forgets`` table alone would read every forget and look their capsules up by id. Two
-derived indexes keep that lookup bounded by the keys a door names:
+``forgets`` table alone would read every forget and look their capsules up by id. Derived
+indexes keep that lookup bounded by the keys a door names and the forgets written since
+the indexes last advanced, whatever the store's size:
 
+* **forgotten** (``projections/session_forgotten/T<k>``): per conversation, how many of its
+  members are forgotten. Each capsule counts once, at its first forget; a count only
+  grows, so it is an exact sum, kept as partial counts: a cycle appends the counts of the
+  forgets it folds without reading the stored ones, merged runs add them up per key, and
+  a reader adds up the partials of the keys it asks about.
 * **members** (``projections/session/members/T<k>``): one row per capsule that has a
-  conversation, ``(num, conversation_id)`` where ``num`` is the capsule number of
-  ``cap-<num>``. Runs are sorted by ``num`` and written with small row groups, so a lookup
-  of a few capsule numbers reads only the row groups whose integer statistics hold them.
-  New runs land in tier 0; a tier with more than ``TIER_RUNS`` runs is merged into one run
-  of the next tier (size-tiered: each row is rewritten a logarithmic number of times).
-* **forgotten** (``projections/session_forgotten/L<k>``, the same key-sorted levels as the
-  session projection): per conversation, how many of its members are forgotten. Each
-  capsule counts once, at its first forget; a count only grows, so it is an exact sum.
+  conversation, ``(num, conversation_id)``, where ``num`` is the capsule number of
+  ``cap-<num>``, sorted by ``num``: maps a forgotten capsule to its conversation.
+* **members by conversation** (``projections/session/members_by_conversation/T<k>``): the
+  same rows sorted by ``(conversation_id, num)``: the members of a few conversations.
+* **forgotten members** (``projections/session/forgotten_members/T<k>``): the numbers of
+  the members counted in **forgotten**; tells whether an erasing forget (the only kind
+  that can follow an earlier forget of the same capsule) is that capsule's first.
 
-Both are advanced by the cycle from one watermark (``projections/session/forgotten``:
-the highest ``seq`` of the capsule and forget rows folded, and the session watermark it
-was advanced with) and rebuilt by the rebuild door. A door uses them only when that
-watermark was advanced with the session projection's own; otherwise it falls back to the
-exact read of every forget.
+All four are append-only sorted runs with small row groups (`SortedRuns`): a lookup
+of a few integers or keys reads only the row groups whose statistics can hold them.
+
+All four advance in the cycle from one watermark (``projections/session/forgotten``: the
+highest ``seq`` of the capsule and forget rows folded, the session watermark it was
+advanced with, and the layout version) and are rebuilt by the rebuild door. A door
+answers from **forgotten** plus the forgets above that watermark (merge-on-read): it maps
+those forgets to the conversations it was asked about either through **members** (one
+lookup per forgotten capsule) or through **members by conversation** (one lookup per
+conversation asked), whichever the footers say reads fewer rows. The door uses the
+indexes only when their watermark was advanced with the session projection's own and
+has this layout; otherwise it falls back to the exact read of every forget (and the next
+cycle rebuilds the indexes).
 """
 
 from __future__ import annotations
 
-import bisect
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -32,6 +44,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
+from memframe.projections.runs import Plan, SortedRuns, stage_append_together
 from memframe.store import tables
 
 if TYPE_CHECKING:
@@ -39,33 +52,40 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
     from memframe.store.log import Part
 
-__all__ = ["WATERMARK", "NAME", "MEMBERS", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA",
-           "stage_cycle", "stage_rebuild", "forgotten_counts", "usable"]
+__all__ = ["WATERMARK", "NAME", "LAYOUT", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "FORGOTTEN", "MEMBERS",
+           "MEMBERS_BY_CONVERSATION", "FORGOTTEN_MEMBERS", "stage_cycle", "stage_rebuild",
+           "forgotten_counts", "usable"]
 
 KEY = "conversation_id"
 NAME = "session_forgotten"
-MEMBERS = "projections/session/members"
 WATERMARK = "projections/session/forgotten"
-MEMBER_ROW_GROUP_ROWS = 64
-TIER_RUNS = 8
+#: the indexes' layout; a watermark of another layout is rebuilt by the next cycle
+LAYOUT = 3
 
 FORGOTTEN_SCHEMA = pl.Schema({KEY: pl.String(), "forgotten": pl.Int64()})
 MEMBER_SCHEMA = pl.Schema({"num": pl.Int64(), KEY: pl.String()})
+
+MEMBERS = SortedRuns("projections/session/members", MEMBER_SCHEMA, ("num",))
+MEMBERS_BY_CONVERSATION = SortedRuns("projections/session/members_by_conversation",
+                                     pl.Schema({KEY: pl.String(), "num": pl.Int64()}),
+                                     (KEY, "num"))
+FORGOTTEN_MEMBERS = SortedRuns("projections/session/forgotten_members",
+                               pl.Schema({"num": pl.Int64()}), ("num",))
+
 _FORGET_COLUMNS = ["seq", "capsule_id", "mode"]
+_FRESH_SCHEMA = pl.Schema({"seq": pl.Int64(), "capsule_id": pl.String(), "mode": pl.String(),
+                           "num": pl.Int64()})
+
+
+def _sum_by_key(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.group_by(KEY).agg(pl.col("forgotten").sum())
+
+
+FORGOTTEN = SortedRuns(f"projections/{NAME}", FORGOTTEN_SCHEMA, (KEY,), combine=_sum_by_key)
 
 
 def _num(expr: pl.Expr) -> pl.Expr:
     return capsule_number_expr(expr)
-
-
-def tier_table(k: int) -> str:
-    return f"{MEMBERS}/T{k}"
-
-
-def _tiers(view: StoreView) -> list[int]:
-    prefix = f"{MEMBERS}/T"
-    return sorted(int(t[len(prefix):]) for t, parts in view.snapshot.tables.items()
-                  if t.startswith(prefix) and parts and t[len(prefix):].isdigit())
 
 
 def watermark_of(view: StoreView) -> dict[str, int] | None:
@@ -73,121 +93,134 @@ def watermark_of(view: StoreView) -> dict[str, int] | None:
     return {k: int(v) for k, v in mark.items()} if isinstance(mark, dict) else None
 
 
+def _current(mark: dict[str, int] | None) -> bool:
+    return mark is not None and mark.get("layout") == LAYOUT
+
+
 def usable(view: StoreView, session_mark: int) -> bool:
-    """Were the indexes advanced with the session projection's watermark?"""
+    """Were the indexes (of this layout) advanced with the session projection's watermark?"""
     mark = watermark_of(view)
-    return mark is not None and mark["session"] == session_mark
+    return _current(mark) and mark is not None and mark["session"] == session_mark
 
 
-# -- reading ---------------------------------------------------------------------------------
-
-def member_conversations(view: StoreView, nums: list[int]) -> tuple[pl.DataFrame, int]:
-    """``(num, conversation_id)`` of the given capsule numbers found in the members index."""
-    frames, visited = [], 0
-    for k in _tiers(view):
-        rows, n = read_ints(view, tier_table(k), MEMBER_SCHEMA, "num", nums)
-        frames.append(rows)
-        visited += n
-    if not frames:
-        return pl.DataFrame(schema=MEMBER_SCHEMA), visited
-    return pl.concat(frames).unique("num"), visited
+def _set_watermark(commit: Commit, seq: int, session_mark: int) -> None:
+    commit.set_watermark(WATERMARK, {"seq": seq, "session": session_mark, "layout": LAYOUT})
 
 
-def read_ints(view: StoreView, table: str, schema: pl.Schema, column: str,
-              values: list[int]) -> tuple[pl.DataFrame, int]:
-    """Rows whose integer ``column`` is in ``values``, pruning row groups by statistics."""
-    wanted = sorted(set(values))
-    empty = pl.DataFrame(schema=schema)
-    if not wanted:
-        return empty, 0
-    pieces, visited = [], 0
-    for part in view.snapshot.parts(table):
-        _meta, mins, maxs, counts = tables.row_group_ranges(view.path / part.path, column)
-        groups = []
-        for g, (gmin, gmax) in enumerate(zip(mins, maxs, strict=True)):
-            if gmin is not None:
-                i = bisect.bisect_left(wanted, gmin)
-                if i == len(wanted) or wanted[i] > gmax:
-                    continue
-            groups.append(g)
+# -- the forgets above the watermark ----------------------------------------------------------
+
+def _fresh_forgets(view: StoreView, after: int) -> tuple[pl.DataFrame, int]:
+    """The first forget (seq > after) of each capsule, with its capsule number.
+
+    Reads the partitions written since ``after`` (of a partition that also holds older
+    rows, after a compaction, only the row groups whose ``seq`` can be above it). An
+    erasing forget among them may follow a forget at or below ``after`` (it is then not the
+    capsule's first): `_first_forgets` settles that for the capsules that matter.
+    """
+    schema = S.table_schema("forgets")
+    sub = pl.Schema({c: schema[c] for c in _FORGET_COLUMNS})
+    whole, pieces, visited = [], [], 0
+    for part in view.snapshot.parts("forgets"):
+        if (part.seq_hi or 0) <= after:
+            continue
+        if part.seq_lo is not None and part.seq_lo > after:
+            whole.append(part)
+            visited += part.rows
+            continue
+        _meta, _mins, maxs, counts = tables.row_group_ranges(view.path / part.path, "seq")
+        groups = [g for g, hi in enumerate(maxs) if hi is None or hi > after]
         if groups:
             visited += sum(counts[g] for g in groups)
-            pieces.append(tables.read_row_groups(view.path, part, groups, schema))
+            pieces.append(tables.read_row_groups(view.path, part, groups, sub))
+    if whole:
+        pieces.append(tables.read(view.path, whole, schema, _FORGET_COLUMNS))
     if not pieces:
-        return empty, visited
-    return pl.concat(pieces).filter(pl.col(column).is_in(wanted)), visited
-
-
-def _new_forgets(view: StoreView, after: int) -> tuple[pl.DataFrame, int]:
-    """First forgets (seq > after) of capsules not forgotten at or below ``after``."""
-    parts = [p for p in view.snapshot.parts("forgets") if (p.seq_hi or 0) > after]
-    visited = sum(p.rows for p in parts)
-    if not parts:
-        return pl.DataFrame(schema={"seq": pl.Int64, "capsule_id": pl.String,
-                                    "num": pl.Int64}), 0
-    rows = (tables.read(view.path, parts, S.table_schema("forgets"), _FORGET_COLUMNS)
-            .filter(pl.col("seq") > after).sort("seq")
+        return pl.DataFrame(schema=_FRESH_SCHEMA), 0
+    rows = (pl.concat(pieces).filter(pl.col("seq") > after).sort("seq")
             .unique("capsule_id", keep="first", maintain_order=True))
-    # only an erasing forget can follow an earlier forget of the same capsule
-    again = rows.filter(pl.col("mode") != "tombstone")["capsule_id"].to_list()
-    if again and after > 0:
-        old = [p for p in view.snapshot.parts("forgets") if (p.seq_lo or 0) <= after]
-        earlier, n = tables.read_matching(view.path, old, S.table_schema("forgets"),
-                                          "capsule_id", again, ["seq", "capsule_id"])
-        visited += n
-        gone = earlier.filter(pl.col("seq") <= after)["capsule_id"]
-        rows = rows.filter(~pl.col("capsule_id").is_in(gone.implode()))
-    return rows.select("seq", "capsule_id", _num(pl.col("capsule_id")).alias("num")), visited
+    return (rows.with_columns(_num(pl.col("capsule_id")).alias("num")).select(list(_FRESH_SCHEMA)),
+            visited)
+
+
+def _first_forgets(view: StoreView, hits: pl.DataFrame, fresh: pl.DataFrame
+                   ) -> tuple[pl.DataFrame, int]:
+    """``hits`` (members forgotten above the watermark, as of the watermark's members) less
+    those whose capsule was already forgotten at or below it.
+
+    Only an erasing forget can follow an earlier forget of the same capsule, so only the
+    erasing ones are looked up in the forgotten-members index.
+    """
+    erasing = fresh.filter(pl.col("mode") != "tombstone")["num"].drop_nulls()
+    check = hits.filter(pl.col("num").is_in(erasing.implode()))["num"].to_list()
+    if not check:
+        return hits, 0
+    before, visited = FORGOTTEN_MEMBERS.lookup(view, check)
+    return hits.filter(~pl.col("num").is_in(before["num"].implode())), visited
+
+
+def _by_keys(by_key: Plan, by_num: Plan | None) -> bool:
+    """Read the members of the keys rather than look every forgotten number up?
+
+    ``by_num`` is None when it was not planned: looking a number up reads about one row
+    group, so when the keys' members cost no more than that per number, the members
+    index's footers are not even parsed.
+    """
+    return by_num is None or by_key.rows < by_num.rows
+
+
+def _hits_for_keys(view: StoreView, nums: list[int], keys: list[str]
+                   ) -> tuple[pl.DataFrame, int]:
+    """``(num, conversation_id)`` of the members among ``nums`` in the conversations ``keys``.
+
+    Two exact ways: look every number up in the members index, or read the members of
+    every key from the members-by-conversation index. The footers say which reads fewer
+    rows before either reads one.
+    """
+    by_key = MEMBERS_BY_CONVERSATION.plan(view, keys)
+    by_num = (None if by_key.rows <= len(nums) * MEMBERS.row_group_rows
+              else MEMBERS.plan(view, nums))
+    if _by_keys(by_key, by_num):
+        wanted = pl.Series(nums, dtype=pl.Int64).implode()
+        rows = MEMBERS_BY_CONVERSATION.read(view, by_key, keys)
+        return rows.filter(pl.col("num").is_in(wanted)).select(list(MEMBER_SCHEMA)), by_key.rows
+    by_num = by_num if by_num is not None else MEMBERS.plan(view, nums)
+    rows = MEMBERS.read(view, by_num, nums)
+    return rows.filter(pl.col(KEY).is_in(keys)), by_num.rows
 
 
 def forgotten_counts(view: StoreView, session_mark: int, keys: list[str] | None
                      ) -> tuple[pl.DataFrame, int]:
     """Per conversation, members at or below ``session_mark`` forgotten now.
 
-    Reads the forgotten counts of ``keys`` (all conversations when None) and maps the
-    forgets written since the indexes' watermark through the members index.
+    Reads the forgotten counts of ``keys`` (all conversations when None) and adds the
+    first forgets written since the indexes' watermark, mapped to the conversations
+    asked about.
     """
     mark = watermark_of(view)
-    assert mark is not None and mark["session"] == session_mark, "check usable() first"
+    assert mark is not None and usable(view, session_mark), "check usable() first"
     if keys is None:
-        stored, visited = levels.read_all(view, NAME, FORGOTTEN_SCHEMA, KEY)
+        parts = FORGOTTEN.runs(view)
+        stored = tables.read(view.path, parts, FORGOTTEN_SCHEMA)
+        visited = sum(p.rows for p in parts)
     else:
-        stored, visited, _ = levels.read_keys(view, NAME, FORGOTTEN_SCHEMA, KEY, keys)
-    fresh, n = _new_forgets(view, mark["seq"])
+        stored, visited = FORGOTTEN.lookup(view, keys)
+    fresh, n = _fresh_forgets(view, mark["seq"])
     visited += n
-    if fresh.height:
-        members, n = member_conversations(view, fresh["num"].drop_nulls().to_list())
+    nums = fresh["num"].drop_nulls().to_list()
+    if nums and (keys is None or keys):
+        if keys is None:
+            hits, n = MEMBERS.lookup(view, nums)
+        else:
+            hits, n = _hits_for_keys(view, nums, keys)
         visited += n
-        extra = members.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-        if keys is not None:
-            extra = extra.filter(pl.col(KEY).is_in(keys))
-        stored = pl.concat([stored.select(list(FORGOTTEN_SCHEMA)), extra]).group_by(KEY).agg(
-            pl.col("forgotten").sum())
-    return stored.select(list(FORGOTTEN_SCHEMA)), visited
+        hits, n = _first_forgets(view, hits, fresh)
+        visited += n
+        extra = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
+        stored = pl.concat([stored.select(list(FORGOTTEN_SCHEMA)), extra])
+    return _sum_by_key(stored).select(list(FORGOTTEN_SCHEMA)), visited
 
 
 # -- writing ---------------------------------------------------------------------------------
-
-def _stage_members(commit: Commit, view: StoreView, rows: pl.DataFrame) -> int:
-    """Append a sorted run to tier 0; merge a tier that has too many runs. Rows read."""
-    if rows.height == 0:
-        return 0
-    visited = 0
-    carry = rows.sort("num")
-    k = 0
-    while True:
-        table = tier_table(k)
-        runs = list(view.snapshot.parts(table))
-        if len(runs) + 1 <= TIER_RUNS:
-            commit.write_derived(table, carry, replace=False,
-                                 row_group_rows=MEMBER_ROW_GROUP_ROWS)
-            return visited
-        old = tables.read(view.path, runs, MEMBER_SCHEMA)
-        visited += sum(p.rows for p in runs)
-        carry = pl.concat([old, carry]).sort("num")
-        commit.write_derived(table, carry.clear(), replace=True)
-        k += 1
-
 
 def _parts_above(view: StoreView, table: str, mark: int) -> list[Part]:
     return [p for p in view.snapshot.parts(table) if (p.seq_hi or 0) > mark]
@@ -195,21 +228,24 @@ def _parts_above(view: StoreView, table: str, mark: int) -> list[Part]:
 
 def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
                 capsules: tuple[int, pl.DataFrame | None] | None = None) -> dict[str, int]:
-    """Fold the capsules and forgets written since the watermark into both indexes.
+    """Fold the capsules and forgets written since the watermark into the indexes.
 
     ``capsules`` is ``(mark, rows)``: capsule rows with a conversation and ``seq > mark``
     that the caller already read (``seq``, ``id``, ``conversation_id``), reused when the
     indexes' watermark is that same mark.
     """
     mark = watermark_of(view)
-    if mark is None and (view.snapshot.parts("capsules") or view.snapshot.parts("forgets")):
-        return stage_rebuild(commit, view, session_mark)  # first cycle: build from scratch
-    after = mark["seq"] if mark is not None else 0
+    if not _current(mark):
+        if view.snapshot.parts("capsules") or view.snapshot.parts("forgets"):
+            return stage_rebuild(commit, view, session_mark)  # first cycle, or a new layout
+        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    assert mark is not None
+    after = mark["seq"]
     cap_parts = _parts_above(view, "capsules", after)
     forget_parts = _parts_above(view, "forgets", after)
     if not cap_parts and not forget_parts:
-        if mark is not None and mark["session"] != session_mark:
-            commit.set_watermark(WATERMARK, {"seq": after, "session": session_mark})
+        if mark["session"] != session_mark:
+            _set_watermark(commit, after, session_mark)
         return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     visited = 0
     if capsules is not None and capsules[0] <= after and capsules[1] is not None:
@@ -219,33 +255,31 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
         read = tables.read(view.path, cap_parts, S.table_schema("capsules"), ["seq", "id", KEY])
     new_members = (read.filter((pl.col("seq") > after) & pl.col(KEY).is_not_null())
                    .select(_num(pl.col("id")).alias("num"), KEY))
-    fresh, n = _new_forgets(view, after)
+    fresh, n = _fresh_forgets(view, after)
     visited += n
-    nums = fresh["num"].drop_nulls().to_list()
-    in_batch = new_members.filter(pl.col("num").is_in(nums))
-    older = [x for x in nums if x not in set(in_batch["num"].to_list())]
-    found, n = member_conversations(view, older)
+    nums = fresh["num"].drop_nulls()
+    # a capsule written since the watermark cannot have been forgotten at or below it
+    in_batch = new_members.filter(pl.col("num").is_in(nums.implode()))
+    older = nums.filter(~nums.is_in(in_batch["num"].implode())).to_list()
+    found, n = MEMBERS.lookup(view, older)
     visited += n
-    counts = (pl.concat([in_batch, found]).group_by(KEY)
-              .agg(pl.len().cast(pl.Int64).alias("forgotten")))
-    written = 0
-    if counts.height:
-        existing, n, level0 = levels.read_keys(view, NAME, FORGOTTEN_SCHEMA, KEY,
-                                               counts[KEY].to_list(), full_level0=True)
-        visited += n
-        merged = (pl.concat([existing.select(list(FORGOTTEN_SCHEMA)), counts])
-                  .group_by(KEY).agg(pl.col("forgotten").sum()))
-        visited += levels.stage_merge(commit, view, NAME, FORGOTTEN_SCHEMA, KEY, merged, level0)
-        written = merged.height
-    visited += _stage_members(commit, view, new_members)
+    found, n = _first_forgets(view, found, fresh)
+    visited += n
+    hits = pl.concat([in_batch, found.select(list(MEMBER_SCHEMA))])
+    counts = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
+    visited += FORGOTTEN.stage_append(commit, view, counts)  # partial counts: nothing read
+    # the two member indexes hold the same rows: a merge reads them once
+    visited += stage_append_together(commit, view, (MEMBERS, MEMBERS_BY_CONVERSATION),
+                                     new_members)
+    visited += FORGOTTEN_MEMBERS.stage_append(commit, view, hits.select("num"))
     top = max(p.seq_hi or 0 for p in [*cap_parts, *forget_parts])
-    commit.set_watermark(WATERMARK, {"seq": top, "session": session_mark})
+    _set_watermark(commit, top, session_mark)
     return {"rows_visited": visited, "rows_folded": new_members.height + fresh.height,
-            "rows_written": written + new_members.height}
+            "rows_written": counts.height + 2 * new_members.height + hits.height}
 
 
 def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[str, int]:
-    """Both indexes from every capsule and forget (the rebuild door)."""
+    """Every index from every capsule and forget (the rebuild door)."""
     cap_parts = list(view.snapshot.parts("capsules"))
     forget_parts = list(view.snapshot.parts("forgets"))
     members = (tables.scan(view.path, cap_parts, S.table_schema("capsules"))
@@ -253,16 +287,16 @@ def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[st
                .select(_num(pl.col("id")).alias("num"), KEY).collect())
     gone = (tables.scan(view.path, forget_parts, S.table_schema("forgets"))
             .select(_num(pl.col("capsule_id")).alias("num")).unique().collect())
-    counts = (members.join(gone, on="num", how="semi").group_by(KEY)
-              .agg(pl.len().cast(pl.Int64).alias("forgotten")))
-    levels.stage_replace(commit, NAME, counts, KEY)
-    for k in _tiers(view):
-        commit.write_derived(tier_table(k), members.clear(), replace=True)
-    commit.write_derived(tier_table(0), members.sort("num"), replace=True,
-                         row_group_rows=MEMBER_ROW_GROUP_ROWS)
+    dead = members.join(gone, on="num", how="semi")
+    counts = dead.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
+    for k in levels.levels(view.snapshot, NAME):  # the key-sorted levels of layout 1
+        commit.write_derived(levels.level_table(NAME, k), counts.clear(), replace=True)
+    FORGOTTEN.stage_replace(commit, view, counts)
+    MEMBERS.stage_replace(commit, view, members)
+    MEMBERS_BY_CONVERSATION.stage_replace(commit, view, members)
+    FORGOTTEN_MEMBERS.stage_replace(commit, view, dead.select("num"))
     top = max((p.seq_hi or 0 for p in [*cap_parts, *forget_parts]), default=0)
-    commit.set_watermark(WATERMARK, {"seq": top, "session": session_mark})
+    _set_watermark(commit, top, session_mark)
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in forget_parts)
     return {"rows_visited": visited, "rows_folded": members.height + gone.height,
-            "rows_written": counts.height + members.height}
-
+            "rows_written": counts.height + 2 * members.height + dead.height}

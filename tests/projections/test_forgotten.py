@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, levels
+from memframe.projections import forgotten, levels, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps
 
@@ -88,7 +88,8 @@ def test_indexed_live_counts_equal_the_full_read(tiny):
         if tiny:
             mp.setattr(levels, "BASE_CAP", 1)
             mp.setattr(levels, "FACTOR", 2)
-            mp.setattr(forgotten, "TIER_RUNS", 2)
+            mp.setattr(runs, "TIER_RUNS", 2)
+            mp.setattr(runs, "BASE_RUN", 2)
         law()
 
 
@@ -137,8 +138,8 @@ def test_a_store_without_the_indexes_falls_back_and_the_next_cycle_builds_them(m
     mstore.forget("cap-2")
 
     def drop(c):
-        for k in levels.levels(c.snapshot, forgotten.NAME):
-            c.write_derived(levels.level_table(forgotten.NAME, k), pl.DataFrame(), replace=True)
+        for k in forgotten.FORGOTTEN.tiers(c.view):
+            c.write_derived(forgotten.FORGOTTEN.table(k), pl.DataFrame(), replace=True)
         c.watermarks.pop(forgotten.WATERMARK, None)
 
     mstore.memory.run_cycle()
