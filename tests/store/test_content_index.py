@@ -59,3 +59,38 @@ def test_ids_follow_first_occurrence_whatever_the_batches(tmp_path_factory, batc
     stored = store.table("capsules").collect()
     assert stored.height == len(seen)
     assert dict(zip(stored["content"], stored["id"], strict=True)) == seen
+
+
+def test_a_handle_folds_its_own_commits_and_still_sees_another_writer(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    first = mf.Store.create(path, clock=TickingClock())
+    second = mf.Store.open(path, clock=TickingClock())
+    assert first.ingest(_rows(["a", "b"])) == ["cap-1", "cap-2"]
+    first.relate("cap-2", "cap-1", "blocks")
+    reads: list[str] = []
+    real = index.Indexes._new_rows
+
+    def catching_up(self, table, columns):
+        frame = real(self, table, columns)
+        if frame.height:
+            reads.append(table)
+        return frame
+
+    monkeypatch.setattr(index.Indexes, "_new_rows", catching_up)
+    # the handle's own rows are known without reading them back
+    assert first.ingest(_rows(["a", "c"])) == ["cap-1", "cap-3"]
+    first.relate("cap-2", "cap-1", "blocks")  # already stored: skipped
+    assert reads == []
+    # another handle's rows are read, and the first handle then sees them too
+    assert second.ingest(_rows(["c", "d"])) == ["cap-3", "cap-4"]
+    second.relate("cap-4", "cap-3", "blocks")
+    assert "capsules" in reads  # the second handle caught up on the first one's rows
+    reads.clear()
+    assert first.ingest(_rows(["d", "e"])) == ["cap-4", "cap-5"]
+    first.relate("cap-4", "cap-3", "blocks")  # stored by the other handle: skipped
+    assert sorted(set(reads)) == ["capsules", "relations"]  # ... which the first one read
+    first.forget("cap-5")
+    with pytest.raises(mf.errors.TombstonedContentError):
+        second.ingest(_rows(["e"]))
+    edges = mf.Store.open(path).table("relations").collect()
+    assert edges.height == 2
