@@ -476,10 +476,14 @@ class Store(StoreView):
                     frame = pl.concat(nonempty, how="vertical_relaxed")
                     put(table, frame, **({"row_group_rows": rg} if rg else {}))
                 settle()
-                for directory in sorted({p.parent for p in written}):
+                synced = {p.parent for p in written}
+                # a directory this commit made is an entry in its parent: sync up to the root
+                for directory in [d for d in synced if d not in known_dirs]:
+                    while directory != root and directory.parent not in synced:
+                        directory = directory.parent
+                        synced.add(directory)
+                for directory in sorted(synced):
                     fsync_dir(directory)
-                if any(p.parent not in known_dirs for p in written):
-                    fsync_dir(root)  # a table directory made by this commit
                 stamp = _commit_stamp(commit.now)
                 if snap.timestamp is not None and stamp < snap.timestamp:
                     stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects)
