@@ -203,6 +203,8 @@ class Indexes:
         if snap is None or hashes.len() == 0:
             return none
         self._sync("hashes")
+        if self._hash_base.height == 0 and self._hash_tail.height == 0:
+            return none  # nothing stored yet (a first bulk load)
         query = hashes.to_frame("h").with_row_index("row").with_columns(
             _prefix_expr("h").alias("prefix"))
         found: list[pl.DataFrame] = []
