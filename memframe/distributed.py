@@ -284,9 +284,8 @@ def rebuild_sessions(
         return store.memory.rebuild_projections()
     ray = _import_ray(data=True)
     view: StoreView = store.pinned()
-    snap = view.snapshot
-    cap_parts = list(snap.parts("capsules"))
-    sum_parts = list(snap.parts("summaries"))
+    cap_parts = list(view.partitions("capsules"))
+    sum_parts = list(view.partitions("summaries"))
     files = [str(path) for path in view.files("capsules")]
     summaries = view.table("summaries").select(_SUMMARY_COLUMNS).collect()
     with _ray_running(ray, address, num_cpus):

@@ -36,7 +36,7 @@ from memframe import schema as S
 from memframe.errors import InvalidInputError
 from memframe.ids import capsule_number_expr
 from memframe.projections.doors import Page, lines_hash
-from memframe.store import StoreView, tables
+from memframe.store import StoreView
 from memframe.text import rfc3339
 
 if TYPE_CHECKING:
@@ -155,11 +155,11 @@ class EpisodeReport(dict):
 
 
 def _unwalked(view: StoreView, mark: int) -> tuple[pl.DataFrame, int, int]:
-    parts = [p for p in view.snapshot.parts("capsules") if (p.seq_hi or 0) > mark]
+    parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
     if not parts:
         return pl.DataFrame(schema={k: EPISODE_SCHEMA[k] for k in EPISODE_SCHEMA if k != "open"}), 0, mark
-    caps = tables.read(view.path, parts, S.table_schema("capsules"),
-                       ["seq", "id", "created_at", "conversation_id"]).filter(pl.col("seq") > mark)
+    caps = view.read_partitions("capsules", parts, ["seq", "id", "created_at", "conversation_id"]
+                                ).filter(pl.col("seq") > mark)
     return capsule_partials(caps), sum(p.rows for p in parts), max(p.seq_hi or 0 for p in parts)
 
 

@@ -33,24 +33,17 @@ tick): such parts are confirmed by their bytes until a later job records them ag
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
-import os
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe import schema as S
-from memframe.store import tables
 from memframe.text import journal_lines, sha256_hex
 
 if TYPE_CHECKING:
-    from memframe.store import StoreView
+    from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
-    from memframe.store.log import Part
 
 __all__ = [
     "TABLE",
@@ -61,14 +54,11 @@ __all__ = [
     "chain_walk",
     "check_chain",
     "stage_checkpoint",
-    "file_fingerprint",
 ]
 
 TABLE = "projections/digest/journal"
 WATERMARK = "projections/digest/journal"
 VERIFY_MODES = ("incremental", "full")
-#: a file identity younger than this (ns) is not trusted: change times tick coarsely
-RACY_NS = 2_000_000_000
 #: the checkpoint table is rewritten as one part once it has more parts than this
 MAX_CHECKPOINT_PARTS = 8
 JOURNAL_COLUMNS = ("seq", "audit_seq", "at", "actor", "action", "subject", "reason",
@@ -140,65 +130,6 @@ def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
     return {"chain": "ok", "verified": verified + ordered.height}
 
 
-# -- file fingerprints ------------------------------------------------------------------------
-
-def _identity(st: os.stat_result, now_ns: int) -> dict[str, Any]:
-    trusted = st.st_ctime_ns <= now_ns - RACY_NS
-    return {
-        "size": int(st.st_size),
-        "inode": int(st.st_ino) if trusted else None,
-        "mtime_ns": int(st.st_mtime_ns) if trusted else None,
-        "ctime_ns": int(st.st_ctime_ns) if trusted else None,
-    }
-
-
-def _read_fingerprinted(path: Path) -> tuple[bytes, dict[str, Any]]:
-    """A file's bytes and its fingerprint (sha256 of those very bytes, identity)."""
-    with open(path, "rb") as fh:
-        before = os.fstat(fh.fileno())
-        data = fh.read()
-        after = os.fstat(fh.fileno())
-    ident = _identity(before, time.time_ns())
-    if (before.st_ctime_ns, before.st_size) != (after.st_ctime_ns, after.st_size):
-        ident.update(inode=None, mtime_ns=None, ctime_ns=None)  # changed while read
-    return data, {"sha256": hashlib.sha256(data).hexdigest(), **ident}
-
-
-def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The fingerprint of one file: sha256 of its bytes and its identity.
-
-    The identity (inode, mtime, ctime) is None when the file changed within ``RACY_NS``.
-
-    Examples:
-        >>> import tempfile, os
-        >>> p = os.path.join(tempfile.mkdtemp(), "f")
-        >>> _ = open(p, "wb").write(b"abc")
-        >>> fp = file_fingerprint(p)
-        >>> fp["sha256"][:12], fp["size"]
-        ('ba7816bf8f01', 3)
-    """
-    return _read_fingerprinted(Path(path))[1]
-
-
-def _same_file(path: Path, row: dict[str, Any]) -> bool:
-    """Is ``path`` the very file ``row`` recorded? Identity first, then its bytes."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    if st.st_size != row["size"]:
-        return False
-    if row["ctime_ns"] is not None and (
-        int(st.st_ino), int(st.st_mtime_ns), int(st.st_ctime_ns)
-    ) == (row["inode"], row["mtime_ns"], row["ctime_ns"]):
-        return True
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest() == row["sha256"]
-    except OSError:
-        return False
-
-
 # -- checking ------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -231,13 +162,13 @@ def watermark_of(view: StoreView) -> dict[str, Any] | None:
 
 def read_checkpoint(view: StoreView) -> tuple[pl.DataFrame, int]:
     """The checkpoint rows at ``view`` and the Parquet rows read."""
-    if not view.snapshot.parts(TABLE):
+    if not view.partitions(TABLE):
         return pl.DataFrame(schema=CHECKPOINT_SCHEMA), 0
     frame = view.derived(TABLE, CHECKPOINT_SCHEMA).collect(engine="in-memory")
     return frame, view.row_count(TABLE)
 
 
-def _part_rows(parts: Sequence[Part], frames: Sequence[pl.DataFrame],
+def _part_rows(parts: Sequence[Partition], frames: Sequence[pl.DataFrame],
                prints: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for part, frame, fp in zip(parts, frames, prints, strict=True):
@@ -248,18 +179,15 @@ def _part_rows(parts: Sequence[Part], frames: Sequence[pl.DataFrame],
     return out
 
 
-def _read_parts(view: StoreView, parts: Sequence[Part], record: bool
+def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
                 ) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted."""
     schema = S.table_schema("journal")
     if not record:
-        return tables.read(view.path, parts, schema, JOURNAL_COLUMNS), []
-    frames, prints = [], []
-    for part in parts:
-        data, fp = _read_fingerprinted(view.path / part.path)
-        frame = pl.read_parquet(io.BytesIO(data), columns=list(JOURNAL_COLUMNS))
-        frames.append(frame.cast({c: schema[c] for c in JOURNAL_COLUMNS}))
-        prints.append(fp)
+        return view.read_partitions("journal", parts, JOURNAL_COLUMNS), []
+    read = view.read_partitions_fingerprinted("journal", parts, JOURNAL_COLUMNS)
+    frames = [frame for frame, _ in read]
+    prints = [fp for _, fp in read]
     rows = _part_rows(parts, frames, prints)
     if not frames:
         return pl.DataFrame(schema={c: schema[c] for c in JOURNAL_COLUMNS}), rows
@@ -276,14 +204,13 @@ def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
     return int(last["audit_seq"][0]), str(last["chained_hash"][0])
 
 
-def _walk_parts(view: StoreView, parts: Sequence[Part], slice_rows: int
+def _walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
                 ) -> tuple[dict, tuple[int, str] | None, int] | None:
     """The full walk, one part at a time (bounded memory), when the parts follow each other
     in audit order (each sorted, each starting above the last); None otherwise."""
-    schema = S.table_schema("journal")
     previous, verified, tail = "", 0, (0, "")
     for i, part in enumerate(parts):
-        frame = tables.read(view.path, [part], schema, JOURNAL_COLUMNS)
+        frame = view.read_partitions("journal", [part], JOURNAL_COLUMNS)
         if frame.height == 0:
             continue
         audit = frame.get_column("audit_seq")
@@ -293,7 +220,7 @@ def _walk_parts(view: StoreView, parts: Sequence[Part], slice_rows: int
                              slice_rows=slice_rows)
         if section["chain"] != "ok":
             # the first break in audit order only if no later part numbers a row below it
-            rest = tables.read(view.path, parts[i + 1:], schema, ["audit_seq"])
+            rest = view.read_partitions("journal", parts[i + 1:], ["audit_seq"])
             if rest.height and int(rest["audit_seq"].min()) <= int(audit.max()):
                 return None
             return section, None, rest.height
@@ -304,7 +231,7 @@ def _walk_parts(view: StoreView, parts: Sequence[Part], slice_rows: int
 
 def _full(view: StoreView, journal: pl.DataFrame | None, record: bool, reason: str | None,
           visited: int, slice_rows: int) -> ChainCheck:
-    parts = list(view.snapshot.parts("journal"))
+    parts = list(view.partitions("journal"))
     if journal is None and not record:
         walked = _walk_parts(view, parts, slice_rows)
         if walked is not None:
@@ -347,7 +274,7 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
     if reason is not None:
         return _full(view, journal, record, reason, visited, slice_rows)
     known = set(recorded.get_column("path").to_list())
-    new_parts = [p for p in view.snapshot.parts("journal") if p.path not in known]
+    new_parts = [p for p in view.partitions("journal") if p.path not in known]
     frame, fresh = _read_parts(view, new_parts, record)
     visited += sum(p.rows for p in new_parts)
     audit_seq, chained = int(mark["audit_seq"]), str(mark["hash"])
@@ -363,7 +290,7 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
 
 def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:
     """None when every recorded part is the very file verified; else what differs."""
-    parts = {p.path: p for p in view.snapshot.parts("journal")}
+    parts = {p.path: p for p in view.partitions("journal")}
     if recorded.height and (
         int(recorded["rows"].sum()) != int(mark.get("verified", -1))
         or int(recorded["audit_hi"].max()) != int(mark.get("audit_seq", -1))
@@ -377,7 +304,7 @@ def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> s
             return f"verified journal part {row['path']} is no longer in the generation"
         if part.rows != row["rows"]:
             return f"verified journal part {row['path']} now has {part.rows} rows"
-        if not _same_file(view.path / row["path"], row):
+        if not view.partition_is(row["path"], row):
             return f"verified journal part {row['path']} is not the file that was verified"
     return None
 
@@ -396,7 +323,7 @@ class CheckpointReport:
 
 def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
     """True when the journal has no part the checkpoint has not seen (nothing is read)."""
-    parts = view.snapshot.parts("journal")
+    parts = view.partitions("journal")
     if mark is None:
         return not parts
     return (len(parts) == int(mark.get("parts", -1))
@@ -425,18 +352,18 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     retrusted = False
     for i, row in enumerate(recorded):
         if row["ctime_ns"] is None:
-            fp = file_fingerprint(view.path / row["path"])
+            fp = view.partition_fingerprint(row["path"])
             if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
                 recorded[i] = {**row, **fp}
                 retrusted = True
     if check.walked == "full" or retrusted:
         rows, replace = recorded + fresh, True
     else:
-        replace = len(view.snapshot.parts(TABLE)) >= MAX_CHECKPOINT_PARTS
+        replace = len(view.partitions(TABLE)) >= MAX_CHECKPOINT_PARTS
         rows = recorded + fresh if replace else fresh
     frame = pl.DataFrame(rows, schema=CHECKPOINT_SCHEMA, orient="row")
     commit.write_derived(TABLE, frame.sort("audit_lo", nulls_last=True), replace=replace)
-    parts = view.snapshot.parts("journal")
+    parts = view.partitions("journal")
     commit.set_watermark(WATERMARK, {
         "audit_seq": audit_seq,
         "hash": chained,

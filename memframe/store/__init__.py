@@ -1,5 +1,5 @@
 """The store: the only package that touches the file system."""
 
-from memframe.store.store import Store, StoreView
+from memframe.store.store import Partition, Store, StoreView
 
-__all__ = ["Store", "StoreView"]
+__all__ = ["Partition", "Store", "StoreView"]

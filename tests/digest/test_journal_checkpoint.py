@@ -18,6 +18,7 @@ from conftest import T0, put
 import memframe as mf
 from memframe.errors import InvalidInputError
 from memframe.projections import journal as J
+from memframe.store import fingerprint
 from tests.conftest import verify_chain as reference_walk
 
 NOW = T0.replace(year=2027)
@@ -129,7 +130,7 @@ def test_tampered_old_part_answers_as_the_full_walk(store, checkpoint, how, name
     build(store, checkpoint=checkpoint)
     assert chain(store) == chain(store, "full") == expected(store)
     assert chain(store)["chain"] == "ok"
-    time.sleep(0.02)  # a rewrite in the same change-time tick would be racy (see RACY_NS)
+    time.sleep(0.02)  # a rewrite in the same change-time tick would be racy (see fingerprint.RACY_NS)
     rewrite(part_holding(store, seq), edit(seq), how)
     want = {"chain": "broken", "broken_seq": broken}
     assert expected(store) == want
@@ -166,7 +167,7 @@ def test_tampered_rows_above_the_checkpoint(store, name, edit, offset, walked):
 
 
 def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, monkeypatch):
-    monkeypatch.setattr(J, "RACY_NS", 0)  # trust identities at once (no 2 s wait in a test)
+    monkeypatch.setattr(fingerprint, "RACY_NS", 0)  # trust identities at once (no 2 s wait in a test)
     build(store, checkpoint=True)
     view = store.pinned()
     mark = J.watermark_of(view)
@@ -177,7 +178,7 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
     def no_hashing(*_a, **_k):
         raise AssertionError("a trusted part was hashed")
 
-    monkeypatch.setattr(J.hashlib, "file_digest", no_hashing)
+    monkeypatch.setattr(fingerprint.hashlib, "file_digest", no_hashing)
     check = J.check_chain(view)
     assert check.walked == "incremental" and check.reason is None
     assert check.rows_visited == recorded + new_rows
@@ -189,8 +190,8 @@ def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
     rows, _ = J.read_checkpoint(store.pinned())
     assert rows["ctime_ns"].null_count() == rows.height
     hashed = []
-    real = J.hashlib.file_digest
-    monkeypatch.setattr(J.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
+    real = fingerprint.hashlib.file_digest
+    monkeypatch.setattr(fingerprint.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
                         real(fh, algo))
     assert J.check_chain(store.pinned()).walked == "incremental"
     assert len(hashed) == rows.height
@@ -198,7 +199,7 @@ def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
 
 def test_a_rewrite_keeping_name_size_and_mtime_is_caught_by_its_change_time(store,
                                                                             monkeypatch):
-    monkeypatch.setattr(J, "RACY_NS", 0)
+    monkeypatch.setattr(fingerprint, "RACY_NS", 0)
     build(store, checkpoint=True)
     time.sleep(0.05)
     rewrite(part_holding(store, 2), set_where("subject", 2, "cap-9"), "in_place")
