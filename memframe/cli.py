@@ -348,9 +348,7 @@ def _readable(store: Any, limit: int = 1000) -> tuple[int, bool]:
     newest = store.generation
     oldest = newest
     for g in range(newest, max(0, newest - limit), -1):
-        view = store.at(g)
-        parts = [p for parts in view.snapshot.tables.values() for p in parts]
-        if any(not (view.path / p.path).exists() for p in parts):
+        if not store.at(g).readable():
             return oldest, False
         oldest = g
     return oldest, oldest <= 1

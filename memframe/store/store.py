@@ -195,6 +195,26 @@ class StoreView:
         path = partition if isinstance(partition, str) else partition.path
         return fingerprint.same_file(self._log.root / path, dict(recorded))
 
+    def row_group_ranges(self, partition: Partition, column: str
+                         ) -> tuple[list[Any], list[Any], list[int]]:
+        """Per row group of one partition: the min and max of ``column`` (None without
+        statistics) and its row count, from the footer (nothing else read), so a lookup
+        can plan which groups to read."""
+        _meta, mins, maxs, counts = tables.row_group_ranges(self._log.root / partition.path,
+                                                            column)
+        return mins, maxs, counts
+
+    def read_row_groups(self, partition: Partition, groups: Sequence[int],
+                        schema: pl.Schema) -> pl.DataFrame:
+        """The given row groups of one partition, as ``schema``'s columns."""
+        return tables.read_row_groups(self._log.root, partition, groups, schema)
+
+    def readable(self) -> bool:
+        """Whether every partition this generation names is present (time travel reaches
+        a generation until a vacuum removes files it needs)."""
+        return all((self._log.root / p.path).exists()
+                   for parts in self._snap.tables.values() for p in parts)
+
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
         from memframe.state import capsule_state  # state sits above store: import at call
@@ -298,6 +318,19 @@ class Store(StoreView):
         """Create a new, empty store at ``path`` (which must be absent or empty); with
         ``exist_ok=True``, open the store already there instead (open-or-create)."""
         return cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
+
+    @staticmethod
+    def is_store(path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is a memframe store directory (it holds the store's marker).
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> root = tempfile.mkdtemp()
+            >>> mf.Store.is_store(root), mf.Store.is_store(mf.Store.create(root + "/s").path)
+            (False, True)
+        """
+        root = Path(path)
+        return root.is_dir() and (root / log_module.MARKER).is_file()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,

@@ -73,7 +73,6 @@ from memframe.importers.nmemory.source import (
     _Source,
 )
 from memframe.store import Store, capture
-from memframe.store.log import MARKER
 
 __all__ = [
     "import_nmemory",
@@ -93,7 +92,7 @@ def _target(path: Path, clock: Any) -> tuple[Store | None, bool]:
         return None, False
     if path.is_dir() and not any(path.iterdir()):
         return None, True
-    if path.is_dir() and (path / MARKER).is_file():
+    if Store.is_store(path):
         return Store.open(path, clock=clock), True
     raise ImportSourceError(
         f"{path} already holds something that is not a memframe store; import into a new "
