@@ -65,10 +65,14 @@ LAYOUT = 3
 FORGOTTEN_SCHEMA = pl.Schema({KEY: pl.String(), "forgotten": pl.Int64()})
 MEMBER_SCHEMA = pl.Schema({"num": pl.Int64(), KEY: pl.String()})
 
-MEMBERS = SortedRuns("projections/session/members", MEMBER_SCHEMA, ("num",))
+# capsule numbers grow with the store: the members' runs never overlap, so only the
+# cycles' small runs merge (into larger partitions); members by conversation overlap
+# everywhere (random keys): every tier merges, with a fan-in that halves the merge reads
+MEMBERS = SortedRuns("projections/session/members", MEMBER_SCHEMA, ("num",), fan_in=2,
+                     merge_tiers=1)
 MEMBERS_BY_CONVERSATION = SortedRuns("projections/session/members_by_conversation",
                                      pl.Schema({KEY: pl.String(), "num": pl.Int64()}),
-                                     (KEY, "num"))
+                                     (KEY, "num"), fan_in=2)
 FORGOTTEN_MEMBERS = SortedRuns("projections/session/forgotten_members",
                                pl.Schema({"num": pl.Int64()}), ("num",))
 

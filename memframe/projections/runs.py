@@ -80,6 +80,10 @@ class Budget:
     left: int
     spent: int = 0
 
+    @property
+    def total(self) -> int:
+        return self.left + self.spent
+
     def spend(self, rows: int) -> None:
         self.left -= rows
         self.spent += rows
@@ -103,8 +107,9 @@ class Plan:
 
 @dataclasses.dataclass
 class _Merge:
-    inputs: list[str]
-    cursor: tuple[Any, ...] | None
+    inputs: list[str]  # the input partitions' paths
+    cursor: tuple[Any, ...] | None  # the highest sort key written to the next tier
+    done: list[int]  # per input, its leading row groups whose rows are all merged
 
 
 def _key(value: tuple[Any, ...] | None) -> tuple[Any, ...]:
@@ -135,6 +140,13 @@ class SortedRuns:
         combine: applied to the rows of runs being merged (for example a sum per key, for
             an index of exact partial counts); None keeps every row. It must keep one row
             per value of ``order``.
+        fan_in: runs a tier holds before it merges, in units of ``TIER_RUNS`` (a lookup
+            reads a row group per run that can hold its value, a merge reads every row of
+            its tier: a larger fan-in trades the first for the second).
+        merge_tiers: how many tiers merge (None: all). An index whose runs never overlap
+            (rows appended in ascending order of the lookup column) reads one run per
+            value however many there are: merging its small runs into a tier of larger
+            partitions saves footers, merging further saves nothing.
 
     Examples:
         >>> import polars as pl
@@ -150,6 +162,8 @@ class SortedRuns:
     order: tuple[str, ...]
     row_group_rows: int = 64
     combine: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    fan_in: int = 1
+    merge_tiers: int | None = None
 
     @property
     def column(self) -> str:
@@ -187,7 +201,8 @@ class SortedRuns:
         if not isinstance(raw, dict):
             return {}, {}
         merges = {int(k): _Merge(list(m["inputs"]),
-                                 None if m["cursor"] is None else tuple(m["cursor"]))
+                                 None if m["cursor"] is None else tuple(m["cursor"]),
+                                 [int(n) for n in m["done"]])
                   for k, m in (raw.get("merges") or {}).items()}
         landed = {int(k): int(n) for k, n in (raw.get("landed") or {}).items()}
         return merges, landed
@@ -196,7 +211,8 @@ class SortedRuns:
                    ) -> None:
         commit.set_watermark(self.state_name, {
             "merges": {str(k): {"inputs": m.inputs,
-                                "cursor": None if m.cursor is None else list(m.cursor)}
+                                "cursor": None if m.cursor is None else list(m.cursor),
+                                "done": m.done}
                        for k, m in sorted(merges.items())},
             "landed": {str(k): n for k, n in sorted(landed.items())}})
 
@@ -289,11 +305,13 @@ class SortedRuns:
         top = max([*self.tiers(view), *merges], default=-1)
         for k in range(top + 1):
             if k not in merges:
-                live = [p for p in view.snapshot.parts(self.table(k))]
+                if self.merge_tiers is not None and k >= self.merge_tiers:
+                    break
+                live = list(view.snapshot.parts(self.table(k)))
                 count = len(live) if k == 0 else landed.get(k, len(live))
-                if count < TIER_RUNS or not live:
+                if count < TIER_RUNS * self.fan_in or not live:
                     continue
-                merges[k] = _Merge([p.path for p in live], None)
+                merges[k] = _Merge([p.path for p in live], None, [0] * len(live))
                 landed.setdefault(k + 1, len(view.snapshot.parts(self.table(k + 1))))
                 landed[k] = 0
                 changed = True
@@ -307,56 +325,99 @@ class SortedRuns:
 
     def _chunk(self, commit: Commit, view: StoreView, k: int, merges: dict[int, _Merge],
                landed: dict[int, int], budget: Budget) -> bool:
-        """Advance the merge of tier ``k`` by one chunk of at most ``budget.left`` rows."""
+        """Advance the merge of tier ``k`` by one chunk of about ``budget.left`` rows.
+
+        Each input's row groups not yet merged are taken in file order, all inputs
+        together in the order of the lowest key a group can hold (the per-column minimums
+        of its footer). Of the rows read, a chunk writes those below every key an unread
+        group can hold: below that group's minimums, or at most the last row read from
+        its input (an input is sorted, so its unread rows come after that row). When the
+        footers' bounds are too loose for any row to qualify, the next group is read too
+        (a k-way merge must see the head of every input that can hold its next key).
+        Returns False when not even one row group fits in what is left.
+        """
         merge = merges[k]
-        inputs = [p for p in view.snapshot.parts(self.table(k)) if p.path in set(merge.inputs)]
+        by_path = {p.path: p for p in view.snapshot.parts(self.table(k))}
+        inputs = [by_path[path] for path in merge.inputs]
         cursor = merge.cursor
-        candidates: list[tuple[tuple[Any, ...], int, int, Part, int]] = []
+        queues: list[list[tuple[int, tuple[Any, ...] | None, int]]] = []
+        highs: dict[int, Any] = {}  # per input, the highest lookup key of its head group
         for i, part in enumerate(inputs):
             path = view.path / part.path
             ranges = [tables.row_group_ranges(path, c) for c in self.order]
             counts = ranges[0][3]
-            for g in range(len(counts)):
+            queue = []
+            for g in range(merge.done[i], len(counts)):
                 lows = tuple(r[1][g] for r in ranges)
-                high = ranges[0][2][g]
-                if cursor is not None and high is not None and high < cursor[0]:
-                    continue
-                lb = None if any(v is None for v in lows) else lows
-                candidates.append((_key(lb), i, g, part, counts[g]))
-        if not candidates:  # every input row is in the next tier: drop the inputs
-            commit.replace_parts(self.table(k), inputs, pl.DataFrame(schema=self.schema))
-            del merges[k]
-            landed[k + 1] = landed.get(k + 1, 0) + 1
+                queue.append((g, None if any(v is None for v in lows) else lows, counts[g]))
+                highs.setdefault(i, ranges[0][2][g])
+            queues.append(queue)
+        if not any(queues):  # every input row is in the next tier: drop the inputs
+            self._finish(commit, k, inputs, merges, landed)
             return True
-        candidates.sort(key=lambda c: c[:3])
-        taken = 0
-        rows_read = 0
-        if candidates[0][4] > budget.left:
-            return False  # not even one row group fits: wait for the next cycle
-        while taken < len(candidates) and rows_read + candidates[taken][4] <= budget.left:
-            rows_read += candidates[taken][4]
-            taken += 1
+        order = []  # (running lower bound, input, position, rows): prefixes of each input
+        for i, queue in enumerate(queues):
+            running: tuple[Any, ...] | None = None
+            for pos, (_g, lb, n) in enumerate(queue):
+                key = _key(lb)
+                running = key if running is None or key > running else running
+                order.append((running, i, pos, n))
+        order.sort(key=lambda o: o[:3])
+        # the head groups that can hold the smallest keys: a chunk reads them all
+        known = [h for h in highs.values() if h is not None]
+        first = min(known) if known else None
+        heads = sum(q[0][2] for q in queues
+                    if q and (first is None or q[0][1] is None or q[0][1][0] <= first))
+        if max(heads, order[0][3]) > budget.left and budget.left < budget.total:
+            return False  # wait for the next cycle's whole budget
+        taken = [0] * len(queues)
+        read_rows: dict[int, list[pl.DataFrame]] = {}
+        spent = 0
+
+        def read(entries: list[tuple[Any, int, int, int]]) -> None:
+            nonlocal spent
+            for i in sorted({e[1] for e in entries}):
+                positions = sorted(e[2] for e in entries if e[1] == i)
+                groups = [queues[i][pos][0] for pos in positions]
+                read_rows.setdefault(i, []).append(
+                    tables.read_row_groups(view.path, inputs[i], groups, self.schema))
+                spent += sum(queues[i][pos][2] for pos in positions)
+                taken[i] = positions[-1] + 1
+
+        def last_of(i: int) -> tuple[Any, ...] | None:
+            rows = read_rows[i][-1]
+            return (tuple(rows.row(rows.height - 1, named=True)[c] for c in self.order)
+                    if rows.height else None)
+
+        nxt = 0
+        total = 0
+        while nxt < len(order) and total + order[nxt][3] <= budget.left:
+            total += order[nxt][3]
+            nxt += 1
+        read(order[:nxt])
         while True:
-            chosen = candidates[:taken]
-            bound = candidates[taken][0] if taken < len(candidates) else None
-            by_part: dict[int, list[int]] = {}
-            for _lb, i, g, _part, _n in chosen:
-                by_part.setdefault(i, []).append(g)
-            pieces = [tables.read_row_groups(view.path, inputs[i], sorted(gs), self.schema)
-                      for i, gs in sorted(by_part.items())]
-            got = pl.concat(pieces)
+            got = pl.concat([f for pieces in read_rows.values() for f in pieces])
             if cursor is not None:
                 got = got.filter(_lex(self.order, cursor, strict=True, above=True))
-            if bound is not None and bound[0] == 1:
-                limit = tuple(v for _tag, v in bound[1:])
-                got = got.filter(_lex(self.order, limit, strict=True, above=False))
-            elif bound is not None:  # the next group's keys are unknown: nothing is safe
-                got = got.clear()
-            if got.height or bound is None:
+            done = all(taken[i] == len(q) for i, q in enumerate(queues))
+            if not done:
+                safe = pl.lit(True)
+                for i, queue in enumerate(queues):
+                    if taken[i] == len(queue):
+                        continue  # all read: nothing of this input comes later
+                    lb = queue[taken[i]][1]
+                    below = (pl.lit(False) if lb is None
+                             else _lex(self.order, lb, strict=True, above=False))
+                    last = last_of(i) if i in read_rows else None
+                    if last is not None:
+                        below = below | _lex(self.order, last, strict=False, above=False)
+                    safe = safe & below
+                got = got.filter(safe)
+            if got.height or done:
                 break
-            rows_read += candidates[taken][4]  # loose bounds: take the next group too
-            taken += 1
-        budget.spend(sum(c[4] for c in candidates[:taken]))
+            read([order[nxt]])  # loose bounds: read the next group too
+            nxt += 1
+        budget.spend(spent)
         if self.combine is not None and got.height:
             got = self.combine(got).select(list(self.schema))
         got = got.sort(list(self.order))
@@ -364,11 +425,28 @@ class SortedRuns:
             commit.write_derived(self.table(k + 1), got, replace=False,
                                  row_group_rows=self.row_group_rows)
             merge.cursor = tuple(got.row(got.height - 1, named=True)[c] for c in self.order)
-        if bound is None:
-            commit.replace_parts(self.table(k), inputs, pl.DataFrame(schema=self.schema))
-            del merges[k]
-            landed[k + 1] = landed.get(k + 1, 0) + 1
+        if done:
+            self._finish(commit, k, inputs, merges, landed)
+            return True
+        # the groups whose rows are all at or below the cursor are never read again
+        assert merge.cursor is not None
+        for i in read_rows:
+            rows = pl.concat(read_rows[i])
+            merged = rows.filter(_lex(self.order, merge.cursor, strict=False,
+                                      above=False)).height
+            for _g, _lb, n in queues[i][:taken[i]]:
+                if n > merged:
+                    break
+                merged -= n
+                merge.done[i] += 1
         return True
+
+    def _finish(self, commit: Commit, k: int, inputs: list[Part], merges: dict[int, _Merge],
+                landed: dict[int, int]) -> None:
+        """The merge of tier ``k`` wrote its last chunk: its inputs go, tier k+1 has a run."""
+        commit.replace_parts(self.table(k), inputs, pl.DataFrame(schema=self.schema))
+        del merges[k]
+        landed[k + 1] = landed.get(k + 1, 0) + 1
 
     def shape(self, view: StoreView) -> tuple[tuple[int, int, int], ...]:
         """Per tier: its number, its partition count and its rows (from the log, nothing read)."""
