@@ -57,15 +57,18 @@ BASE_RUN = 4_096  # rows a tier-0 run is sized for; tier k runs are BASE_RUN * T
 def merge_budget(new_rows: int) -> Budget:
     """The rows a cycle that appends ``new_rows`` may read to advance merges.
 
-    ``BASE_RUN`` plus the rows appended: a cycle never reads more for merges, whatever the
-    sizes of the tiers (a chunk may read a few row groups more to make progress: see
-    `SortedRuns.stage_append`).
+    Half a tier-0 run plus the rows appended: a cycle never reads more for merges,
+    whatever the sizes of the tiers and however many cycles ran (a chunk may read a few
+    row groups more to make progress: see `SortedRuns.stage_append`). Merging every row
+    once per tier needs about ``new_rows`` per tier a row passes through; when merges
+    need more than the budget they go on over more cycles and the tiers hold more runs
+    meanwhile (a lookup reads a row group more per run), never more rows per cycle.
 
     Examples:
-        >>> merge_budget(2_000).left == BASE_RUN + 2_000
+        >>> merge_budget(2_000).left == BASE_RUN // 2 + 2_000
         True
     """
-    return Budget(BASE_RUN + max(0, int(new_rows)))
+    return Budget(BASE_RUN // 2 + max(0, int(new_rows)))
 
 
 @dataclasses.dataclass
