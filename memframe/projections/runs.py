@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -106,6 +107,29 @@ class Plan:
     groups: tuple[tuple[Part, tuple[int, ...]], ...]
     rows: int
     cursors: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+
+_BOUNDS: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[Any, ...] | None], list[Any],
+                                                 list[int]]] = {}
+_BOUNDS_KEEP = 4_096
+
+
+def _bounds(path: Path, columns: tuple[str, ...]
+            ) -> tuple[list[tuple[Any, ...] | None], list[Any], list[int]]:
+    """Per row group of a partition: the lowest sort key it can hold (the per-column
+    minimums; None when a statistic is missing), the maximum of the first column, and its
+    rows. Kept per process: a partition's file never changes."""
+    key = (str(path), columns)
+    found = _BOUNDS.get(key)
+    if found is not None:
+        return found
+    ranges = [tables.row_group_ranges(path, c) for c in columns]
+    lows = [None if any(r[1][g] is None for r in ranges) else tuple(r[1][g] for r in ranges)
+            for g in range(len(ranges[0][3]))]
+    if len(_BOUNDS) >= _BOUNDS_KEEP:
+        _BOUNDS.pop(next(iter(_BOUNDS)))
+    _BOUNDS[key] = (lows, list(ranges[0][2]), list(ranges[0][3]))
+    return _BOUNDS[key]
 
 
 @dataclasses.dataclass
@@ -346,14 +370,10 @@ class SortedRuns:
         queues: list[list[tuple[int, tuple[Any, ...] | None, int]]] = []
         highs: dict[int, Any] = {}  # per input, the highest lookup key of its head group
         for i, part in enumerate(inputs):
-            path = view.path / part.path
-            ranges = [tables.row_group_ranges(path, c) for c in self.order]
-            counts = ranges[0][3]
-            queue = []
-            for g in range(merge.done[i], len(counts)):
-                lows = tuple(r[1][g] for r in ranges)
-                queue.append((g, None if any(v is None for v in lows) else lows, counts[g]))
-                highs.setdefault(i, ranges[0][2][g])
+            lows, maxs, counts = _bounds(view.path / part.path, self.order)
+            queue = [(g, lows[g], counts[g]) for g in range(merge.done[i], len(counts))]
+            if queue:
+                highs[i] = maxs[merge.done[i]]
             queues.append(queue)
         if not any(queues):  # every input row is in the next tier: drop the inputs
             self._finish(commit, k, inputs, merges, landed)
