@@ -208,7 +208,9 @@ def uuid_cycles(paths: list[Path], work: Path, door: bool, cycles: int = 3) -> i
         out.append((size, seconds, report))
         parts = ", ".join(f"{k} {v['rows_visited']:,}" for k, v in report.projections.items())
         mean = statistics.mean(r.rows_visited for _, r in runs)
-        print(f"  {size:>10,} capsules: {seconds * 1000:7.0f} ms (best of {cycles})  rows_visited "
+        median = statistics.median(t for t, _ in runs)
+        print(f"  {size:>10,} capsules: {seconds * 1000:7.0f} ms (best of {cycles}, median "
+              f"{median * 1000:.0f} ms)  rows_visited "
               f"(max) {report.rows_visited:,} ({parts}), mean {mean:,.0f}  bound 3 x 2,000 + "
               f"10,000 = 16,000: {'ok' if report.rows_visited <= 16_000 else 'EXCEEDED'}")
         if door:

@@ -44,7 +44,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
-from memframe.projections.runs import Plan, SortedRuns, stage_append_together
+from memframe.projections.runs import Plan, SortedRuns, merge_budget, stage_append_together
 from memframe.store import tables
 
 if TYPE_CHECKING:
@@ -65,10 +65,14 @@ LAYOUT = 3
 FORGOTTEN_SCHEMA = pl.Schema({KEY: pl.String(), "forgotten": pl.Int64()})
 MEMBER_SCHEMA = pl.Schema({"num": pl.Int64(), KEY: pl.String()})
 
-MEMBERS = SortedRuns("projections/session/members", MEMBER_SCHEMA, ("num",))
+# capsule numbers grow with the store: the members' runs never overlap, so only the
+# cycles' small runs merge (into larger partitions); members by conversation overlap
+# everywhere (random keys): every tier merges, with a fan-in that halves the merge reads
+MEMBERS = SortedRuns("projections/session/members", MEMBER_SCHEMA, ("num",), fan_in=2,
+                     merge_tiers=1)
 MEMBERS_BY_CONVERSATION = SortedRuns("projections/session/members_by_conversation",
                                      pl.Schema({KEY: pl.String(), "num": pl.Int64()}),
-                                     (KEY, "num"))
+                                     (KEY, "num"), fan_in=2)
 FORGOTTEN_MEMBERS = SortedRuns("projections/session/forgotten_members",
                                pl.Schema({"num": pl.Int64()}), ("num",))
 
@@ -199,9 +203,7 @@ def forgotten_counts(view: StoreView, session_mark: int, keys: list[str] | None
     mark = watermark_of(view)
     assert mark is not None and usable(view, session_mark), "check usable() first"
     if keys is None:
-        parts = FORGOTTEN.runs(view)
-        stored = tables.read(view.path, parts, FORGOTTEN_SCHEMA)
-        visited = sum(p.rows for p in parts)
+        stored, visited = FORGOTTEN.read_all(view)
     else:
         stored, visited = FORGOTTEN.lookup(view, keys)
     fresh, n = _fresh_forgets(view, mark["seq"])
@@ -267,11 +269,13 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
     visited += n
     hits = pl.concat([in_batch, found.select(list(MEMBER_SCHEMA))])
     counts = hits.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-    visited += FORGOTTEN.stage_append(commit, view, counts)  # partial counts: nothing read
-    # the two member indexes hold the same rows: a merge reads them once
-    visited += stage_append_together(commit, view, (MEMBERS, MEMBERS_BY_CONVERSATION),
-                                     new_members)
-    visited += FORGOTTEN_MEMBERS.stage_append(commit, view, hits.select("num"))
+    # appends read nothing; the four indexes' merges share one bounded budget of rows,
+    # the smallest indexes first
+    budget = merge_budget(new_members.height + hits.height + counts.height)
+    visited += FORGOTTEN.stage_append(commit, view, counts, budget)  # partial counts
+    visited += FORGOTTEN_MEMBERS.stage_append(commit, view, hits.select("num"), budget)
+    visited += stage_append_together(commit, view, (MEMBERS_BY_CONVERSATION, MEMBERS),
+                                     new_members, budget)
     top = max(p.seq_hi or 0 for p in [*cap_parts, *forget_parts])
     _set_watermark(commit, top, session_mark)
     return {"rows_visited": visited, "rows_folded": new_members.height + fresh.height,
