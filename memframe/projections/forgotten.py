@@ -45,12 +45,10 @@ from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
 from memframe.projections.runs import Plan, SortedRuns, merge_budget, stage_append_together
-from memframe.store import tables
 
 if TYPE_CHECKING:
-    from memframe.store import StoreView
+    from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
-    from memframe.store.log import Part
 
 __all__ = ["WATERMARK", "NAME", "LAYOUT", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "FORGOTTEN", "MEMBERS",
            "MEMBERS_BY_CONVERSATION", "FORGOTTEN_MEMBERS", "stage_cycle", "stage_rebuild",
@@ -124,20 +122,20 @@ def _fresh_forgets(view: StoreView, after: int) -> tuple[pl.DataFrame, int]:
     schema = S.table_schema("forgets")
     sub = pl.Schema({c: schema[c] for c in _FORGET_COLUMNS})
     whole, pieces, visited = [], [], 0
-    for part in view.snapshot.parts("forgets"):
+    for part in view.partitions("forgets"):
         if (part.seq_hi or 0) <= after:
             continue
         if part.seq_lo is not None and part.seq_lo > after:
             whole.append(part)
             visited += part.rows
             continue
-        _meta, _mins, maxs, counts = tables.row_group_ranges(view.path / part.path, "seq")
+        _mins, maxs, counts = view.row_group_ranges(part, "seq")
         groups = [g for g, hi in enumerate(maxs) if hi is None or hi > after]
         if groups:
             visited += sum(counts[g] for g in groups)
-            pieces.append(tables.read_row_groups(view.path, part, groups, sub))
+            pieces.append(view.read_row_groups(part, groups, sub))
     if whole:
-        pieces.append(tables.read(view.path, whole, schema, _FORGET_COLUMNS))
+        pieces.append(view.read_partitions("forgets", whole, _FORGET_COLUMNS))
     if not pieces:
         return pl.DataFrame(schema=_FRESH_SCHEMA), 0
     rows = (pl.concat(pieces).filter(pl.col("seq") > after).sort("seq")
@@ -224,8 +222,8 @@ def forgotten_counts(view: StoreView, session_mark: int, keys: list[str] | None
 
 # -- writing ---------------------------------------------------------------------------------
 
-def _parts_above(view: StoreView, table: str, mark: int) -> list[Part]:
-    return [p for p in view.snapshot.parts(table) if (p.seq_hi or 0) > mark]
+def _parts_above(view: StoreView, table: str, mark: int) -> list[Partition]:
+    return [p for p in view.partitions(table) if (p.seq_hi or 0) > mark]
 
 
 def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
@@ -238,7 +236,7 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
     """
     mark = watermark_of(view)
     if not _current(mark):
-        if view.snapshot.parts("capsules") or view.snapshot.parts("forgets"):
+        if view.partitions("capsules") or view.partitions("forgets"):
             return stage_rebuild(commit, view, session_mark)  # first cycle, or a new layout
         return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     assert mark is not None
@@ -254,7 +252,7 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
         read = capsules[1]
     else:
         visited += sum(p.rows for p in cap_parts)
-        read = tables.read(view.path, cap_parts, S.table_schema("capsules"), ["seq", "id", KEY])
+        read = view.read_partitions("capsules", cap_parts, ["seq", "id", KEY])
     new_members = (read.filter((pl.col("seq") > after) & pl.col(KEY).is_not_null())
                    .select(_num(pl.col("id")).alias("num"), KEY))
     fresh, n = _fresh_forgets(view, after)
@@ -284,12 +282,12 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
 
 def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[str, int]:
     """Every index from every capsule and forget (the rebuild door)."""
-    cap_parts = list(view.snapshot.parts("capsules"))
-    forget_parts = list(view.snapshot.parts("forgets"))
-    members = (tables.scan(view.path, cap_parts, S.table_schema("capsules"))
+    cap_parts = list(view.partitions("capsules"))
+    forget_parts = list(view.partitions("forgets"))
+    members = (view.table("capsules")
                .filter(pl.col(KEY).is_not_null())
                .select(_num(pl.col("id")).alias("num"), KEY).collect())
-    gone = (tables.scan(view.path, forget_parts, S.table_schema("forgets"))
+    gone = (view.table("forgets")
             .select(_num(pl.col("capsule_id")).alias("num")).unique().collect())
     dead = members.join(gone, on="num", how="semi")
     counts = dead.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))

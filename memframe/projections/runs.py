@@ -36,17 +36,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.store import tables
-
 if TYPE_CHECKING:
-    from memframe.store import StoreView
+    from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
-    from memframe.store.log import Part
 
 __all__ = ["BASE_RUN", "TIER_RUNS", "Budget", "Plan", "SortedRuns", "merge_budget",
            "stage_append_together"]
@@ -104,7 +100,7 @@ class Plan:
             key already merged (its rows up to there are read from the next tier instead).
     """
 
-    groups: tuple[tuple[Part, tuple[int, ...]], ...]
+    groups: tuple[tuple[Partition, tuple[int, ...]], ...]
     rows: int
     cursors: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
@@ -114,21 +110,21 @@ _BOUNDS: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[Any, ...] | None], l
 _BOUNDS_KEEP = 4_096
 
 
-def _bounds(path: Path, columns: tuple[str, ...]
+def _bounds(view: StoreView, part: Partition, columns: tuple[str, ...]
             ) -> tuple[list[tuple[Any, ...] | None], list[Any], list[int]]:
     """Per row group of a partition: the lowest sort key it can hold (the per-column
     minimums; None when a statistic is missing), the maximum of the first column, and its
     rows. Kept per process: a partition's file never changes."""
-    key = (str(path), columns)
+    key = (str(view.path), part.path, columns)
     found = _BOUNDS.get(key)
     if found is not None:
         return found
-    ranges = [tables.row_group_ranges(path, c) for c in columns]
-    lows = [None if any(r[1][g] is None for r in ranges) else tuple(r[1][g] for r in ranges)
-            for g in range(len(ranges[0][3]))]
+    ranges = [view.row_group_ranges(part, c) for c in columns]
+    lows = [None if any(r[0][g] is None for r in ranges) else tuple(r[0][g] for r in ranges)
+            for g in range(len(ranges[0][2]))]
     if len(_BOUNDS) >= _BOUNDS_KEEP:
         _BOUNDS.pop(next(iter(_BOUNDS)))
-    _BOUNDS[key] = (lows, list(ranges[0][2]), list(ranges[0][3]))
+    _BOUNDS[key] = (lows, list(ranges[0][1]), list(ranges[0][2]))
     return _BOUNDS[key]
 
 
@@ -207,12 +203,12 @@ class SortedRuns:
     def tiers(self, view: StoreView) -> list[int]:
         """The tiers that hold at least one run at ``view``'s generation, ascending."""
         head = f"{self.prefix}/T"
-        return sorted(int(t[len(head):]) for t, parts in view.snapshot.tables.items()
-                      if t.startswith(head) and parts and t[len(head):].isdigit())
+        return sorted(int(t[len(head):]) for t in view.derived_names(head)
+                      if t[len(head):].isdigit())
 
-    def runs(self, view: StoreView) -> list[Part]:
+    def runs(self, view: StoreView) -> list[Partition]:
         """Every partition, lowest tier first."""
-        return [p for k in self.tiers(view) for p in view.snapshot.parts(self.table(k))]
+        return [p for k in self.tiers(view) for p in view.partitions(self.table(k))]
 
     @staticmethod
     def tier_for(rows: int) -> int:
@@ -253,14 +249,13 @@ class SortedRuns:
     def plan(self, view: StoreView, values: Sequence[Any]) -> Plan:
         """The row groups that can hold any of ``values`` (read from the footers only)."""
         wanted = sorted(set(values))
-        out: list[tuple[Part, tuple[int, ...]]] = []
+        out: list[tuple[Partition, tuple[int, ...]]] = []
         total = 0
         if not wanted:
             return Plan((), 0)
         cursors = self.cursors(view)
         for part in self.runs(view):
-            _meta, mins, maxs, counts = tables.row_group_ranges(view.path / part.path,
-                                                                self.column)
+            mins, maxs, counts = view.row_group_ranges(part, self.column)
             done = cursors.get(part.path)
             groups = []
             for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True)):
@@ -277,7 +272,7 @@ class SortedRuns:
         return Plan(tuple(out), total, tuple((p.path, cursors[p.path]) for p, _ in out
                                              if p.path in cursors))
 
-    def _unmerged(self, part: Part, rows: pl.DataFrame,
+    def _unmerged(self, part: Partition, rows: pl.DataFrame,
                   cursors: dict[str, tuple[Any, ...]]) -> pl.DataFrame:
         done = cursors.get(part.path)
         if done is None:
@@ -287,8 +282,8 @@ class SortedRuns:
     def read(self, view: StoreView, plan: Plan, values: Sequence[Any]) -> pl.DataFrame:
         """The rows whose lookup column is in ``values``, reading exactly ``plan``'s groups."""
         cursors = dict(plan.cursors)
-        pieces = [self._unmerged(part, tables.read_row_groups(view.path, part, groups,
-                                                              self.schema), cursors)
+        pieces = [self._unmerged(part, view.read_row_groups(part, groups, self.schema),
+                                 cursors)
                   for part, groups in plan.groups]
         if not pieces:
             return pl.DataFrame(schema=self.schema)
@@ -303,7 +298,8 @@ class SortedRuns:
     def read_all(self, view: StoreView) -> tuple[pl.DataFrame, int]:
         """Every row of the index (each once) and the Parquet rows read."""
         cursors = self.cursors(view)
-        pieces = [self._unmerged(part, tables.read(view.path, [part], self.schema), cursors)
+        pieces = [self._unmerged(part, view.read_partitions(self.prefix, [part],
+                                                            schema=self.schema), cursors)
                   for part in self.runs(view)]
         visited = sum(p.rows for p in self.runs(view))
         if not pieces:
@@ -334,12 +330,12 @@ class SortedRuns:
             if k not in merges:
                 if self.merge_tiers is not None and k >= self.merge_tiers:
                     break
-                live = list(view.snapshot.parts(self.table(k)))
+                live = list(view.partitions(self.table(k)))
                 count = len(live) if k == 0 else landed.get(k, len(live))
                 if count < TIER_RUNS * self.fan_in or not live:
                     continue
                 merges[k] = _Merge([p.path for p in live], None, [0] * len(live))
-                landed.setdefault(k + 1, len(view.snapshot.parts(self.table(k + 1))))
+                landed.setdefault(k + 1, len(view.partitions(self.table(k + 1))))
                 landed[k] = 0
                 changed = True
             while k in merges and budget.left > 0:
@@ -364,13 +360,13 @@ class SortedRuns:
         Returns False when not even one row group fits in what is left.
         """
         merge = merges[k]
-        by_path = {p.path: p for p in view.snapshot.parts(self.table(k))}
+        by_path = {p.path: p for p in view.partitions(self.table(k))}
         inputs = [by_path[path] for path in merge.inputs]
         cursor = merge.cursor
         queues: list[list[tuple[int, tuple[Any, ...] | None, int]]] = []
         highs: dict[int, Any] = {}  # per input, the highest lookup key of its head group
         for i, part in enumerate(inputs):
-            lows, maxs, counts = _bounds(view.path / part.path, self.order)
+            lows, maxs, counts = _bounds(view, part, self.order)
             queue = [(g, lows[g], counts[g]) for g in range(merge.done[i], len(counts))]
             if queue:
                 highs[i] = maxs[merge.done[i]]
@@ -403,7 +399,7 @@ class SortedRuns:
                 positions = sorted(e[2] for e in entries if e[1] == i)
                 groups = [queues[i][pos][0] for pos in positions]
                 read_rows.setdefault(i, []).append(
-                    tables.read_row_groups(view.path, inputs[i], groups, self.schema))
+                    view.read_row_groups(inputs[i], groups, self.schema))
                 spent += sum(queues[i][pos][2] for pos in positions)
                 taken[i] = positions[-1] + 1
 
@@ -464,7 +460,7 @@ class SortedRuns:
                 merge.done[i] += 1
         return True
 
-    def _finish(self, commit: Commit, k: int, inputs: list[Part], merges: dict[int, _Merge],
+    def _finish(self, commit: Commit, k: int, inputs: list[Partition], merges: dict[int, _Merge],
                 landed: dict[int, int]) -> None:
         """The merge of tier ``k`` wrote its last chunk: its inputs go, tier k+1 has a run."""
         commit.replace_parts(self.table(k), inputs, pl.DataFrame(schema=self.schema))
@@ -475,7 +471,7 @@ class SortedRuns:
         """Per tier: its number, its partition count and its rows (from the log, nothing read)."""
         return tuple((k, len(parts), sum(p.rows for p in parts))
                      for k in self.tiers(view)
-                     for parts in [view.snapshot.parts(self.table(k))])
+                     for parts in [view.partitions(self.table(k))])
 
     def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
         """Replace the whole index by ``rows``: one run, in the tier its size belongs to."""

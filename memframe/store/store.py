@@ -195,6 +195,12 @@ class StoreView:
         path = partition if isinstance(partition, str) else partition.path
         return fingerprint.same_file(self._log.root / path, dict(recorded))
 
+    def derived_names(self, prefix: str) -> list[str]:
+        """The derived tables under ``prefix`` that hold partitions at this generation
+        (e.g. the levels or tiers a projection keeps), sorted."""
+        return sorted(t for t, parts in self._snap.tables.items()
+                      if parts and t.startswith(prefix))
+
     def row_group_ranges(self, partition: Partition, column: str
                          ) -> tuple[list[Any], list[Any], list[int]]:
         """Per row group of one partition: the min and max of ``column`` (None without
