@@ -37,7 +37,7 @@ def _absorb(c: Commit, members: list[str], row: Mapping[str, Any]) -> str:
         if c.is_absorbed(mid):
             raise AbstractRefusedError(
                 f"member {mid!r} is already abstracted into another rollup at generation "
-                f"{c.snapshot.generation}; a memory is absorbed at most once"
+                f"{c.generation}; a memory is absorbed at most once"
             )
     (rollup,) = c.ingest(dict(row))
     if rollup in members:

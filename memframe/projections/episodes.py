@@ -182,7 +182,7 @@ def _job(store: Store, commit: Commit, gap_ns: int) -> EpisodeReport:
     commit.write_derived(OPEN, still, replace=True, row_group_rows=_ROW_GROUP_ROWS)
     commit.set_watermark(WATERMARK, new_mark)
     commit.set_watermark(GAP_KEY, gap_ns)
-    report["generation"] = commit.snapshot.generation + 1
+    report["generation"] = commit.generation + 1
     return report
 
 

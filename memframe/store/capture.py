@@ -174,6 +174,11 @@ class Commit:
 
     # -- the public writer surface (what store.commit(fn) hands to fn) -------------------
     @property
+    def generation(self) -> int:
+        """The generation this writer is pinned to (it lands as the next one)."""
+        return int(self.snapshot.generation)
+
+    @property
     def view(self) -> Any:
         """A read-only `StoreView` of the generation this writer is pinned to."""
         if self._view is None:

@@ -83,6 +83,12 @@ class StoreView:
     def snapshot(self) -> Snapshot:
         return self._snap
 
+    @property
+    def counters(self) -> Mapping[str, Any]:
+        """The log's counters at this generation: ``seq`` (the last row's), ``capsules``,
+        ``sessions``, ``audit_seq`` and ``chain`` (the journal's last hash)."""
+        return dict(self._snap.counters)
+
     def pinned(self) -> StoreView:
         return self
 
@@ -415,6 +421,19 @@ class Store(StoreView):
 
     def files(self, name: str) -> list[Path]:
         return self.pinned().files(name)
+
+    def partitions(self, name: str) -> tuple[Partition, ...]:
+        return self.pinned().partitions(name)
+
+    def derived_names(self, prefix: str) -> list[str]:
+        return self.pinned().derived_names(prefix)
+
+    @property
+    def counters(self) -> Mapping[str, Any]:
+        return self.pinned().counters
+
+    def readable(self) -> bool:
+        return self.pinned().readable()
 
     def capsule_state(self) -> pl.LazyFrame:
         return self.read(lambda v: v.capsule_state())

@@ -110,7 +110,7 @@ def _append(c: capture.Commit, table: str, frame: pl.DataFrame, source: str) -> 
 
 def _apply(plan: _Plan) -> Callable[[capture.Commit], None]:
     def run(c: capture.Commit) -> None:
-        if c.snapshot.generation != plan.base_generation:
+        if c.generation != plan.base_generation:
             raise ImportSourceError(
                 "another writer committed to the store while the import was reading; "
                 "nothing was written: run the import again"
@@ -202,7 +202,7 @@ def import_nmemory(
         identity = src.identity()
         marks = _seq_marks(src)
         counts = {t: (marks[t]["rows"] if t in marks else src.count(t)) for t in SOURCE_TABLES}
-        if store is not None and mark is None and int(store.snapshot.counter("seq")):
+        if store is not None and mark is None and int(store.counters.get("seq", 0)):
             raise ImportSourceError(
                 f"{target} is a memframe store with rows no nMEMORY import wrote; import "
                 f"into a new path (an incremental import only extends its own imports)"
@@ -214,7 +214,7 @@ def import_nmemory(
                         f"{target} was imported from a different nMEMORY store "
                         f"({mark['source']}); its {name} does not match {src.path}"
                     )
-            if int(store.snapshot.counter("seq")) != int(mark["store_seq"]):
+            if int(store.counters.get("seq", 0)) != int(mark["store_seq"]):
                 raise ImportSourceError(
                     f"{target} was written to since its last nMEMORY import; an incremental "
                     f"import needs the store as that import left it: import into a new path"
