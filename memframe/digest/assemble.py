@@ -27,7 +27,15 @@ FRAMING = "DATA"
 
 
 def _tombstoned(inputs: DigestInputs) -> pl.Series:
+    if inputs.tombstoned is not None:
+        return inputs.tombstoned
     return inputs.tables["forgets"].get_column("capsule_id").unique().sort()
+
+
+def _audit_events(inputs: DigestInputs) -> int:
+    if inputs.audit_events is not None:
+        return inputs.audit_events
+    return counters.audit_events(inputs.tables["journal"])
 
 
 def global_sections(inputs: DigestInputs, n: int) -> dict:
@@ -41,10 +49,11 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "relations": counters.relations_total(tables["relations"]),
             "open_sessions": opened,
             "open_session_ids": open_ids,
-            "audit_events": counters.audit_events(tables["journal"]),
+            "audit_events": _audit_events(inputs),
             "dag": cap_projection(projection, n),
             "tiers": ledger.tiers_section(inputs.state),
-            "journal": ledger.journal_section(tables["journal"], inputs.state, inputs.chain),
+            "journal": ledger.journal_section(tables.get("journal"), inputs.state,
+                                              inputs.chain),
             "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
                                                             inputs.attach),
             "staged": staged_section(tables["reviews"], inputs.now),

@@ -100,7 +100,14 @@ def test_rows_visited_counts_the_partitions_read(store):
     store.memory.run_cycle()  # the checkpoint: the walk then reads only its own rows
     view = store.pinned()
     checkpoint = view.row_count("projections/digest/journal")
-    assert mf.digest(view, now=NOW).rows_visited == tables + checkpoint + content
+    # the digest state replaces the six per-capsule tables (one stored row per capsule)
+    state = sum(view.row_count(t) for t in view.snapshot.tables
+                if t.startswith("projections/digest_capsules/"))
+    assert state == view.row_count("capsules")
+    per_capsule = ["capsules", "forgets", "recalls", "classifications", "tiers", "journal"]
+    rest = tables - sum(view.row_count(name) for name in per_capsule)
+    assert mf.digest(view, now=NOW).rows_visited == rest + state + checkpoint + content
+    assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 
 

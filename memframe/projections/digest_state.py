@@ -1,0 +1,525 @@
+"""The digest's per-capsule state: one row per capsule, kept under spec 000's laws.
+
+The digest's capsule-level inputs (the capsule's own columns, its usage, kind, tier,
+tombstone and journal coverage) are folded from six canonical tables: ``capsules``,
+``recalls``, ``classifications``, ``tiers``, ``forgets`` and ``journal``. Recomputing
+them on every digest reads and joins every row of those tables; this projection keeps
+the fold's result, one row per capsule number (``cap-<num>``), stored in key-sorted
+levels (`memframe.projections.levels`) under ``projections/digest_capsules/L<k>``.
+
+**One fold, two callers.** Every canonical row maps to a *partial* state row keyed by the
+capsule number; a stored state row is a partial too. `fold_state` groups partials by
+number with exact, order-independent terms:
+
+* the capsule's own columns come from its (single) ``capsules`` row;
+* ``recall_count`` is a sum, ``last_recalled_at`` a max;
+* ``kind``/``scope``, ``tier`` and ``forget_mode`` are the latest row by ``seq`` (the
+  partial carries that ``seq``: ``kind_seq``, ``tier_seq``, ``forget_seq``);
+* ``erased`` (a redact/purge forget erased the content), ``named`` (some journal row
+  names the capsule as its subject) and ``forget_named`` (a ``memory_forget`` or
+  ``memory_merge`` journal row names it) are any-of.
+
+The rebuild door folds every canonical row; the cycle folds the rows written since the
+watermark with the stored rows of the capsule numbers they touch. Both give the same
+rows, to the hash (`state_hash`), whatever the batching.
+
+**Watermark** (``projections/digest/capsules``): the highest ``seq`` folded, over all six
+tables, committed in the same generation as the rows. **Reading** (`read_state`): the
+stored rows plus the rows above the watermark, folded at read time, so the state is exact
+at any generation whether the job ran recently, long ago, or never (a virgin store, or a
+store with no state, folds everything: the cold path).
+
+Rows a digest would fail closed on (a capsule row missing its project, time or taint; a
+journal row without time or audit number) are never folded: the job leaves the state
+where it was, and the digest meets those rows above the watermark and fails closed, as
+the full computation does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.ids import capsule_number_expr
+from memframe.projections import levels
+from memframe.schema import TIMESTAMP
+from memframe.store import tables
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+    from memframe.store.log import Part
+
+__all__ = [
+    "NAME",
+    "WATERMARK",
+    "SOURCES",
+    "STATE_SCHEMA",
+    "THREAD_PATTERN",
+    "HANDOFF_SOURCE",
+    "FORGET_ACTIONS",
+    "fold_state",
+    "read_state",
+    "state_frame",
+    "state_hash",
+    "stage_cycle",
+    "stage_rebuild",
+    "state_door",
+    "check_rows",
+]
+
+NAME = "digest_capsules"
+KEY = "num"
+WATERMARK = "projections/digest/capsules"
+THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
+HANDOFF_SOURCE = "memory_session_finish"
+FORGET_ACTIONS = ("memory_forget", "memory_merge")
+ERASING = ("redact", "purge")
+
+#: the canonical tables folded into the state, and the columns read from each
+SOURCES: dict[str, tuple[str, ...]] = {
+    "capsules": ("seq", "id", "created_at", "project_id", "source", "valid_to",
+                 "authority_class", "instruction_taint"),
+    "recalls": ("seq", "at", "capsule_id", "count"),
+    "classifications": ("seq", "capsule_id", "kind", "scope"),
+    "tiers": ("seq", "capsule_id", "tier"),
+    "forgets": ("seq", "capsule_id", "mode"),
+    "journal": ("seq", "audit_seq", "at", "action", "subject"),
+}
+
+#: one stored row per capsule number
+STATE_SCHEMA = pl.Schema(
+    {
+        "num": pl.Int64(),
+        # the capsule's own columns (null until its capsules row is folded)
+        "seq": pl.Int64(),
+        "id": pl.String(),
+        "created_at": TIMESTAMP,
+        "project_id": pl.String(),
+        "bracket": pl.Boolean(),
+        "thread": pl.String(),
+        "valid_to": TIMESTAMP,
+        "external": pl.Boolean(),
+        "instruction_taint": pl.Boolean(),
+        # folded events
+        "recall_count": pl.Int64(),
+        "last_recalled_at": TIMESTAMP,
+        "kind": pl.String(),
+        "scope": pl.String(),
+        "kind_seq": pl.Int64(),
+        "tier": pl.String(),
+        "tier_seq": pl.Int64(),
+        "forget_mode": pl.String(),
+        "forget_seq": pl.Int64(),
+        "erased": pl.Boolean(),
+        "named": pl.Boolean(),
+        "forget_named": pl.Boolean(),
+    }
+)
+
+#: what a partial without the event carries (the fold's identity for that term)
+_DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
+                             "forget_named": False}
+
+_BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "valid_to", "external",
+         "instruction_taint")
+
+
+def _typed(frame: pl.LazyFrame, **columns: pl.Expr) -> pl.LazyFrame:
+    """``frame`` as partials: the given columns, every other state column null."""
+    exprs = []
+    for name, dtype in STATE_SCHEMA.items():
+        expr = columns.get(name, pl.lit(_DEFAULTS.get(name)))
+        exprs.append(expr.cast(dtype).alias(name))
+    return frame.select(exprs)
+
+
+def _num(column: str) -> pl.Expr:
+    return capsule_number_expr(pl.col(column))
+
+
+def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
+    """``capsules`` rows -> partials carrying the capsule's own columns.
+
+    ``thread`` is the content's ACTIVE() label (taken while reading, so the content
+    itself is never kept); ``bracket`` is whether the source is ``memory_session_finish``;
+    ``external`` whether the authority class is ``externally-imported``.
+    """
+    return _typed(
+        capsules,
+        num=_num("id"),
+        seq=pl.col("seq"),
+        id=pl.col("id"),
+        created_at=pl.col("created_at"),
+        project_id=pl.col("project_id"),
+        bracket=(pl.col("source") == HANDOFF_SOURCE).fill_null(False),
+        thread=pl.col("thread"),
+        valid_to=pl.col("valid_to"),
+        external=(pl.col("authority_class") == "externally-imported").fill_null(False),
+        instruction_taint=pl.col("instruction_taint"),
+    )
+
+
+def _event_partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    if name == "recalls":
+        return _typed(frame, num=_num("capsule_id"), recall_count=pl.col("count"),
+                      last_recalled_at=pl.col("at"))
+    if name == "classifications":
+        return _typed(frame, num=_num("capsule_id"), kind=pl.col("kind"),
+                      scope=pl.col("scope"), kind_seq=pl.col("seq"))
+    if name == "tiers":
+        return _typed(frame, num=_num("capsule_id"), tier=pl.col("tier"),
+                      tier_seq=pl.col("seq"))
+    if name == "forgets":
+        return _typed(frame, num=_num("capsule_id"), forget_mode=pl.col("mode"),
+                      forget_seq=pl.col("seq"), erased=pl.col("mode").is_in(list(ERASING)))
+    if name == "journal":
+        return _typed(frame.filter(_num("subject").is_not_null()), num=_num("subject"),
+                      named=pl.lit(True),
+                      forget_named=pl.col("action").is_in(list(FORGET_ACTIONS)))
+    raise ValueError(name)
+
+
+def _latest(value: str, order: str) -> pl.Expr:
+    # the value of the partial with the highest ``order`` (nulls rank first: a partial
+    # without that event never wins over one with it)
+    return pl.col(value).sort_by(pl.col(order), nulls_last=False).last()
+
+
+_EVENTS = [c for c in STATE_SCHEMA if c not in (KEY, *_BASE)]
+
+
+def _fold(partials: pl.LazyFrame) -> pl.LazyFrame:
+    """Group partials by capsule number (the terms of the module docstring).
+
+    The capsule's own columns come from the partial that carries its ``seq`` (a capsule
+    has exactly one ``capsules`` row); the event terms are grouped.
+    """
+    base = partials.filter(pl.col("seq").is_not_null()).select(KEY, *_BASE)
+    events = partials.group_by(KEY).agg(
+        pl.col("recall_count").sum().cast(pl.Int64),
+        pl.col("last_recalled_at").max(),
+        _latest("kind", "kind_seq"),
+        _latest("scope", "kind_seq"),
+        pl.col("kind_seq").max(),
+        _latest("tier", "tier_seq"),
+        pl.col("tier_seq").max(),
+        _latest("forget_mode", "forget_seq"),
+        pl.col("forget_seq").max(),
+        pl.col("erased").any(),
+        pl.col("named").any(),
+        pl.col("forget_named").any(),
+    )
+    return events.join(base, on=KEY, how="left").select(list(STATE_SCHEMA))
+
+
+def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
+               existing: pl.LazyFrame | pl.DataFrame | None = None, *,
+               engine: str = "in-memory") -> pl.DataFrame:
+    """THE fold of the digest state: canonical rows (and stored rows) -> state rows.
+
+    The rebuild calls it with every row of the six source tables; the cycle and a warm
+    digest with the rows above the watermark and the stored rows of the numbers they
+    touch. Each source is folded on its own first (the terms are associative, so this is
+    the same fold, in less memory), then the partial results are folded together.
+
+    Args:
+        sources: table name -> its rows (``capsules`` rows carry a ``thread`` column in
+            place of ``content``); missing tables are empty.
+        existing: stored state rows to fold with them, or None.
+        engine: the Polars engine.
+
+    Returns:
+        State rows (``STATE_SCHEMA``), one per capsule number named, sorted by number.
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> caps = pl.DataFrame({"seq": [1], "id": ["cap-1"], "created_at": [t],
+        ...     "project_id": ["p"], "source": ["note"], "valid_to": [None],
+        ...     "authority_class": ["user-stated"], "instruction_taint": [False],
+        ...     "thread": [None]}, schema_overrides={"valid_to": pl.Datetime("ns", "UTC"),
+        ...     "thread": pl.String})
+        >>> recalls = pl.DataFrame({"seq": [2, 3], "at": [t, t], "capsule_id": ["cap-1"] * 2,
+        ...                         "count": [1, 2]})
+        >>> fold_state({"capsules": caps, "recalls": recalls}).select(
+        ...     "num", "id", "recall_count").rows()
+        [(1, 'cap-1', 3)]
+    """
+    pieces = []
+    for name in SOURCES:
+        frame = sources.get(name)
+        if frame is None:
+            continue
+        frame = frame.lazy()
+        partials = capsule_partials(frame) if name == "capsules" else _event_partials(name, frame)
+        partials = partials.filter(pl.col(KEY).is_not_null())
+        # a capsule has one ``capsules`` row: those partials are already folded
+        pieces.append(partials if name == "capsules" else _fold(partials))
+    if existing is not None:
+        pieces.append(existing.lazy().select(list(STATE_SCHEMA)))
+    if not pieces:
+        return pl.DataFrame(schema=STATE_SCHEMA)
+    parts = pl.collect_all(pieces, engine=engine)  # type: ignore[arg-type]
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame(schema=STATE_SCHEMA)
+    if len(parts) == 1:
+        return parts[0].sort(KEY)
+    return _fold(pl.concat(parts, how="vertical").lazy()).collect(engine=engine).sort(KEY)
+
+
+def state_hash(rows: pl.DataFrame) -> str:
+    """A hash of state rows (order-independent: rows are sorted by number first).
+
+    Examples:
+        >>> state_hash(pl.DataFrame(schema=STATE_SCHEMA)) == state_hash(
+        ...     pl.DataFrame(schema=STATE_SCHEMA))
+        True
+    """
+    from memframe.text import sha256_hex
+
+    ordered = rows.select(list(STATE_SCHEMA)).sort(KEY)
+    line = pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in STATE_SCHEMA],
+                         separator="\x1f")
+    lines = ordered.select(line.alias("l")).to_series()
+    return sha256_hex(pl.Series([lines.str.join("\n").item() if len(lines) else ""])).item()
+
+
+# -- checks (rows the digest fails closed on are never folded) -----------------------------
+
+def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
+    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None.
+
+    Mirrors the digest's fail-closed row checks for the tables the state folds.
+
+    Examples:
+        >>> import polars as pl
+        >>> check_rows("journal", pl.DataFrame({"seq": [4], "at": [None], "audit_seq": [1]}))
+        'journal row at seq 4 has no valid time'
+    """
+    if name == "capsules":
+        bad = (pl.col("id").is_null() | capsule_number_expr(pl.col("id")).is_null()
+               | pl.col("project_id").is_null() | pl.col("created_at").is_null()
+               | pl.col("seq").is_null() | pl.col("instruction_taint").is_null())
+        what = "corrupt capsule row at seq {}"
+    elif name == "journal":
+        bad = pl.col("at").is_null() | pl.col("audit_seq").is_null()
+        what = "journal row at seq {} has no valid time"
+    else:
+        return None
+    found = frame.lazy().filter(bad).select("seq").head(1).collect(engine="streaming")
+    return what.format(found["seq"][0]) if found.height else None
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+def watermark_of(view: StoreView) -> int | None:
+    mark = view.watermarks.get(WATERMARK)
+    return int(mark) if mark is not None else None
+
+
+def _columns(name: str) -> list[str | pl.Expr]:
+    if name == "capsules":
+        return [*(c for c in SOURCES["capsules"]),
+                pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread")]
+    return list(SOURCES[name])
+
+
+def _parts_above(view: StoreView, name: str, mark: int) -> list[Part]:
+    return [p for p in view.snapshot.parts(name) if (p.seq_hi or 0) > mark]
+
+
+def read_above(view: StoreView, mark: int) -> tuple[dict[str, pl.DataFrame], int, int]:
+    """The rows of the six source tables with ``seq > mark``, the Parquet rows read, and
+    the highest ``seq`` among the parts read (``mark`` when none)."""
+    out: dict[str, pl.DataFrame] = {}
+    visited, top = 0, mark
+    for name in SOURCES:
+        parts = _parts_above(view, name, mark)
+        if not parts:
+            continue
+        visited += sum(p.rows for p in parts)
+        top = max(top, *(p.seq_hi or 0 for p in parts))
+        frame = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+        out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
+    return out, visited, top
+
+
+def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
+    """Every row of the six source tables (lazily), the rows they hold and the top seq."""
+    out: dict[str, pl.LazyFrame] = {}
+    visited, top = 0, 0
+    for name in SOURCES:
+        parts = list(view.snapshot.parts(name))
+        if not parts:
+            continue
+        visited += sum(p.rows for p in parts)
+        top = max(top, *(p.seq_hi or 0 for p in parts))
+        out[name] = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+    return out, visited, top
+
+
+def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
+    nums: list[pl.Series] = []
+    for name, frame in delta.items():
+        column = {"capsules": "id", "journal": "subject"}.get(name, "capsule_id")
+        nums.append(frame.select(capsule_number_expr(pl.col(column)).alias(KEY))
+                    .get_column(KEY).drop_nulls())
+    if not nums:
+        return []
+    return pl.concat(nums).unique().sort().to_list()
+
+
+def _stored_levels(view: StoreView) -> list[int]:
+    return levels.levels(view.snapshot, NAME)
+
+
+def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFrame]]:
+    """The exact state at ``view``: stored rows plus the rows above the watermark.
+
+    Returns:
+        The state rows (one per capsule number, sorted by number), the Parquet rows read,
+        and the rows read above the watermark (table -> rows; the digest checks them).
+    """
+    mark = watermark_of(view)
+    if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
+        sources, visited, _top = scan_all(view)
+        return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
+    stored, visited = levels.read_all(view, NAME, STATE_SCHEMA, KEY)
+    delta, n, _top = read_above(view, mark)
+    visited += n
+    touched = _touched(delta)
+    if not touched:
+        return stored.sort(KEY) if stored.height else pl.DataFrame(schema=STATE_SCHEMA), \
+            visited, delta
+    wanted = pl.Series(touched, dtype=pl.Int64).implode()
+    merged = fold_state(delta, stored.filter(pl.col(KEY).is_in(wanted)))
+    rest = stored.filter(~pl.col(KEY).is_in(wanted))
+    state = pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical")
+    return state.sort(KEY), visited, delta
+
+
+def state_frame(state: pl.DataFrame, relations: pl.DataFrame) -> pl.DataFrame:
+    """State rows -> the digest's capsule state (`memframe.state.capsule_state`'s columns
+    that the digest reads), for the capsules that have a row, in ``seq`` order.
+
+    ``superseded`` comes from the ``supersedes`` edges (relations are read in full by the
+    digest anyway); ``source``/``authority_class`` are given back as the only values the
+    digest compares them with (``memory_session_finish`` / ``externally-imported``).
+    """
+    sup = (relations.lazy().filter(pl.col("kind") == "supersedes")
+           .select(capsule_number_expr(pl.col("to_id")).alias(KEY)).drop_nulls().unique()
+           .with_columns(pl.lit(True).alias("superseded")))
+    return (
+        state.lazy().filter(pl.col("seq").is_not_null())
+        .join(sup, on=KEY, how="left")
+        .select(
+            "seq", "id", "created_at", "project_id",
+            pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
+            .cast(pl.String).alias("source"),
+            "valid_to",
+            pl.when(pl.col("external")).then(pl.lit("externally-imported"))
+            .otherwise(pl.lit(None)).cast(pl.String).alias("authority_class"),
+            "instruction_taint",
+            pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
+            .cast(pl.String).alias("thread"),
+            pl.col("superseded").fill_null(False),
+            "forget_mode",
+            pl.col("recall_count").fill_null(0),
+            "last_recalled_at",
+            "kind",
+            "scope",
+            pl.col("tier").fill_null("active"),
+            pl.when(pl.col("forget_mode").is_not_null()).then(pl.lit("tombstoned"))
+            .when(pl.col("superseded").fill_null(False)).then(pl.lit("superseded"))
+            .otherwise(pl.lit("live")).alias("status"),
+            "named",
+            "forget_named",
+        )
+        .sort("seq")
+        .collect(engine="in-memory")
+    )
+
+
+# -- the job ----------------------------------------------------------------------------------
+
+def _check_all(delta: Mapping[str, pl.DataFrame]) -> str | None:
+    for name, frame in delta.items():
+        problem = check_rows(name, frame)
+        if problem:
+            return problem
+    return None
+
+
+def _report(visited: int, folded: int, written: int) -> dict[str, int]:
+    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
+
+
+def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
+    """Fold the rows written since the watermark into the state (staged on ``commit``).
+
+    Reads only the parts committed above the watermark and the stored rows of the
+    capsule numbers they touch; nothing new reads and writes nothing. The first cycle of
+    a store without state builds it from scratch (`stage_rebuild`).
+    """
+    mark = watermark_of(view)
+    if mark is None:
+        if not any(view.snapshot.parts(name) for name in SOURCES):
+            return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
+        return stage_rebuild(commit, view)
+    delta, visited, top = read_above(view, mark)
+    if top <= mark:
+        return _report(0, 0, 0)
+    if _check_all(delta):  # the digest fails closed on these rows: never fold them
+        return _report(visited, 0, 0)
+    folded_in = sum(f.height for f in delta.values())
+    touched = _touched(delta)
+    written = 0
+    if touched:
+        existing, n, level0 = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched,
+                                               full_level0=True)
+        visited += n
+        merged = fold_state(delta, existing if existing.height else None)
+        if existing.height:
+            changed = merged.join(existing.select(list(STATE_SCHEMA)), on=list(STATE_SCHEMA),
+                                  how="anti", nulls_equal=True)
+        else:
+            changed = merged
+        if changed.height:
+            visited += levels.stage_merge(commit, view, NAME, STATE_SCHEMA, KEY, changed,
+                                          level0)
+            written = changed.height
+    commit.set_watermark(WATERMARK, top)
+    return _report(visited, folded_in, written)
+
+
+def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
+    """The whole state from every source row, replacing what is stored (one commit)."""
+    sources, visited, top = scan_all(view)
+    for name, frame in sources.items():
+        if check_rows(name, frame):  # never fold what the digest fails closed on
+            return _report(visited, 0, 0)
+    rows = fold_state(sources, engine="streaming")
+    levels.stage_replace(commit, NAME, rows, KEY)
+    commit.set_watermark(WATERMARK, top)
+    return _report(visited, visited, rows.height)
+
+
+def state_door(view: StoreView) -> Any:
+    """The digest state's door: the exact state rows at ``view`` as a `Page`.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
+        >>> state_door(store.pinned()).rows.select("id", "thread", "named").rows()
+        [('cap-1', 't', True)]
+    """
+    from memframe.projections.doors import Page
+
+    state, visited, _delta = read_state(view)
+    return Page(rows=state, rows_visited=visited, hash=state_hash(state))
