@@ -215,7 +215,7 @@ def _build(
             state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
                 engine="in-memory"
             )
-        state = annotate(state, tables["reviews"], tables["pins"])
+            state = annotate(state, tables["reviews"], tables["pins"])
     except MemframeError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -277,7 +277,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
                 problem = digest_state.check_rows(name, frame)
                 if problem:
                     raise digest_failed(problem)
-            return digest_state.state_frame(raw, tables["relations"]), visited
+            return digest_state.state_frame(raw), visited
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
                 raise

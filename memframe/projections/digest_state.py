@@ -78,6 +78,9 @@ THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
 ERASING = ("redact", "purge")
+#: rows per row group of the state's levels: a digest reads them whole (large groups read
+#: fast), a cycle looks a few capsule numbers up (small groups read little); measured
+ROW_GROUP_ROWS = 4_096
 
 #: the canonical tables folded into the state, and the columns read from each
 SOURCES: dict[str, tuple[str, ...]] = {
@@ -88,6 +91,9 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "tiers": ("seq", "capsule_id", "tier"),
     "forgets": ("seq", "capsule_id", "mode"),
     "journal": ("seq", "audit_seq", "at", "action", "subject"),
+    "relations": ("seq", "kind", "to_id"),
+    "reviews": ("seq", "capsule_id", "verdict"),
+    "pins": ("seq", "capsule_id", "pinned"),
 }
 
 #: one stored row per capsule number
@@ -117,12 +123,17 @@ STATE_SCHEMA = pl.Schema(
         "erased": pl.Boolean(),
         "named": pl.Boolean(),
         "forget_named": pl.Boolean(),
+        "superseded": pl.Boolean(),
+        "review_verdict": pl.String(),
+        "review_seq": pl.Int64(),
+        "pinned": pl.Boolean(),
+        "pin_seq": pl.Int64(),
     }
 )
 
 #: what a partial without the event carries (the fold's identity for that term)
 _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
-                             "forget_named": False}
+                             "forget_named": False, "superseded": False}
 
 _BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "valid_to", "external",
          "instruction_taint")
@@ -180,6 +191,15 @@ def _event_partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
         return _typed(frame.filter(_num("subject").is_not_null()), num=_num("subject"),
                       named=pl.lit(True),
                       forget_named=pl.col("action").is_in(list(FORGET_ACTIONS)))
+    if name == "relations":
+        return _typed(frame.filter(pl.col("kind") == "supersedes"), num=_num("to_id"),
+                      superseded=pl.lit(True))
+    if name == "reviews":
+        return _typed(frame, num=_num("capsule_id"), review_verdict=pl.col("verdict"),
+                      review_seq=pl.col("seq"))
+    if name == "pins":
+        return _typed(frame, num=_num("capsule_id"), pinned=pl.col("pinned"),
+                      pin_seq=pl.col("seq"))
     raise ValueError(name)
 
 
@@ -212,6 +232,11 @@ def _fold(partials: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("erased").any(),
         pl.col("named").any(),
         pl.col("forget_named").any(),
+        pl.col("superseded").any(),
+        _latest("review_verdict", "review_seq"),
+        pl.col("review_seq").max(),
+        _latest("pinned", "pin_seq"),
+        pl.col("pin_seq").max(),
     )
     return events.join(base, on=KEY, how="left").select(list(STATE_SCHEMA))
 
@@ -366,7 +391,10 @@ def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
 def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
     nums: list[pl.Series] = []
     for name, frame in delta.items():
-        column = {"capsules": "id", "journal": "subject"}.get(name, "capsule_id")
+        column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
+            name, "capsule_id")
+        if name == "relations":
+            frame = frame.filter(pl.col("kind") == "supersedes")
         nums.append(frame.select(capsule_number_expr(pl.col(column)).alias(KEY))
                     .get_column(KEY).drop_nulls())
     if not nums:
@@ -382,8 +410,9 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     """The exact state at ``view``: stored rows plus the rows above the watermark.
 
     Returns:
-        The state rows (one per capsule number, sorted by number), the Parquet rows read,
-        and the rows read above the watermark (table -> rows; the digest checks them).
+        The state rows (one per capsule number, in no particular order), the Parquet rows
+        read, and the rows read above the watermark (table -> rows, for the digest's
+        fail-closed checks; lazily every source row when there is no state yet).
     """
     mark = watermark_of(view)
     if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
@@ -393,56 +422,61 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     delta, n, _top = read_above(view, mark)
     visited += n
     touched = _touched(delta)
+    if not stored.width:
+        stored = pl.DataFrame(schema=STATE_SCHEMA)
     if not touched:
-        return stored.sort(KEY) if stored.height else pl.DataFrame(schema=STATE_SCHEMA), \
-            visited, delta
+        return stored, visited, delta
     wanted = pl.Series(touched, dtype=pl.Int64).implode()
     merged = fold_state(delta, stored.filter(pl.col(KEY).is_in(wanted)))
     rest = stored.filter(~pl.col(KEY).is_in(wanted))
-    state = pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical")
-    return state.sort(KEY), visited, delta
+    return pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical"), visited, delta
 
 
-def state_frame(state: pl.DataFrame, relations: pl.DataFrame) -> pl.DataFrame:
+def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """State rows -> the digest's capsule state (`memframe.state.capsule_state`'s columns
-    that the digest reads), for the capsules that have a row, in ``seq`` order.
+    that the digest reads, plus ``staged``, ``pinned`` and the journal coverage flags),
+    for the capsules that have a row, in ``seq`` order.
 
-    ``superseded`` comes from the ``supersedes`` edges (relations are read in full by the
-    digest anyway); ``source``/``authority_class`` are given back as the only values the
-    digest compares them with (``memory_session_finish`` / ``externally-imported``).
+    ``source``/``authority_class`` are given back as the only values the digest compares
+    them with (``memory_session_finish`` / ``externally-imported``), null otherwise.
     """
-    sup = (relations.lazy().filter(pl.col("kind") == "supersedes")
-           .select(capsule_number_expr(pl.col("to_id")).alias(KEY)).drop_nulls().unique()
-           .with_columns(pl.lit(True).alias("superseded")))
     return (
         state.lazy().filter(pl.col("seq").is_not_null())
-        .join(sup, on=KEY, how="left")
-        .select(
-            "seq", "id", "created_at", "project_id",
-            pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
-            .cast(pl.String).alias("source"),
-            "valid_to",
-            pl.when(pl.col("external")).then(pl.lit("externally-imported"))
-            .otherwise(pl.lit(None)).cast(pl.String).alias("authority_class"),
-            "instruction_taint",
-            pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
-            .cast(pl.String).alias("thread"),
-            pl.col("superseded").fill_null(False),
-            "forget_mode",
-            pl.col("recall_count").fill_null(0),
-            "last_recalled_at",
-            "kind",
-            "scope",
-            pl.col("tier").fill_null("active"),
-            pl.when(pl.col("forget_mode").is_not_null()).then(pl.lit("tombstoned"))
-            .when(pl.col("superseded").fill_null(False)).then(pl.lit("superseded"))
-            .otherwise(pl.lit("live")).alias("status"),
-            "named",
-            "forget_named",
-        )
+        .select(state_columns())
         .sort("seq")
         .collect(engine="in-memory")
     )
+
+
+def state_columns() -> list[pl.Expr]:
+    """The expressions of `state_frame` (state row -> digest capsule-state row)."""
+    superseded = pl.col("superseded").fill_null(False)
+    return [
+        pl.col("seq"), pl.col("id"), pl.col("created_at"), pl.col("project_id"),
+        pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
+        .cast(pl.String).alias("source"),
+        pl.col("valid_to"),
+        pl.when(pl.col("external")).then(pl.lit("externally-imported"))
+        .otherwise(pl.lit(None)).cast(pl.String).alias("authority_class"),
+        pl.col("instruction_taint"),
+        pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
+        .cast(pl.String).alias("thread"),
+        superseded.alias("superseded"),
+        pl.col("forget_mode"),
+        pl.col("recall_count").fill_null(0),
+        pl.col("last_recalled_at"),
+        pl.col("kind"),
+        pl.col("scope"),
+        pl.col("tier").fill_null("active"),
+        pl.when(pl.col("forget_mode").is_not_null()).then(pl.lit("tombstoned"))
+        .when(superseded).then(pl.lit("superseded"))
+        .otherwise(pl.lit("live")).alias("status"),
+        pl.col("named"),
+        pl.col("forget_named"),
+        (pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified"))
+        .alias("staged"),
+        pl.col("pinned").fill_null(False).alias("pinned"),
+    ]
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -491,7 +525,7 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
             changed = merged
         if changed.height:
             visited += levels.stage_merge(commit, view, NAME, STATE_SCHEMA, KEY, changed,
-                                          level0)
+                                          level0, row_group_rows=ROW_GROUP_ROWS)
             written = changed.height
     commit.set_watermark(WATERMARK, top)
     return _report(visited, folded_in, written)
@@ -504,7 +538,7 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
         if check_rows(name, frame):  # never fold what the digest fails closed on
             return _report(visited, 0, 0)
     rows = fold_state(sources, engine="streaming")
-    levels.stage_replace(commit, NAME, rows, KEY)
+    levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, visited, rows.height)
 
