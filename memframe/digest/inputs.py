@@ -88,6 +88,9 @@ class DigestInputs:
             state holds it.
         tombstoned: the tombstoned capsule ids, sorted (None: taken from ``forgets``).
         audit_events: the journal's row count (None: the height of ``tables["journal"]``).
+        warm: the digest state's aggregates, subset and top-N readers
+            (`memframe.projections.digest_state.WarmState`) when the digest answers from
+            them; ``state`` then holds the subset's rows only.
 
     A store's digest reads the per-capsule tables through the digest state
     (`memframe.projections.digest_state`): ``tables`` then holds only ``relations``,
@@ -106,6 +109,7 @@ class DigestInputs:
     attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None
     tombstoned: pl.Series | None = None
     audit_events: int | None = None
+    warm: Any = None
 
 
 def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr]
@@ -286,8 +290,35 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
     return build
 
 
-def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
-                ) -> DigestInputs:
+def _warm_reader(view: Any, holder: dict[str, Any]
+                 ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
+    """The subset's capsule state, the aggregates and the top-N readers (into
+    ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
+    never recorded them."""
+    from memframe.projections import digest_state
+
+    def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
+        try:
+            found = digest_state.read_warm(view)
+            if found is None:
+                return _state_reader(view)(tables)
+            warm, unfolded = found
+            for name, frame in unfolded.items():
+                problem = digest_state.check_rows(name, frame)
+                if problem:
+                    raise digest_failed(problem)
+            holder["warm"] = warm
+            return digest_state.state_frame(warm.subset), 0
+        except MemframeError as exc:
+            if str(exc).startswith("memory_digest failed:"):
+                raise
+            raise digest_failed(exc) from exc
+
+    return build
+
+
+def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental",
+                fast: bool = False) -> DigestInputs:
     """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
 
     With ``verify="incremental"`` the per-capsule tables (capsules, recalls,
@@ -296,6 +327,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     job ran or not; and the journal chain is checked from the store's verified
     checkpoint (:func:`memframe.projections.journal.check_chain`). With ``"full"`` no
     derived state is trusted: every table is read and the whole chain is walked.
+
+    With ``fast`` (one fence), the capsule sections are answered from the digest state's
+    aggregates, subset and top-N readers when the job recorded them (see
+    `memframe.digest.warm`); ``state`` then holds only the subset's rows.
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -320,19 +355,28 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check.walked == "incremental"
+    holder: dict[str, Any] = {}
+    if warm and fast:
+        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder)
+    elif warm:
+        names, from_state = STATE_TABLES, _state_reader(view)
+    else:
+        names, from_state = FAIL_CLOSED, None
     inputs = _build(
         view.table,
         lambda name, _frame: int(view.row_count(name)),
         now,
         int(generation) if generation is not None else None,
         columns,
-        names=STATE_TABLES if warm else FAIL_CLOSED,
-        from_state=_state_reader(view) if warm else None,
+        names=names,
+        from_state=from_state,
     )
     if warm:
-        state = inputs.state
-        inputs.tombstoned = (state.filter(pl.col("status") == "tombstoned")
-                             .get_column("id").unique().sort())
+        inputs.warm = holder.get("warm")
+        if inputs.warm is None:
+            state = inputs.state
+            inputs.tombstoned = (state.filter(pl.col("status") == "tombstoned")
+                                 .get_column("id").unique().sort())
         inputs.audit_events = int(view.row_count("journal"))
     inputs.attach = _content_reader(view, inputs)
     inputs.chain = check.section

@@ -23,8 +23,10 @@ __all__ = [
     "ARCHIVE_AFTER_DAYS",
 ]
 
-FORGET_ACTIONS = ("memory_forget", "memory_merge")
-ARCHIVE_AFTER_DAYS = 180
+from memframe.projections.digest_state import (  # noqa: E402 - one definition for both
+    ARCHIVE_AFTER_DAYS,
+    FORGET_ACTIONS,
+)
 
 
 def tiers_section(state: pl.DataFrame) -> dict:

@@ -37,6 +37,7 @@ the full computation does.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -517,6 +518,8 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
         existing, n, level0 = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched,
                                                full_level0=True)
         visited += n
+        if not existing.width:
+            existing = pl.DataFrame(schema=STATE_SCHEMA)
         merged = fold_state(delta, existing if existing.height else None)
         if existing.height:
             changed = merged.join(existing.select(list(STATE_SCHEMA)), on=list(STATE_SCHEMA),
@@ -527,8 +530,27 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
             visited += levels.stage_merge(commit, view, NAME, STATE_SCHEMA, KEY, changed,
                                           level0, row_group_rows=ROW_GROUP_ROWS)
             written = changed.height
+            old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
+            visited += _stage_derived(commit, view, changed, old)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, folded_in, written)
+
+
+def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
+                   old: pl.DataFrame) -> int:
+    """Stage the subset rows and the aggregates for state rows that changed (``old``:
+    their stored rows, absent for new numbers). Returns the Parquet rows read."""
+    stored, visited = _read_aggregates(view)
+    sub = _subset_rows(changed, old)
+    if sub.height:
+        _rows, n, level0 = levels.read_keys(view, SUBSET, SUBSET_SCHEMA, KEY, [],
+                                            full_level0=True)
+        visited += n
+        visited += levels.stage_merge(commit, view, SUBSET, SUBSET_SCHEMA, KEY, sub, level0,
+                                      row_group_rows=ROW_GROUP_ROWS)
+    aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
+    commit.write_derived(AGG_TABLE, aggregates, replace=True)
+    return visited
 
 
 def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
@@ -539,6 +561,9 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
             return _report(visited, 0, 0)
     rows = fold_state(sources, engine="streaming")
     levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
+    levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
+                         row_group_rows=ROW_GROUP_ROWS)
+    commit.write_derived(AGG_TABLE, merge_aggregates(contributions(rows)), replace=True)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, visited, rows.height)
 
@@ -557,3 +582,253 @@ def state_door(view: StoreView) -> Any:
 
     state, visited, _delta = read_state(view)
     return Page(rows=state, rows_visited=visited, hash=state_hash(state))
+
+
+# -- the aggregates and the subset: what lets a warm digest skip the bulk of the rows -------
+#
+# Beside the state rows, the job keeps two things derived from them, under the same
+# watermark and in the same generation:
+#
+# * **aggregates** (``projections/digest_aggregates``): per project, how many capsules are
+#   in the digest's population (``count``), how many of those are not superseded
+#   (``live``) and how many were recalled (``recalled``); store-wide, the effective-tier
+#   counts of the non-tombstoned capsules (``tier``), the journal coverage misses
+#   (``oob``), and the archive candidates keyed by the instant at which each becomes one
+#   (``archive``: a later "now" is answered by summing the instants at or before it).
+#   Each capsule *contributes* rows to them; a change is applied by subtracting the old
+#   row's contribution and adding the new one's, so the sums stay exact.
+# * **the subset** (``projections/digest_subset/L<k>``): the state rows of the capsules
+#   the handoff, mission, unanchored, pinned and open-effort sections can name (handoff
+#   markers, ACTIVE() threads, epics, tasks, pinned capsules, and superseded capsules that
+#   need the taint scan before archiving); a capsule leaving it is written with
+#   ``member = false``.
+#
+# The ``newest`` and ``most_recalled`` lists are read from the state levels themselves,
+# row group by row group in the order of their statistics, until the top N are certain.
+
+AGG_TABLE = "projections/digest_aggregates"
+SUBSET = "digest_subset"
+AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
+                        "n": pl.Int64()})
+SUBSET_SCHEMA = pl.Schema({**STATE_SCHEMA, "member": pl.Boolean()})
+#: a superseded capsule this many whole days old with no recall is an archive candidate
+ARCHIVE_AFTER_DAYS = 180
+_TIERS = ("active", "archived", "quarantined")
+
+
+def _has_base() -> pl.Expr:
+    return pl.col("seq").is_not_null()
+
+
+def alive_expr() -> pl.Expr:
+    """Not tombstoned (and a capsule row exists)."""
+    return _has_base() & pl.col("forget_mode").is_null()
+
+
+def staged_expr() -> pl.Expr:
+    return pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified")
+
+
+def population_expr() -> pl.Expr:
+    """The digest's capsule population (reference 4.1): not tombstoned, not staged."""
+    return alive_expr() & ~staged_expr()
+
+
+def _suspect() -> pl.Expr:
+    return pl.col("instruction_taint").fill_null(False) & pl.col("external").fill_null(False)
+
+
+def subset_expr() -> pl.Expr:
+    """Is a state row in the subset (see above)?"""
+    thread = pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
+    return _has_base() & (
+        pl.col("bracket").fill_null(False)
+        | thread.is_not_null()
+        | pl.col("kind").is_in(["epic", "task"]).fill_null(False)
+        | pl.col("pinned").fill_null(False)
+        | (_suspect() & pl.col("superseded").fill_null(False))
+    )
+
+
+def _archive_instant() -> pl.Expr:
+    """When a superseded, active, unpinned, non-suspect capsule becomes an archive
+    candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
+    with no recall from ``created_at + 181 days`` (the earlier of the two)."""
+    expired = pl.col("valid_to") + pl.duration(nanoseconds=1)
+    stale = pl.when(pl.col("recall_count").fill_null(0) == 0).then(
+        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1))
+    return pl.min_horizontal(expired, stale)
+
+
+def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFrame:
+    """What state rows add to the aggregates (``sign=-1``: what removing them takes away).
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "project_id": ["p"],
+        ...     "created_at": [t], "superseded": [False], "named": [True]},
+        ...     schema_overrides={}).select(
+        ...     [pl.col(c) if c in ("num", "seq", "project_id", "created_at", "superseded",
+        ...      "named") else pl.lit(None).cast(d).alias(c) for c, d in STATE_SCHEMA.items()])
+        >>> contributions(rows).collect().sort("metric").select("metric", "key", "n").rows()
+        [('count', 'p', 1), ('live', 'p', 1), ('tier', 'active', 1)]
+    """
+    frame = rows.lazy()
+    alive, pop = alive_expr(), population_expr()
+    superseded = pl.col("superseded").fill_null(False)
+    tier = pl.col("tier").fill_null("active")
+    none = pl.lit(None, dtype=TIMESTAMP)
+
+    def metric(name: str, key: pl.Expr, when: pl.Expr, at: pl.Expr = none) -> pl.LazyFrame:
+        # a column rides along: a select of literals alone would not follow the filter
+        return frame.filter(when.fill_null(False)).select(
+            pl.col(KEY), pl.lit(name).alias("metric"), key.cast(pl.String).alias("key"),
+            at.cast(TIMESTAMP).alias("at"), pl.lit(sign, dtype=pl.Int64).alias("n")
+        ).drop(KEY)
+
+    archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
+               & ~_suspect())
+    pieces = [
+        metric("count", pl.col("project_id"), pop),
+        metric("live", pl.col("project_id"), pop & ~superseded),
+        metric("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null()),
+        metric("tier", tier, alive),
+        metric("oob", pl.lit(""), _has_base() & (
+            (alive & ~pl.col("named").fill_null(False))
+            | (~alive & ~pl.col("forget_named").fill_null(False)))),
+        metric("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
+               _archive_instant()),
+    ]
+    return pl.concat(pieces, how="vertical")
+
+
+def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """Sum aggregate rows by (metric, key, at); rows summing to zero are dropped."""
+    lazy = [f.lazy() for f in frames]
+    if not lazy:
+        return pl.DataFrame(schema=AGG_SCHEMA)
+    return (pl.concat(lazy, how="vertical").group_by("metric", "key", "at")
+            .agg(pl.col("n").sum()).filter(pl.col("n") != 0)
+            .sort("metric", "key", "at", nulls_last=False)
+            .select(list(AGG_SCHEMA)).collect(engine="in-memory"))
+
+
+def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
+    if not view.snapshot.parts(AGG_TABLE):
+        return pl.DataFrame(schema=AGG_SCHEMA), 0
+    return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
+            view.row_count(AGG_TABLE))
+
+
+def _subset_rows(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:
+    """Subset rows to write for changed state rows: members, and former members leaving."""
+    now_in = rows.with_columns(subset_expr().alias("member"))
+    if old is not None and old.height:
+        was = old.filter(subset_expr()).select(KEY)
+        now_in = now_in.filter(pl.col("member") | pl.col(KEY).is_in(was[KEY].implode()))
+    else:
+        now_in = now_in.filter(pl.col("member"))
+    return now_in.select(list(SUBSET_SCHEMA))
+
+
+@dataclasses.dataclass
+class WarmState:
+    """What a warm digest reads instead of every state row (see the section above).
+
+    Attributes:
+        view: the pinned generation.
+        aggregates: the aggregates at ``view`` (stored, plus the rows above the watermark).
+        subset: the subset's state rows at ``view`` (members only).
+        touched: capsule numbers whose stored rows are stale (rows above the watermark).
+        merged: their current state rows.
+        rows_visited: Parquet rows read so far (the top-N readers add theirs).
+    """
+
+    view: Any
+    aggregates: pl.DataFrame
+    subset: pl.DataFrame
+    touched: pl.Series
+    merged: pl.DataFrame
+    rows_visited: int
+
+    def top_rows(self, keep: pl.Expr, n: int, order: str) -> pl.DataFrame:
+        """The first ``n`` state rows satisfying ``keep``, ``order`` being ``"newest"``
+        (seq descending) or ``"recalled"`` (recall count desc, last recall desc, seq asc).
+
+        Row groups of the state levels are read in the order of their statistics (the
+        largest ``seq``, or the largest ``recall_count``, first) until no unread group can
+        hold a row that would rank among the first ``n``.
+        """
+        if n <= 0:
+            return self.merged.clear()
+        column = "seq" if order == "newest" else "recall_count"
+        groups = []
+        for k in levels.levels(self.view.snapshot, NAME):
+            for part in self.view.snapshot.parts(levels.level_table(NAME, k)):
+                _meta, _mins, maxs, counts = tables.row_group_ranges(
+                    self.view.path / part.path, column)
+                for g, hi in enumerate(maxs):
+                    groups.append((hi, k, part, g, counts[g]))
+        # a group without statistics could hold anything: read it first
+        groups.sort(key=lambda x: (x[0] is not None, -(x[0] or 0)))
+        read: list[pl.DataFrame] = []
+        stale = self.touched.implode()
+        pool0 = self.merged.with_columns(pl.lit(-1, dtype=pl.Int64).alias("_level"))
+        i = 0
+        while True:
+            exhausted = i >= len(groups)
+            # the current row of each number read (the lowest level wins), then the filter
+            rows = pl.concat([pool0, *read], how="vertical") if read else pool0
+            if read:
+                rows = rows.sort("_level").unique(KEY, keep="first", maintain_order=True)
+            rows = rows.filter(keep)
+            final = rows if exhausted else rows.filter(pl.col(column) > groups[i][0])
+            if exhausted or final.height >= n:
+                if order == "newest":
+                    out = final.sort("seq", descending=True)
+                else:
+                    out = final.sort(["recall_count", "last_recalled_at", "seq"],
+                                     descending=[True, True, False])
+                return out.head(n).drop("_level")
+            batch = groups[i:i + 4]
+            i += len(batch)
+            for _hi, k, part, g, count in batch:
+                self.rows_visited += count
+                frame = tables.read_row_groups(self.view.path, part, [g], STATE_SCHEMA)
+                frame = frame.filter(~pl.col(KEY).is_in(stale))
+                read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
+
+
+def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
+    """The aggregates and the subset at ``view`` (and the rows read above the watermark,
+    for the digest's fail-closed checks), or None when the job never recorded them (the
+    digest then reads every state row)."""
+    mark = watermark_of(view)
+    if mark is None or not view.snapshot.parts(AGG_TABLE):
+        return None
+    delta, visited, _top = read_above(view, mark)
+    touched = _touched(delta)
+    old, n, _ = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched) if touched else (
+        pl.DataFrame(schema=STATE_SCHEMA), 0, None)
+    visited += n
+    if not old.width:
+        old = pl.DataFrame(schema=STATE_SCHEMA)
+    merged = fold_state(delta, old if old.height else None) if delta else \
+        pl.DataFrame(schema=STATE_SCHEMA)
+    stored, n = _read_aggregates(view)
+    visited += n
+    aggregates = merge_aggregates(stored, contributions(merged), contributions(old, -1))
+    subset, n = levels.read_all(view, SUBSET, SUBSET_SCHEMA, KEY)
+    visited += n
+    if not subset.width:
+        subset = pl.DataFrame(schema=SUBSET_SCHEMA)
+    wanted = pl.Series(touched, dtype=pl.Int64)
+    subset = pl.concat([
+        subset.filter(pl.col("member") & ~pl.col(KEY).is_in(wanted.implode()))
+        .select(list(STATE_SCHEMA)),
+        merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
+    ], how="vertical")
+    warm = WarmState(view, aggregates, subset, wanted, merged.select(list(STATE_SCHEMA)),
+                     visited)
+    return warm, delta

@@ -104,9 +104,16 @@ def test_rows_visited_counts_the_partitions_read(store):
     state = sum(view.row_count(t) for t in view.snapshot.tables
                 if t.startswith("projections/digest_capsules/"))
     assert state == view.row_count("capsules")
-    per_capsule = ["capsules", "forgets", "recalls", "classifications", "tiers", "journal"]
-    rest = tables - sum(view.row_count(name) for name in per_capsule)
-    assert mf.digest(view, now=NOW).rows_visited == rest + state + checkpoint + content
+    per_capsule = ["capsules", "recalls", "classifications", "tiers", "journal"]
+    rest = tables - sum(view.row_count(name) for name in per_capsule)  # forgets: read whole
+    # the warm digest reads the aggregates, the subset, and the state's row groups its
+    # newest and most-recalled readers need (one group here, read by each)
+    aggregates = view.row_count("projections/digest_aggregates")
+    subset = sum(view.row_count(t) for t in view.snapshot.tables
+                 if t.startswith("projections/digest_subset/"))
+    assert aggregates > 0 and subset > 0
+    warm = mf.digest(view, now=NOW)
+    assert warm.rows_visited == rest + aggregates + subset + 2 * state + checkpoint + content
     assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 
