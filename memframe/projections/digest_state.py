@@ -48,6 +48,7 @@ from memframe.ids import capsule_number_expr
 from memframe.projections import levels
 from memframe.schema import TIMESTAMP
 from memframe.store import tables
+from memframe.text import headline_expr
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -108,6 +109,7 @@ STATE_SCHEMA = pl.Schema(
         "project_id": pl.String(),
         "bracket": pl.Boolean(),
         "thread": pl.String(),
+        "headline": pl.String(),
         "valid_to": TIMESTAMP,
         "external": pl.Boolean(),
         "instruction_taint": pl.Boolean(),
@@ -136,8 +138,8 @@ STATE_SCHEMA = pl.Schema(
 _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
                              "forget_named": False, "superseded": False}
 
-_BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "valid_to", "external",
-         "instruction_taint")
+_BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
+         "external", "instruction_taint")
 
 
 def _typed(frame: pl.LazyFrame, **columns: pl.Expr) -> pl.LazyFrame:
@@ -169,6 +171,7 @@ def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
         project_id=pl.col("project_id"),
         bracket=(pl.col("source") == HANDOFF_SOURCE).fill_null(False),
         thread=pl.col("thread"),
+        headline=pl.col("headline"),
         valid_to=pl.col("valid_to"),
         external=(pl.col("authority_class") == "externally-imported").fill_null(False),
         instruction_taint=pl.col("instruction_taint"),
@@ -351,7 +354,8 @@ def watermark_of(view: StoreView) -> int | None:
 def _columns(name: str) -> list[str | pl.Expr]:
     if name == "capsules":
         return [*(c for c in SOURCES["capsules"]),
-                pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread")]
+                pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
+                headline_expr(pl.col("content")).alias("headline")]
     return list(SOURCES[name])
 
 
@@ -462,6 +466,8 @@ def state_columns() -> list[pl.Expr]:
         pl.col("instruction_taint"),
         pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
         .cast(pl.String).alias("thread"),
+        pl.when(pl.col("erased")).then(pl.lit("")).otherwise(pl.col("headline"))
+        .cast(pl.String).alias("headline"),
         superseded.alias("superseded"),
         pl.col("forget_mode"),
         pl.col("recall_count").fill_null(0),
