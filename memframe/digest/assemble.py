@@ -72,7 +72,7 @@ def _ledger_sections(inputs: DigestInputs) -> dict:
         return {
             "tiers": warm.warm_tiers(inputs.warm),
             "journal": journal,
-            "archive_candidates": warm.warm_archive(inputs, inputs.warm, inputs.state),
+            "archive_candidates": warm.warm_archive(inputs, inputs.warm),
         }
     return {
         "tiers": ledger.tiers_section(inputs.state),

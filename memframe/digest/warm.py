@@ -5,8 +5,7 @@ capsule row.
 * ``total``, ``by_project``, ``newest_total`` and ``most_recalled_total``: the per-project
   aggregates, summed over the projects the fence holds;
 * ``tiers``, the journal's ``out_of_band`` and ``archive_candidates``: the store-wide
-  aggregates (archive candidates by the instant each became one, plus the superseded
-  suspects of the subset, whose content the taint scan reads);
+  aggregates (archive candidates by the instant each became one);
 * ``handoff``, ``mission``, ``unanchored``, ``pinned`` and ``open_efforts``: the section
   functions of the full computation, run over the subset (every row those sections can
   name is in it);
@@ -96,18 +95,14 @@ def warm_out_of_band(warm: ds.WarmState) -> int:
     return int(warm.aggregates.filter(pl.col("metric") == "oob")["n"].sum() or 0)
 
 
-def warm_archive(inputs, warm: ds.WarmState, subset_state: pl.DataFrame) -> int:
-    """``archive_candidates``: the candidates whose instant is at or before ``now``, plus
-    the superseded suspects of the subset, scanned as the full computation scans them."""
-    from memframe.digest.ledger import archive_candidates
+def warm_archive(inputs, warm: ds.WarmState) -> int:
+    """``archive_candidates``: the candidates whose instant is at or before ``now`` (the
+    quarantine guard was applied when each capsule was folded)."""
     from memframe.schema import TIMESTAMP
 
     now = pl.lit(inputs.now).cast(TIMESTAMP)
     timed = warm.aggregates.filter((pl.col("metric") == "archive") & (pl.col("at") <= now))
-    suspects = subset_state.filter(
-        pl.col("instruction_taint")
-        & (pl.col("authority_class") == "externally-imported").fill_null(False))
-    return int(timed["n"].sum() or 0) + archive_candidates(suspects, inputs.now, inputs.attach)
+    return int(timed["n"].sum() or 0)
 
 
 def warm_scoped(subset_state: pl.DataFrame, prefix: str | None) -> pl.DataFrame:

@@ -113,6 +113,7 @@ STATE_SCHEMA = pl.Schema(
         "valid_to": TIMESTAMP,
         "external": pl.Boolean(),
         "instruction_taint": pl.Boolean(),
+        "guarded": pl.Boolean(),
         # folded events
         "recall_count": pl.Int64(),
         "last_recalled_at": TIMESTAMP,
@@ -139,7 +140,7 @@ _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
                              "forget_named": False, "superseded": False}
 
 _BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
-         "external", "instruction_taint")
+         "external", "instruction_taint", "guarded")
 
 
 def _typed(frame: pl.LazyFrame, **columns: pl.Expr) -> pl.LazyFrame:
@@ -175,6 +176,7 @@ def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
         valid_to=pl.col("valid_to"),
         external=(pl.col("authority_class") == "externally-imported").fill_null(False),
         instruction_taint=pl.col("instruction_taint"),
+        guarded=pl.col("guarded"),
     )
 
 
@@ -256,8 +258,9 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
     the same fold, in less memory), then the partial results are folded together.
 
     Args:
-        sources: table name -> its rows (``capsules`` rows carry a ``thread`` column in
-            place of ``content``); missing tables are empty.
+        sources: table name -> its rows (``capsules`` rows carry ``content``, or the
+            ``thread``, ``headline`` and ``guarded`` read from it); missing tables are
+            empty.
         existing: stored state rows to fold with them, or None.
         engine: the Polars engine.
 
@@ -270,13 +273,13 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         >>> caps = pl.DataFrame({"seq": [1], "id": ["cap-1"], "created_at": [t],
         ...     "project_id": ["p"], "source": ["note"], "valid_to": [None],
         ...     "authority_class": ["user-stated"], "instruction_taint": [False],
-        ...     "thread": [None]}, schema_overrides={"valid_to": pl.Datetime("ns", "UTC"),
-        ...     "thread": pl.String})
+        ...     "content": ["ACTIVE(x): go"]},
+        ...     schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
         >>> recalls = pl.DataFrame({"seq": [2, 3], "at": [t, t], "capsule_id": ["cap-1"] * 2,
         ...                         "count": [1, 2]})
         >>> fold_state({"capsules": caps, "recalls": recalls}).select(
-        ...     "num", "id", "recall_count").rows()
-        [(1, 'cap-1', 3)]
+        ...     "num", "id", "thread", "recall_count").rows()
+        [(1, 'cap-1', 'x', 3)]
     """
     pieces = []
     for name in SOURCES:
@@ -284,6 +287,8 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         if frame is None:
             continue
         frame = frame.lazy()
+        if name == "capsules":
+            frame = _derived_columns(frame)
         partials = capsule_partials(frame) if name == "capsules" else _event_partials(name, frame)
         partials = partials.filter(pl.col(KEY).is_not_null())
         # a capsule has one ``capsules`` row: those partials are already folded
@@ -355,8 +360,35 @@ def _columns(name: str) -> list[str | pl.Expr]:
     if name == "capsules":
         return [*(c for c in SOURCES["capsules"]),
                 pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
-                headline_expr(pl.col("content")).alias("headline")]
+                headline_expr(pl.col("content")).alias("headline"),
+                _guarded().alias("guarded")]
     return list(SOURCES[name])
+
+
+def _derived_columns(capsules: pl.LazyFrame) -> pl.LazyFrame:
+    """Capsule rows with ``thread``, ``headline`` and ``guarded`` (taken from ``content``
+    when the rows carry it rather than the values read with them)."""
+    have = capsules.collect_schema().names()
+    derived = {"thread": pl.col("content").str.extract(THREAD_PATTERN, 1),
+               "headline": headline_expr(pl.col("content")), "guarded": _guarded()}
+    missing = [expr.alias(name) for name, expr in derived.items() if name not in have]
+    if not missing:
+        return capsules
+    if "content" not in have:
+        raise ValueError("capsule rows need content, or thread, headline and guarded")
+    return capsules.with_columns(missing)
+
+
+def _guarded() -> pl.Expr:
+    """The quarantine guard of the archive planner (reference 4.15): tainted, externally
+    imported, and the taint scanner finds something in the content (scanned only for
+    the tainted imports). Content is erased only by a forget, after which the capsule is
+    never a candidate, so the value taken at ingest stays exact."""
+    from memframe.taint import has_finding
+
+    suspect = (pl.col("instruction_taint").fill_null(False)
+               & (pl.col("authority_class") == "externally-imported").fill_null(False))
+    return pl.when(suspect).then(has_finding(pl.col("content"))).otherwise(pl.lit(False))
 
 
 def _parts_above(view: StoreView, name: str, mark: int) -> list[Part]:
@@ -605,9 +637,8 @@ def state_door(view: StoreView) -> Any:
 #   row's contribution and adding the new one's, so the sums stay exact.
 # * **the subset** (``projections/digest_subset/L<k>``): the state rows of the capsules
 #   the handoff, mission, unanchored, pinned and open-effort sections can name (handoff
-#   markers, ACTIVE() threads, epics, tasks, pinned capsules, and superseded capsules that
-#   need the taint scan before archiving); a capsule leaving it is written with
-#   ``member = false``.
+#   markers, ACTIVE() threads, epics, tasks, pinned capsules); a capsule leaving it is
+#   written with ``member = false``.
 #
 # The ``newest`` and ``most_recalled`` lists are read from the state levels themselves,
 # row group by row group in the order of their statistics, until the top N are certain.
@@ -640,10 +671,6 @@ def population_expr() -> pl.Expr:
     return alive_expr() & ~staged_expr()
 
 
-def _suspect() -> pl.Expr:
-    return pl.col("instruction_taint").fill_null(False) & pl.col("external").fill_null(False)
-
-
 def subset_expr() -> pl.Expr:
     """Is a state row in the subset (see above)?"""
     thread = pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
@@ -652,7 +679,6 @@ def subset_expr() -> pl.Expr:
         | thread.is_not_null()
         | pl.col("kind").is_in(["epic", "task"]).fill_null(False)
         | pl.col("pinned").fill_null(False)
-        | (_suspect() & pl.col("superseded").fill_null(False))
     )
 
 
@@ -694,7 +720,7 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
         ).drop(KEY)
 
     archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
-               & ~_suspect())
+               & ~pl.col("guarded").fill_null(False))
     pieces = [
         metric("count", pl.col("project_id"), pop),
         metric("live", pl.col("project_id"), pop & ~superseded),
