@@ -143,108 +143,108 @@ _BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "headline
          "external", "instruction_taint", "guarded")
 
 
-def _typed(frame: pl.LazyFrame, **columns: pl.Expr) -> pl.LazyFrame:
-    """``frame`` as partials: the given columns, every other state column null."""
-    exprs = []
-    for name, dtype in STATE_SCHEMA.items():
-        expr = columns.get(name, pl.lit(_DEFAULTS.get(name)))
-        exprs.append(expr.cast(dtype).alias(name))
-    return frame.select(exprs)
-
-
 def _num(column: str) -> pl.Expr:
     return capsule_number_expr(pl.col(column))
 
 
-def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
-    """``capsules`` rows -> partials carrying the capsule's own columns.
-
-    ``thread`` is the content's ACTIVE() label (taken while reading, so the content
-    itself is never kept); ``bracket`` is whether the source is ``memory_session_finish``;
-    ``external`` whether the authority class is ``externally-imported``.
-    """
-    return _typed(
-        capsules,
-        num=_num("id"),
-        seq=pl.col("seq"),
-        id=pl.col("id"),
-        created_at=pl.col("created_at"),
-        project_id=pl.col("project_id"),
-        bracket=(pl.col("source") == HANDOFF_SOURCE).fill_null(False),
-        thread=pl.col("thread"),
-        headline=pl.col("headline"),
-        valid_to=pl.col("valid_to"),
-        external=(pl.col("authority_class") == "externally-imported").fill_null(False),
-        instruction_taint=pl.col("instruction_taint"),
-        guarded=pl.col("guarded"),
-    )
-
-
-def _event_partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
-    if name == "recalls":
-        return _typed(frame, num=_num("capsule_id"), recall_count=pl.col("count"),
-                      last_recalled_at=pl.col("at"))
-    if name == "classifications":
-        return _typed(frame, num=_num("capsule_id"), kind=pl.col("kind"),
-                      scope=pl.col("scope"), kind_seq=pl.col("seq"))
-    if name == "tiers":
-        return _typed(frame, num=_num("capsule_id"), tier=pl.col("tier"),
-                      tier_seq=pl.col("seq"))
-    if name == "forgets":
-        return _typed(frame, num=_num("capsule_id"), forget_mode=pl.col("mode"),
-                      forget_seq=pl.col("seq"), erased=pl.col("mode").is_in(list(ERASING)))
-    if name == "journal":
-        return _typed(frame.filter(_num("subject").is_not_null()), num=_num("subject"),
-                      named=pl.lit(True),
-                      forget_named=pl.col("action").is_in(list(FORGET_ACTIONS)))
-    if name == "relations":
-        return _typed(frame.filter(pl.col("kind") == "supersedes"), num=_num("to_id"),
-                      superseded=pl.lit(True))
-    if name == "reviews":
-        return _typed(frame, num=_num("capsule_id"), review_verdict=pl.col("verdict"),
-                      review_seq=pl.col("seq"))
-    if name == "pins":
-        return _typed(frame, num=_num("capsule_id"), pinned=pl.col("pinned"),
-                      pin_seq=pl.col("seq"))
-    raise ValueError(name)
-
-
 def _latest(value: str, order: str) -> pl.Expr:
-    # the value of the partial with the highest ``order`` (nulls rank first: a partial
-    # without that event never wins over one with it)
-    return pl.col(value).sort_by(pl.col(order), nulls_last=False).last()
+    # the value of the partial with the highest ``order``
+    return pl.col(value).sort_by(pl.col(order)).last()
 
 
-_EVENTS = [c for c in STATE_SCHEMA if c not in (KEY, *_BASE)]
+#: source table -> (its partial's columns as expressions over its rows, the rows it keeps,
+#: the fold's terms for those columns). Each source fills only its own group of state
+#: columns, so each group folds on its own, in narrow frames, and the groups are joined
+#: by capsule number at the end.
+def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.Expr]]:
+    """name -> (partial columns, source-row filter, fold terms, "stored row has it")."""
+    always = pl.lit(True)
+    return {
+        "capsules": (
+            {"seq": pl.col("seq"), "id": pl.col("id"), "created_at": pl.col("created_at"),
+             "project_id": pl.col("project_id"),
+             "bracket": (pl.col("source") == HANDOFF_SOURCE).fill_null(False),
+             "thread": pl.col("thread"), "headline": pl.col("headline"),
+             "valid_to": pl.col("valid_to"),
+             "external": (pl.col("authority_class") == "externally-imported").fill_null(False),
+             "instruction_taint": pl.col("instruction_taint"), "guarded": pl.col("guarded")},
+            always,
+            # a capsule has exactly one ``capsules`` row: its columns are taken as they are
+            [pl.col(c).first() for c in _BASE],
+            pl.col("seq").is_not_null(),
+        ),
+        "recalls": (
+            {"recall_count": pl.col("count"), "last_recalled_at": pl.col("at")},
+            always,
+            [pl.col("recall_count").sum(), pl.col("last_recalled_at").max()],
+            pl.col("last_recalled_at").is_not_null() | (pl.col("recall_count") != 0),
+        ),
+        "classifications": (
+            {"kind": pl.col("kind"), "scope": pl.col("scope"), "kind_seq": pl.col("seq")},
+            always,
+            [_latest("kind", "kind_seq"), _latest("scope", "kind_seq"),
+             pl.col("kind_seq").max()],
+            pl.col("kind_seq").is_not_null(),
+        ),
+        "tiers": (
+            {"tier": pl.col("tier"), "tier_seq": pl.col("seq")},
+            always,
+            [_latest("tier", "tier_seq"), pl.col("tier_seq").max()],
+            pl.col("tier_seq").is_not_null(),
+        ),
+        "forgets": (
+            {"forget_mode": pl.col("mode"), "forget_seq": pl.col("seq"),
+             "erased": pl.col("mode").is_in(list(ERASING))},
+            always,
+            [_latest("forget_mode", "forget_seq"), pl.col("forget_seq").max(),
+             pl.col("erased").any()],
+            pl.col("forget_seq").is_not_null(),
+        ),
+        "journal": (
+            {"named": pl.lit(True),
+             "forget_named": pl.col("action").is_in(list(FORGET_ACTIONS))},
+            always,
+            [pl.col("named").any(), pl.col("forget_named").any()],
+            pl.col("named").fill_null(False) | pl.col("forget_named").fill_null(False),
+        ),
+        "relations": (
+            {"superseded": pl.lit(True)},
+            pl.col("kind") == "supersedes",
+            [pl.col("superseded").any()],
+            pl.col("superseded").fill_null(False),
+        ),
+        "reviews": (
+            {"review_verdict": pl.col("verdict"), "review_seq": pl.col("seq")},
+            always,
+            [_latest("review_verdict", "review_seq"), pl.col("review_seq").max()],
+            pl.col("review_seq").is_not_null(),
+        ),
+        "pins": (
+            {"pinned": pl.col("pinned"), "pin_seq": pl.col("seq")},
+            always,
+            [_latest("pinned", "pin_seq"), pl.col("pin_seq").max()],
+            pl.col("pin_seq").is_not_null(),
+        ),
+    }
 
 
-def _fold(partials: pl.LazyFrame) -> pl.LazyFrame:
-    """Group partials by capsule number (the terms of the module docstring).
+_KEY_COLUMN = {"capsules": "id", "journal": "subject", "relations": "to_id"}
 
-    The capsule's own columns come from the partial that carries its ``seq`` (a capsule
-    has exactly one ``capsules`` row); the event terms are grouped.
-    """
-    base = partials.filter(pl.col("seq").is_not_null()).select(KEY, *_BASE)
-    events = partials.group_by(KEY).agg(
-        pl.col("recall_count").sum().cast(pl.Int64),
-        pl.col("last_recalled_at").max(),
-        _latest("kind", "kind_seq"),
-        _latest("scope", "kind_seq"),
-        pl.col("kind_seq").max(),
-        _latest("tier", "tier_seq"),
-        pl.col("tier_seq").max(),
-        _latest("forget_mode", "forget_seq"),
-        pl.col("forget_seq").max(),
-        pl.col("erased").any(),
-        pl.col("named").any(),
-        pl.col("forget_named").any(),
-        pl.col("superseded").any(),
-        _latest("review_verdict", "review_seq"),
-        pl.col("review_seq").max(),
-        _latest("pinned", "pin_seq"),
-        pl.col("pin_seq").max(),
-    )
-    return events.join(base, on=KEY, how="left").select(list(STATE_SCHEMA))
+
+def _partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Rows of source ``name`` -> narrow partials (``num`` + that source's columns)."""
+    columns, keep, _terms, _has = _groups()[name]
+    num = _num(_KEY_COLUMN.get(name, "capsule_id")).alias(KEY)
+    return (frame.filter(keep).select(
+        num, *[expr.cast(STATE_SCHEMA[c]).alias(c) for c, expr in columns.items()])
+        .filter(pl.col(KEY).is_not_null()))
+
+
+def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
+    """``capsules`` rows (with ``thread``, ``headline``, ``guarded``) -> partials carrying
+    the capsule's own columns (``bracket``: the source is ``memory_session_finish``;
+    ``external``: the authority class is ``externally-imported``)."""
+    return _partials("capsules", capsules)
 
 
 def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
@@ -252,10 +252,11 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
                engine: str = "in-memory") -> pl.DataFrame:
     """THE fold of the digest state: canonical rows (and stored rows) -> state rows.
 
-    The rebuild calls it with every row of the six source tables; the cycle and a warm
-    digest with the rows above the watermark and the stored rows of the numbers they
-    touch. Each source is folded on its own first (the terms are associative, so this is
-    the same fold, in less memory), then the partial results are folded together.
+    The rebuild calls it with every row of the source tables; the cycle and a warm digest
+    with the rows above the watermark and the stored rows of the numbers they touch. Each
+    source fills its own group of columns; a group folds its partials (and the stored
+    rows' values of those columns) with its exact terms, and the groups are joined by
+    capsule number.
 
     Args:
         sources: table name -> its rows (``capsules`` rows carry ``content``, or the
@@ -281,29 +282,40 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         ...     "num", "id", "thread", "recall_count").rows()
         [(1, 'cap-1', 'x', 3)]
     """
-    pieces = []
-    for name in SOURCES:
+    groups = _groups()
+    stored = existing.lazy() if existing is not None else None
+    folded: list[pl.LazyFrame] = []
+    for name, (columns, _keep, terms, has) in groups.items():
+        pieces = []
         frame = sources.get(name)
-        if frame is None:
+        if frame is not None:
+            frame = frame.lazy()
+            if name == "capsules":
+                frame = _derived_columns(frame)
+            pieces.append(_partials(name, frame))
+        if stored is not None:
+            pieces.append(stored.filter(has).select(KEY, *columns))
+        if not pieces:
             continue
-        frame = frame.lazy()
-        if name == "capsules":
-            frame = _derived_columns(frame)
-        partials = capsule_partials(frame) if name == "capsules" else _event_partials(name, frame)
-        partials = partials.filter(pl.col(KEY).is_not_null())
-        # a capsule has one ``capsules`` row: those partials are already folded
-        pieces.append(partials if name == "capsules" else _fold(partials))
-    if existing is not None:
-        pieces.append(existing.lazy().select(list(STATE_SCHEMA)))
-    if not pieces:
+        rows = pl.concat(pieces, how="vertical") if len(pieces) > 1 else pieces[0]
+        if name == "capsules" and len(pieces) == 1:
+            folded.append(rows)  # one row per capsule already
+        else:
+            folded.append(rows.group_by(KEY).agg(terms))
+    if not folded:
         return pl.DataFrame(schema=STATE_SCHEMA)
-    parts = pl.collect_all(pieces, engine=engine)  # type: ignore[arg-type]
-    parts = [p for p in parts if p.height]
-    if not parts:
-        return pl.DataFrame(schema=STATE_SCHEMA)
-    if len(parts) == 1:
-        return parts[0].sort(KEY)
-    return _fold(pl.concat(parts, how="vertical").lazy()).collect(engine=engine).sort(KEY)
+    out = folded[0]
+    for other in folded[1:]:
+        out = out.join(other, on=KEY, how="full", coalesce=True)
+    fill = [pl.col(c).fill_null(v) if c in out.collect_schema().names()
+            else pl.lit(v).alias(c) for c, v in _DEFAULTS.items()]
+    have = set(out.collect_schema().names())
+    missing = [pl.lit(None).cast(d).alias(c) for c, d in STATE_SCHEMA.items()
+               if c not in have and c not in _DEFAULTS]
+    result = (out.with_columns(*fill, *missing)
+              .select([pl.col(c).cast(d) for c, d in STATE_SCHEMA.items()])
+              .collect(engine=engine))  # type: ignore[call-overload]
+    return result.sort(KEY)
 
 
 def state_hash(rows: pl.DataFrame) -> str:
