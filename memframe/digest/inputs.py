@@ -290,7 +290,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
     return build
 
 
-def _warm_reader(view: Any, holder: dict[str, Any]
+def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False
                  ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The subset's capsule state, the aggregates and the top-N readers (into
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
@@ -299,15 +299,18 @@ def _warm_reader(view: Any, holder: dict[str, Any]
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
-            found = digest_state.read_warm(view)
-            if found is None:
-                return _state_reader(view)(tables)
+            found = digest_state.fold_warm(view) if cold else digest_state.read_warm(view)
+            if found is None:  # the job never recorded the aggregates: fold them now
+                found = digest_state.fold_warm(view)
             warm, unfolded = found
             for name, frame in unfolded.items():
                 problem = digest_state.check_rows(name, frame)
                 if problem:
                     raise digest_failed(problem)
             holder["warm"] = warm
+            if warm.in_memory:  # every source row was read: counted here
+                visited, warm.rows_visited = warm.rows_visited, 0
+                return digest_state.state_frame(warm.subset), visited
             return digest_state.state_frame(warm.subset), 0
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
@@ -328,9 +331,12 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     checkpoint (:func:`memframe.projections.journal.check_chain`). With ``"full"`` no
     derived state is trusted: every table is read and the whole chain is walked.
 
-    With ``fast`` (one fence), the capsule sections are answered from the digest state's
-    aggregates, subset and top-N readers when the job recorded them (see
-    `memframe.digest.warm`); ``state`` then holds only the subset's rows.
+    With ``fast`` (one fence, not ``"full"``), the capsule sections are answered from the
+    digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
+    the stored ones plus the rows above the watermark when the journal checkpoint holds,
+    else folded now from every source row by the state's own fold (the cold digest: the
+    streaming engine over narrow column groups, in bounded memory); ``state`` then holds
+    only the subset's rows.
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -356,8 +362,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check.walked == "incremental"
     holder: dict[str, Any] = {}
-    if warm and fast:
-        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder)
+    if fast and verify != "full":  # stored state only when the checkpoint holds
+        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm)
     elif warm:
         names, from_state = STATE_TABLES, _state_reader(view)
     else:
@@ -371,12 +377,15 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         names=names,
         from_state=from_state,
     )
-    if warm:
-        inputs.warm = holder.get("warm")
-        if inputs.warm is None:
-            state = inputs.state
-            inputs.tombstoned = (state.filter(pl.col("status") == "tombstoned")
-                                 .get_column("id").unique().sort())
+    if fast and verify != "full":
+        inputs.warm = holder["warm"]
+        # the journal's rows as the log records them, or (when the verified parts could
+        # not be confirmed) as the files hold them
+        inputs.audit_events = int(view.row_count("journal")) if warm else int(
+            view.table("journal").select(pl.len()).collect().item())
+    elif warm:
+        inputs.tombstoned = (inputs.state.filter(pl.col("status") == "tombstoned")
+                             .get_column("id").unique().sort())
         inputs.audit_events = int(view.row_count("journal"))
     inputs.attach = _content_reader(view, inputs)
     inputs.chain = check.section

@@ -698,10 +698,10 @@ def _archive_instant() -> pl.Expr:
     """When a superseded, active, unpinned, non-suspect capsule becomes an archive
     candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
     with no recall from ``created_at + 181 days`` (the earlier of the two)."""
-    expired = pl.col("valid_to") + pl.duration(nanoseconds=1)
+    expired = pl.col("valid_to") + pl.duration(nanoseconds=1, time_unit="ns")
     stale = pl.when(pl.col("recall_count").fill_null(0) == 0).then(
-        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1))
-    return pl.min_horizontal(expired, stale)
+        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1, time_unit="ns"))
+    return pl.min_horizontal(expired.cast(TIMESTAMP), stale.cast(TIMESTAMP)).cast(TIMESTAMP)
 
 
 def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFrame:
@@ -787,6 +787,7 @@ class WarmState:
         touched: capsule numbers whose stored rows are stale (rows above the watermark).
         merged: their current state rows.
         rows_visited: Parquet rows read so far (the top-N readers add theirs).
+        in_memory: ``merged`` holds every state row (folded now, nothing stored is read).
     """
 
     view: Any
@@ -795,6 +796,7 @@ class WarmState:
     touched: pl.Series
     merged: pl.DataFrame
     rows_visited: int
+    in_memory: bool = False
 
     def top_rows(self, keep: pl.Expr, n: int, order: str) -> pl.DataFrame:
         """The first ``n`` state rows satisfying ``keep``, ``order`` being ``"newest"``
@@ -806,6 +808,8 @@ class WarmState:
         """
         if n <= 0:
             return self.merged.clear()
+        if self.in_memory:
+            return _first(self.merged.filter(keep), n, order)
         column = "seq" if order == "newest" else "recall_count"
         groups = []
         for k in levels.levels(self.view.snapshot, NAME):
@@ -829,12 +833,7 @@ class WarmState:
             rows = rows.filter(keep)
             final = rows if exhausted else rows.filter(pl.col(column) > groups[i][0])
             if exhausted or final.height >= n:
-                if order == "newest":
-                    out = final.sort("seq", descending=True)
-                else:
-                    out = final.sort(["recall_count", "last_recalled_at", "seq"],
-                                     descending=[True, True, False])
-                return out.head(n).drop("_level")
+                return _first(final.drop("_level"), n, order)
             batch = groups[i:i + 4]
             i += len(batch)
             for _hi, k, part, g, count in batch:
@@ -842,6 +841,27 @@ class WarmState:
                 frame = tables.read_row_groups(self.view.path, part, [g], STATE_SCHEMA)
                 frame = frame.filter(~pl.col(KEY).is_in(stale))
                 read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
+
+
+def _first(rows: pl.DataFrame, n: int, order: str) -> pl.DataFrame:
+    """The first ``n`` rows in ``order`` (every key is total: seq is unique)."""
+    if order == "newest":
+        return rows.top_k(n, by="seq").sort("seq", descending=True)
+    by, descending = ["recall_count", "last_recalled_at", "seq"], [True, True, False]
+    return rows.top_k(n, by=by, reverse=[False, False, True]).sort(by, descending=descending)
+
+
+def fold_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.LazyFrame]]:
+    """A `WarmState` folded now from every source row at ``view``, trusting nothing
+    stored (the cold digest): the state is folded in narrow column groups by the
+    streaming engine, then reduced to the aggregates and the subset. Also returns the
+    source rows (lazily) for the digest's fail-closed checks."""
+    sources, visited, _top = scan_all(view)
+    state = fold_state(sources, engine="streaming")
+    aggregates = merge_aggregates(contributions(state))
+    subset = state.filter(subset_expr())
+    return (WarmState(view, aggregates, subset, pl.Series(KEY, [], dtype=pl.Int64), state,
+                      visited, in_memory=True), sources)
 
 
 def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
