@@ -104,7 +104,6 @@ STATE_SCHEMA = pl.Schema(
         "num": pl.Int64(),
         # the capsule's own columns (null until its capsules row is folded)
         "seq": pl.Int64(),
-        "id": pl.String(),
         "created_at": TIMESTAMP,
         "project_id": pl.String(),
         "bracket": pl.Boolean(),
@@ -139,7 +138,7 @@ STATE_SCHEMA = pl.Schema(
 _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
                              "forget_named": False, "superseded": False}
 
-_BASE = ("seq", "id", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
+_BASE = ("seq", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
          "external", "instruction_taint", "guarded")
 
 
@@ -161,7 +160,7 @@ def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.
     always = pl.lit(True)
     return {
         "capsules": (
-            {"seq": pl.col("seq"), "id": pl.col("id"), "created_at": pl.col("created_at"),
+            {"seq": pl.col("seq"), "created_at": pl.col("created_at"),
              "project_id": pl.col("project_id"),
              "bracket": (pl.col("source") == HANDOFF_SOURCE).fill_null(False),
              "thread": pl.col("thread"), "headline": pl.col("headline"),
@@ -279,8 +278,8 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         >>> recalls = pl.DataFrame({"seq": [2, 3], "at": [t, t], "capsule_id": ["cap-1"] * 2,
         ...                         "count": [1, 2]})
         >>> fold_state({"capsules": caps, "recalls": recalls}).select(
-        ...     "num", "id", "thread", "recall_count").rows()
-        [(1, 'cap-1', 'x', 3)]
+        ...     "num", "thread", "recall_count").rows()
+        [(1, 'x', 3)]
     """
     groups = _groups()
     stored = existing.lazy() if existing is not None else None
@@ -304,18 +303,34 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             folded.append(rows.group_by(KEY).agg(terms))
     if not folded:
         return pl.DataFrame(schema=STATE_SCHEMA)
-    out = folded[0]
-    for other in folded[1:]:
-        out = out.join(other, on=KEY, how="full", coalesce=True)
-    fill = [pl.col(c).fill_null(v) if c in out.collect_schema().names()
-            else pl.lit(v).alias(c) for c, v in _DEFAULTS.items()]
-    have = set(out.collect_schema().names())
-    missing = [pl.lit(None).cast(d).alias(c) for c, d in STATE_SCHEMA.items()
-               if c not in have and c not in _DEFAULTS]
-    result = (out.with_columns(*fill, *missing)
-              .select([pl.col(c).cast(d) for c, d in STATE_SCHEMA.items()])
-              .collect(engine=engine))  # type: ignore[call-overload]
-    return result.sort(KEY)
+    return _join_groups(pl.collect_all(folded, engine=engine))  # type: ignore[arg-type]
+
+
+def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
+    """Join folded column groups by capsule number (a full join), in place of joins that
+    would copy the wide frame once per group: every group is aligned to the sorted union
+    of numbers and the aligned columns are stacked side by side."""
+    nums = (pl.concat([g.select(KEY) for g in groups]).unique().sort(KEY)
+            if len(groups) > 1 else groups[0].select(KEY).sort(KEY))
+    columns: dict[str, pl.Series] = {KEY: nums.get_column(KEY)}
+    for group in groups:
+        aligned = nums.join(group, on=KEY, how="left", maintain_order="left")
+        for name in aligned.columns:
+            if name != KEY:
+                columns[name] = aligned.get_column(name)
+        del aligned
+    height = nums.height
+    out = []
+    for name, dtype in STATE_SCHEMA.items():
+        if name in columns:
+            series = columns.pop(name).cast(dtype)
+            if name in _DEFAULTS:
+                series = series.fill_null(_DEFAULTS[name])
+        else:
+            series = pl.Series(name, [_DEFAULTS.get(name)], dtype=dtype).extend_constant(
+                _DEFAULTS.get(name), height - 1) if height else pl.Series(name, [], dtype=dtype)
+        out.append(series.alias(name))
+    return pl.DataFrame(out)
 
 
 def state_hash(rows: pl.DataFrame) -> str:
@@ -501,7 +516,9 @@ def state_columns() -> list[pl.Expr]:
     """The expressions of `state_frame` (state row -> digest capsule-state row)."""
     superseded = pl.col("superseded").fill_null(False)
     return [
-        pl.col("seq"), pl.col("id"), pl.col("created_at"), pl.col("project_id"),
+        # ids are ``cap-<num>`` (a capsule row whose id is not is never folded)
+        pl.col("seq"), pl.format("cap-{}", pl.col(KEY)).alias("id"), pl.col("created_at"),
+        pl.col("project_id"),
         pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
         .cast(pl.String).alias("source"),
         pl.col("valid_to"),
@@ -625,8 +642,8 @@ def state_door(view: StoreView) -> Any:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
-        >>> state_door(store.pinned()).rows.select("id", "thread", "named").rows()
-        [('cap-1', 't', True)]
+        >>> state_door(store.pinned()).rows.select("num", "thread", "named").rows()
+        [(1, 't', True)]
     """
     from memframe.projections.doors import Page
 
@@ -726,10 +743,11 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
 
     def metric(name: str, key: pl.Expr, when: pl.Expr, at: pl.Expr = none) -> pl.LazyFrame:
         # a column rides along: a select of literals alone would not follow the filter
-        return frame.filter(when.fill_null(False)).select(
-            pl.col(KEY), pl.lit(name).alias("metric"), key.cast(pl.String).alias("key"),
-            at.cast(TIMESTAMP).alias("at"), pl.lit(sign, dtype=pl.Int64).alias("n")
-        ).drop(KEY)
+        return (frame.filter(when.fill_null(False))
+                .select(pl.col(KEY), key.cast(pl.String).alias("key"),
+                        at.cast(TIMESTAMP).alias("at"))
+                .group_by("key", "at").agg((pl.len().cast(pl.Int64) * sign).alias("n"))
+                .select(pl.lit(name).alias("metric"), "key", "at", "n"))
 
     archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
                & ~pl.col("guarded").fill_null(False))
@@ -809,7 +827,7 @@ class WarmState:
         if n <= 0:
             return self.merged.clear()
         if self.in_memory:
-            return _first(self.merged.filter(keep), n, order)
+            return _first(self.merged, n, order, keep)
         column = "seq" if order == "newest" else "recall_count"
         groups = []
         for k in levels.levels(self.view.snapshot, NAME):
@@ -843,12 +861,19 @@ class WarmState:
                 read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
 
 
-def _first(rows: pl.DataFrame, n: int, order: str) -> pl.DataFrame:
-    """The first ``n`` rows in ``order`` (every key is total: seq is unique)."""
-    if order == "newest":
-        return rows.top_k(n, by="seq").sort("seq", descending=True)
-    by, descending = ["recall_count", "last_recalled_at", "seq"], [True, True, False]
-    return rows.top_k(n, by=by, reverse=[False, False, True]).sort(by, descending=descending)
+def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
+           ) -> pl.DataFrame:
+    """The first ``n`` rows (satisfying ``keep``) in ``order`` (every key is total: seq
+    is unique). Only the ordering columns of the candidates are sorted; the rows
+    themselves are gathered at the end."""
+    by = ["seq"] if order == "newest" else ["recall_count", "last_recalled_at", "seq"]
+    descending = [True] if order == "newest" else [True, True, False]
+    keys = rows.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
+                       (keep if keep is not None else pl.lit(True)).alias("_keep"))
+    top = (keys.filter(pl.col("_keep"))
+           .top_k(n, by=by, reverse=[not d for d in descending])
+           .sort(by, descending=descending))
+    return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
 
 
 def fold_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.LazyFrame]]:

@@ -93,10 +93,10 @@ def test_the_state_door_answers_the_current_rows_without_the_job(tmp_path):
     store.record_recall([a, a])
     store.pin(b)
     rows = ds.state_door(store.pinned()).rows.sort("num")
-    assert rows.select("id", "thread", "headline", "bracket", "superseded", "recall_count",
+    assert rows.select("num", "thread", "headline", "bracket", "superseded", "recall_count",
                        "pinned").rows() == [
-        ("cap-1", "t", "ACTIVE(t): one", False, True, 2, None),
-        ("cap-2", None, "two…", True, False, 0, True),
+        (1, "t", "ACTIVE(t): one", False, True, 2, None),
+        (2, None, "two…", True, False, 0, True),
     ]
 
 
