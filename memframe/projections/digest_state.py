@@ -303,7 +303,8 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             folded.append(rows.group_by(KEY).agg(terms))
     if not folded:
         return pl.DataFrame(schema=STATE_SCHEMA)
-    return _join_groups(pl.collect_all(folded, engine=engine))  # type: ignore[arg-type]
+    # one group at a time: the peak is the largest group's, not their sum
+    return _join_groups([g.collect(engine=engine) for g in folded])  # type: ignore[call-overload]
 
 
 def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
