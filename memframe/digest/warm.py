@@ -85,7 +85,8 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: i
 
 def warm_tiers(warm: ds.WarmState) -> dict:
     """``tiers`` from the store-wide aggregates."""
-    rows = warm.aggregates.filter(pl.col("metric") == "tier")
+    rows = warm.aggregates.filter(pl.col("metric") == "tier").group_by("key").agg(
+        pl.col("n").sum())
     found = dict(zip(rows["key"].to_list(), rows["n"].to_list(), strict=True))
     return {tier: int(found.get(tier, 0)) for tier in TIERS}
 

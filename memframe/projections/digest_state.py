@@ -304,18 +304,30 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
     if not folded:
         return pl.DataFrame(schema=STATE_SCHEMA)
     # one group at a time: the peak is the largest group's, not their sum
-    return _join_groups([g.collect(engine=engine) for g in folded])  # type: ignore[call-overload]
+    collected = []
+    for group in folded:
+        frame = group.collect(engine=engine)  # type: ignore[call-overload]
+        collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
+        del frame
+    return _join_groups(collected)
 
 
 def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
     """Join folded column groups by capsule number (a full join), in place of joins that
     would copy the wide frame once per group: every group is aligned to the sorted union
-    of numbers and the aligned columns are stacked side by side."""
+    of numbers (a group that already is, like the capsules' own, is taken as it is) and
+    the aligned columns are stacked side by side; each group is let go once aligned."""
     nums = (pl.concat([g.select(KEY) for g in groups]).unique().sort(KEY)
             if len(groups) > 1 else groups[0].select(KEY).sort(KEY))
-    columns: dict[str, pl.Series] = {KEY: nums.get_column(KEY)}
-    for group in groups:
-        aligned = nums.join(group, on=KEY, how="left", maintain_order="left")
+    numbers = nums.get_column(KEY)
+    columns: dict[str, pl.Series] = {KEY: numbers}
+    while groups:
+        group = groups.pop(0)
+        if group.height == numbers.len() and group.get_column(KEY).equals(numbers):
+            aligned = group
+        else:
+            aligned = nums.join(group, on=KEY, how="left", maintain_order="left")
+        del group
         for name in aligned.columns:
             if name != KEY:
                 columns[name] = aligned.get_column(name)
@@ -324,8 +336,10 @@ def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
     out = []
     for name, dtype in STATE_SCHEMA.items():
         if name in columns:
-            series = columns.pop(name).cast(dtype)
-            if name in _DEFAULTS:
+            series = columns.pop(name)
+            if series.dtype != dtype:
+                series = series.cast(dtype)
+            if name in _DEFAULTS and series.null_count():
                 series = series.fill_null(_DEFAULTS[name])
         else:
             series = pl.Series(name, [_DEFAULTS.get(name)], dtype=dtype).extend_constant(
@@ -631,7 +645,7 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
     levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
                          row_group_rows=ROW_GROUP_ROWS)
-    commit.write_derived(AGG_TABLE, merge_aggregates(contributions(rows)), replace=True)
+    commit.write_derived(AGG_TABLE, aggregates_of(rows), replace=True)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, visited, rows.height)
 
@@ -736,7 +750,10 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
         >>> contributions(rows).collect().sort("metric").select("metric", "key", "n").rows()
         [('count', 'p', 1), ('live', 'p', 1), ('tier', 'active', 1)]
     """
-    frame = rows.lazy()
+    return pl.concat(_metric_pieces(rows.lazy(), sign), how="vertical")
+
+
+def _metric_pieces(frame: pl.LazyFrame, sign: int) -> list[pl.LazyFrame]:
     alive, pop = alive_expr(), population_expr()
     superseded = pl.col("superseded").fill_null(False)
     tier = pl.col("tier").fill_null("active")
@@ -752,7 +769,7 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
 
     archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
                & ~pl.col("guarded").fill_null(False))
-    pieces = [
+    return [
         metric("count", pl.col("project_id"), pop),
         metric("live", pl.col("project_id"), pop & ~superseded),
         metric("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null()),
@@ -763,7 +780,13 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
         metric("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
                _archive_instant()),
     ]
-    return pl.concat(pieces, how="vertical")
+
+
+def aggregates_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """The aggregates of state rows, one metric at a time (bounded memory)."""
+    pieces = [piece.collect(engine="streaming")
+              for piece in _metric_pieces(rows.lazy(), 1)]
+    return merge_aggregates(*pieces)
 
 
 def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
@@ -801,7 +824,9 @@ class WarmState:
 
     Attributes:
         view: the pinned generation.
-        aggregates: the aggregates at ``view`` (stored, plus the rows above the watermark).
+        aggregates: aggregate rows whose sums, per (metric, key, at), are the aggregates at
+            ``view`` (the stored rows and the changes of the rows above the watermark, not
+            summed: readers sum what they select).
         subset: the subset's state rows at ``view`` (members only).
         touched: capsule numbers whose stored rows are stale (rows above the watermark).
         merged: their current state rows.
@@ -884,7 +909,7 @@ def fold_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.LazyFrame]]:
     source rows (lazily) for the digest's fail-closed checks."""
     sources, visited, _top = scan_all(view)
     state = fold_state(sources, engine="streaming")
-    aggregates = merge_aggregates(contributions(state))
+    aggregates = aggregates_of(state)
     subset = state.filter(subset_expr())
     return (WarmState(view, aggregates, subset, pl.Series(KEY, [], dtype=pl.Int64), state,
                       visited, in_memory=True), sources)
@@ -908,7 +933,9 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
         pl.DataFrame(schema=STATE_SCHEMA)
     stored, n = _read_aggregates(view)
     visited += n
-    aggregates = merge_aggregates(stored, contributions(merged), contributions(old, -1))
+    # the stored aggregates and the changes, unsummed: a reader sums what it selects
+    aggregates = pl.concat([stored, contributions(merged).collect(),
+                            contributions(old, -1).collect()], how="vertical")
     subset, n = levels.read_all(view, SUBSET, SUBSET_SCHEMA, KEY)
     visited += n
     if not subset.width:
