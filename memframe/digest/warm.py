@@ -57,9 +57,10 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: i
     keep = ds.population_expr()
     if prefix is not None:
         keep = keep & fence_expr(prefix)
-    newest = _capsule_rows(warm.top_rows(keep, n, "newest"))
+    # the aggregates say how many rows qualify: a reader stops once it has them all
+    newest = _capsule_rows(warm.top_rows(keep, n, "newest", total))
     recalled = _capsule_rows(warm.top_rows(keep & pl.col("last_recalled_at").is_not_null(), n,
-                                           "recalled"))
+                                           "recalled", recalled_total))
     handoffs = handoff_rows(scoped)
     scope = "" if prefix is None else prefix
     handoff_list = _lists(handoffs.head(n), now, attach=attach).get(scope, [])

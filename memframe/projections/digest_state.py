@@ -842,13 +842,15 @@ class WarmState:
     rows_visited: int
     in_memory: bool = False
 
-    def top_rows(self, keep: pl.Expr, n: int, order: str) -> pl.DataFrame:
+    def top_rows(self, keep: pl.Expr, n: int, order: str, total: int | None = None
+                 ) -> pl.DataFrame:
         """The first ``n`` state rows satisfying ``keep``, ``order`` being ``"newest"``
         (seq descending) or ``"recalled"`` (recall count desc, last recall desc, seq asc).
 
         Row groups of the state levels are read in the order of their statistics (the
         largest ``seq``, or the largest ``recall_count``, first) until no unread group can
-        hold a row that would rank among the first ``n``.
+        hold a row that would rank among the first ``n``, or until all ``total`` rows
+        satisfying ``keep`` (when the caller knows how many there are) have been found.
         """
         if n <= 0:
             return self.merged.clear()
@@ -875,6 +877,8 @@ class WarmState:
             if read:
                 rows = rows.sort("_level").unique(KEY, keep="first", maintain_order=True)
             rows = rows.filter(keep)
+            if total is not None and rows.height >= total:
+                exhausted = True  # every row that qualifies is at hand
             final = rows if exhausted else rows.filter(pl.col(column) > groups[i][0])
             if exhausted or final.height >= n:
                 return _first(final.drop("_level"), n, order)
