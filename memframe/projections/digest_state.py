@@ -1,38 +1,41 @@
 """The digest's per-capsule state: one row per capsule, kept under spec 000's laws.
 
-The digest's capsule-level inputs (the capsule's own columns, its usage, kind, tier,
-tombstone and journal coverage) are folded from six canonical tables: ``capsules``,
-``recalls``, ``classifications``, ``tiers``, ``forgets`` and ``journal``. Recomputing
-them on every digest reads and joins every row of those tables; this projection keeps
-the fold's result, one row per capsule number (``cap-<num>``), stored in key-sorted
-levels (`memframe.projections.levels`) under ``projections/digest_capsules/L<k>``.
+The digest's capsule-level inputs (the capsule's own columns, its headline and ACTIVE()
+label, its usage, kind, tier, review verdict, pin, tombstone, ``supersedes`` target and
+journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls``,
+``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
+``pins``. Recomputing them on every digest reads and joins every row of those tables;
+this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
+key-sorted levels (`memframe.projections.levels`) under
+``projections/digest_capsules/L<k>``, plus aggregates and a subset derived from those
+rows (see the section further down).
 
-**One fold, two callers.** Every canonical row maps to a *partial* state row keyed by the
-capsule number; a stored state row is a partial too. `fold_state` groups partials by
-number with exact, order-independent terms:
+**One fold, two callers.** Every canonical row maps to a *partial* keyed by the capsule
+number; a stored state row is a partial too. `fold_state` folds partials with exact,
+order-independent terms, one group of columns per source table:
 
 * the capsule's own columns come from its (single) ``capsules`` row;
 * ``recall_count`` is a sum, ``last_recalled_at`` a max;
-* ``kind``/``scope``, ``tier`` and ``forget_mode`` are the latest row by ``seq`` (the
-  partial carries that ``seq``: ``kind_seq``, ``tier_seq``, ``forget_seq``);
-* ``erased`` (a redact/purge forget erased the content), ``named`` (some journal row
-  names the capsule as its subject) and ``forget_named`` (a ``memory_forget`` or
-  ``memory_merge`` journal row names it) are any-of.
+* ``kind``/``scope``, ``tier``, ``forget_mode``, ``review_verdict`` and ``pinned`` are the
+  latest row by ``seq`` (the partial carries that ``seq``);
+* ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
+  the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
+  row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of.
 
 The rebuild door folds every canonical row; the cycle folds the rows written since the
 watermark with the stored rows of the capsule numbers they touch. Both give the same
 rows, to the hash (`state_hash`), whatever the batching.
 
-**Watermark** (``projections/digest/capsules``): the highest ``seq`` folded, over all six
-tables, committed in the same generation as the rows. **Reading** (`read_state`): the
-stored rows plus the rows above the watermark, folded at read time, so the state is exact
-at any generation whether the job ran recently, long ago, or never (a virgin store, or a
-store with no state, folds everything: the cold path).
+**Watermark** (``projections/digest/capsules``): the highest ``seq`` folded, over all the
+source tables, committed in the same generation as the rows. **Reading** (`read_state`,
+`read_warm`): the stored rows plus the rows above the watermark, folded at read time, so
+the state is exact at any generation whether the job ran recently, long ago, or never (a
+virgin store, or a store with no state, folds everything: `fold_warm`, the cold path).
 
-Rows a digest would fail closed on (a capsule row missing its project, time or taint; a
-journal row without time or audit number) are never folded: the job leaves the state
-where it was, and the digest meets those rows above the watermark and fails closed, as
-the full computation does.
+Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
+whose id is not ``cap-<n>``; a journal row without time or audit number) are never
+folded: the job leaves the state where it was, and the digest meets those rows above the
+watermark and fails closed, as the full computation does.
 """
 
 from __future__ import annotations
