@@ -148,9 +148,9 @@ def headline_expr(expr: pl.Expr, limit: int = HEADLINE_CHARS) -> pl.Expr:
         ...  .to_series().to_list()]
         ['x', 'a…', 141, '']
     """
-    text = expr.fill_null("")
-    first = text.str.extract(_HEADLINE_PATTERN, 1)
-    more = text.str.extract(_HEADLINE_PATTERN, 3).str.len_bytes() > 0
+    parts = expr.fill_null("").str.extract_groups(_HEADLINE_PATTERN)  # one regex pass
+    first = parts.struct[0]
+    more = parts.struct[2].str.len_bytes() > 0
     head = first.str.slice(0, limit)
     return (pl.when((first.str.len_chars() > limit) | more).then(head + pl.lit("…"))
             .otherwise(head))

@@ -433,7 +433,8 @@ def _guarded() -> pl.Expr:
 
     suspect = (pl.col("instruction_taint").fill_null(False)
                & (pl.col("authority_class") == "externally-imported").fill_null(False))
-    return pl.when(suspect).then(has_finding(pl.col("content"))).otherwise(pl.lit(False))
+    # the scanner runs on the suspects' content only (everyone else's reads as empty)
+    return has_finding(pl.when(suspect).then(pl.col("content"))) & suspect
 
 
 def _parts_above(view: StoreView, name: str, mark: int) -> list[Part]:
