@@ -312,7 +312,18 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         frame = group.collect(engine=engine)  # type: ignore[call-overload]
         collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
         del frame
-    return _join_groups(collected)
+    out = _join_groups(collected)
+    # an erased capsule's content is gone: what was read from it reads as from no content
+    # (as a rebuild, which reads the erased content, finds it)
+    erased = pl.col("erased")
+    return out.with_columns(
+        pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
+        .alias("thread"),
+        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit("")).otherwise(
+            pl.col("headline")).alias("headline"),
+        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
+            pl.col("guarded")).alias("guarded"),
+    )
 
 
 def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from memframe.projections import digest_state as ds
 from memframe.projections import levels
 from memframe.projections.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
-from tests.digest.test_warm_equals_full import _play, step
+from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
 
 
 def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -46,7 +46,8 @@ def test_the_registry_names_the_digest_fold_and_door():
 
 
 def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold():
-    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=LAW_EXAMPLES + 5, deadline=None,
+              suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(step, min_size=1, max_size=16))
     def law(steps):
         with tempfile.TemporaryDirectory() as tmp:
