@@ -134,6 +134,28 @@ def headline(content: str, limit: int = HEADLINE_CHARS) -> str:
     return head + "…" if len(first) > limit or more else head
 
 
+_LINE = "".join(b for b in _BOUNDARIES if len(b) == 1)
+_HEADLINE_PATTERN = rf"(?s)^([^{_LINE}]*)(\r\n|[{_LINE}])?(.*)$"
+
+
+def headline_expr(expr: pl.Expr, limit: int = HEADLINE_CHARS) -> pl.Expr:
+    """`headline` as a Polars expression (null text reads as empty).
+
+    Examples:
+        >>> import polars as pl
+        >>> df = pl.DataFrame({"c": ["x\\n", "a\\nb", "y" * 150, None]})
+        >>> [len(h) if len(h) > 10 else h for h in df.select(headline_expr(pl.col("c")))
+        ...  .to_series().to_list()]
+        ['x', 'a…', 141, '']
+    """
+    parts = expr.fill_null("").str.extract_groups(_HEADLINE_PATTERN)  # one regex pass
+    first = parts.struct[0]
+    more = parts.struct[2].str.len_bytes() > 0
+    head = first.str.slice(0, limit)
+    return (pl.when((first.str.len_chars() > limit) | more).then(head + pl.lit("…"))
+            .otherwise(head))
+
+
 def rfc3339(expr: pl.Expr) -> pl.Expr:
     """Format a UTC Datetime column as RFC3339 with ``Z`` and trimmed fractional zeros.
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from memframe.digest import counters, ledger, telemetry
+from memframe.digest import counters, ledger, telemetry, warm
 from memframe.digest.capsules import capsule_sections
 from memframe.digest.efforts import open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
@@ -27,7 +27,15 @@ FRAMING = "DATA"
 
 
 def _tombstoned(inputs: DigestInputs) -> pl.Series:
+    if inputs.tombstoned is not None:
+        return inputs.tombstoned
     return inputs.tables["forgets"].get_column("capsule_id").unique().sort()
+
+
+def _audit_events(inputs: DigestInputs) -> int:
+    if inputs.audit_events is not None:
+        return inputs.audit_events
+    return counters.audit_events(inputs.tables["journal"])
 
 
 def global_sections(inputs: DigestInputs, n: int) -> dict:
@@ -41,12 +49,9 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "relations": counters.relations_total(tables["relations"]),
             "open_sessions": opened,
             "open_session_ids": open_ids,
-            "audit_events": counters.audit_events(tables["journal"]),
+            "audit_events": _audit_events(inputs),
             "dag": cap_projection(projection, n),
-            "tiers": ledger.tiers_section(inputs.state),
-            "journal": ledger.journal_section(tables["journal"], inputs.state, inputs.chain),
-            "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
-                                                            inputs.attach),
+            **_ledger_sections(inputs),
             "staged": staged_section(tables["reviews"], inputs.now),
             "_mission_graph": mission_graph(tables["relations"], tombstoned),
             "_dag_projection": projection,
@@ -56,6 +61,26 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
         raise
     except Exception as exc:  # noqa: BLE001 - fail closed with the reference's prefix
         raise digest_failed(exc) from exc
+
+
+def _ledger_sections(inputs: DigestInputs) -> dict:
+    """tiers, journal and archive_candidates: from the capsule state, or from the digest
+    state's aggregates on the warm path."""
+    if inputs.warm is not None:
+        journal = dict(inputs.chain or {})
+        journal["out_of_band"] = warm.warm_out_of_band(inputs.warm)
+        return {
+            "tiers": warm.warm_tiers(inputs.warm),
+            "journal": journal,
+            "archive_candidates": warm.warm_archive(inputs, inputs.warm),
+        }
+    return {
+        "tiers": ledger.tiers_section(inputs.state),
+        "journal": ledger.journal_section(inputs.tables.get("journal"), inputs.state,
+                                          inputs.chain),
+        "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
+                                                        inputs.attach),
+    }
 
 
 def _fail_open_sections(inputs: DigestInputs) -> dict:
@@ -131,7 +156,12 @@ def _bodies(
     glob = global_sections(inputs, n)
     graph = glob["_mission_graph"]
     try:
-        caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
+        if inputs.warm is not None:
+            prefix = scopes[0] if fenced else None
+            caps = {scopes[0]: warm.warm_capsule_sections(inputs, inputs.warm, scoped, n,
+                                                          prefix)}
+        else:
+            caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
         missions = mission_sections(scoped, graph, scopes, n, inputs.now, inputs.attach)
         pinned = pinned_sections(scoped, scopes, inputs.now, inputs.attach)
         alive = inputs.state.filter(pl.col("status") != "tombstoned")
@@ -175,4 +205,6 @@ def assemble_roots(inputs: DigestInputs, n: int, depth: int) -> dict[str, dict]:
         raise digest_failed(exc) from exc
     if not roots:
         return {}
+    if inputs.warm is not None:
+        raise ValueError("per-project bodies read every capsule's state (read without fast)")
     return _bodies(inputs, n, scoped, roots, True)

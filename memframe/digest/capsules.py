@@ -29,8 +29,9 @@ Attach = Callable[[pl.DataFrame], pl.DataFrame]
 
 
 def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:
-    """``rows`` with their ``content`` (read for just these rows when it was not read)."""
-    if "content" in rows.columns or attach is None:
+    """``rows`` with their ``content`` (read for just these rows when it was not read); rows
+    that carry their ``headline`` (the digest state keeps it) need none."""
+    if "content" in rows.columns or "headline" in rows.columns or attach is None:
         return rows
     return attach(rows)
 
@@ -72,12 +73,13 @@ def headline_rows(
         return []
     rows = with_content(rows, attach)
     now_lit = pl.lit(now).cast(TIMESTAMP)
+    kept = "headline" in rows.columns  # the digest state's headline, taken as it is
     shaped = rows.select(
         "id",
         "project_id",
         "instruction_taint",
         rfc3339(pl.col("created_at")).alias("created_at"),
-        "content",
+        pl.col("headline") if kept else pl.col("content"),
         "tier",
         (pl.col("valid_to").is_not_null() & (now_lit > pl.col("valid_to"))).alias("expired"),
         "kind",
@@ -92,7 +94,7 @@ def headline_rows(
             "project_id": row["project_id"],
             "instruction_taint": bool(row["instruction_taint"]),
             "created_at": row["created_at"],
-            "headline": headline(row["content"] or ""),
+            "headline": row["headline"] if kept else headline(row["content"] or ""),
         }
         if row["tier"] is not None and row["tier"] != "active":
             item["tier"] = row["tier"]

@@ -38,14 +38,14 @@ def _check_known_hash(known_hash: object) -> None:
         raise InvalidInputError(f"known_hash must be a hex string or None, got {known_hash!r}")
 
 
-def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental"
-                ) -> DigestInputs:
+def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental",
+                fast: bool = False) -> DigestInputs:
     view = _pin(store)
     now = validate_now(view.now() if now is None else now)
     mode = validate_verify(verify)
     if isinstance(store, Store):  # re-pinned if a vacuum removes what it pinned
-        return store.read(lambda v: read_inputs(v, now, mode))
-    return read_inputs(view, now, mode)
+        return store.read(lambda v: read_inputs(v, now, mode, fast))
+    return read_inputs(view, now, mode, fast)
 
 
 def digest(
@@ -99,8 +99,10 @@ def digest(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
-    inputs = read_pinned(store, now, verify)
+    inputs = read_pinned(store, now, verify, fast=True)
     body = assemble(inputs, n, prefix)
+    if inputs.warm is not None:  # the rows its top-N readers read
+        inputs.rows_visited += inputs.warm.rows_visited
     return Digest(
         body,
         known_hash=known_hash,

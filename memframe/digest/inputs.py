@@ -86,6 +86,16 @@ class DigestInputs:
         attach: adds ``content`` to capsule rows when the state was read without it (a
             store's digest reads the content of the rows it emits only); None when the
             state holds it.
+        tombstoned: the tombstoned capsule ids, sorted (None: taken from ``forgets``).
+        audit_events: the journal's row count (None: the height of ``tables["journal"]``).
+        warm: the digest state's aggregates, subset and top-N readers
+            (`memframe.projections.digest_state.WarmState`) when the digest answers from
+            them; ``state`` then holds the subset's rows only.
+
+    A store's digest reads the per-capsule tables through the digest state
+    (`memframe.projections.digest_state`): ``tables`` then holds only ``relations``,
+    ``brackets``, ``reviews`` and ``pins``, and ``state`` carries the journal coverage
+    flags (``named``, ``forget_named``).
     """
 
     tables: dict[str, pl.DataFrame]
@@ -97,6 +107,9 @@ class DigestInputs:
     read_errors: dict[str, str] = field(default_factory=dict)
     chain: dict | None = None
     attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    tombstoned: pl.Series | None = None
+    audit_events: int | None = None
+    warm: Any = None
 
 
 def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr]
@@ -107,7 +120,7 @@ def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr
 
 def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     """The row checks the reference fails on (a corrupt capsule row, an unknown kind...)."""
-    caps = tables["capsules"]
+    caps = tables.get("capsules")
     bad = caps.filter(
         pl.col("id").is_null()
         | ~pl.col("id").str.starts_with("cap-")
@@ -115,7 +128,7 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
         | pl.col("created_at").is_null()
         | pl.col("seq").is_null()
         | pl.col("instruction_taint").is_null()
-    )
+    ) if caps is not None else pl.DataFrame()
     if bad.height:
         raise digest_failed(f"corrupt capsule row at seq {bad['seq'][0]}")
     rel = tables["relations"]
@@ -125,8 +138,10 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     nulls = rel.filter(pl.col("from_id").is_null() | pl.col("to_id").is_null())
     if nulls.height:
         raise digest_failed(f"relation row at seq {nulls['seq'][0]} has no endpoint")
-    journal = tables["journal"]
-    bad_at = journal.filter(pl.col("at").is_null() | pl.col("audit_seq").is_null())
+    journal = tables.get("journal")
+    bad_at = journal.filter(
+        pl.col("at").is_null() | pl.col("audit_seq").is_null()
+    ) if journal is not None else pl.DataFrame()
     if bad_at.height:
         raise digest_failed(f"journal row at seq {bad_at['seq'][0]} has no valid time")
     brackets = tables["brackets"]
@@ -168,11 +183,13 @@ def _build(
     now: _dt.datetime,
     generation: int | None,
     columns: Mapping[str, Sequence[str | pl.Expr]] = COLUMNS,
+    names: tuple[str, ...] = FAIL_CLOSED,
+    from_state: Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]] | None = None,
 ) -> DigestInputs:
     visited = 0
     tables: dict[str, pl.DataFrame] = {}
-    together = _collect_together(read, FAIL_CLOSED, columns)
-    for name in FAIL_CLOSED:
+    together = _collect_together(read, names, columns)
+    for name in names:
         try:
             frame = together[name] if together else _collect(read(name), columns[name])
         except MemframeError as exc:
@@ -194,11 +211,17 @@ def _build(
         optional[name] = frame
         visited += row_count(name, frame)
     try:
-        # joins + sort over frames already in memory: the in-memory engine is the faster one
-        state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
-            engine="in-memory"
-        )
-        state = annotate(state, tables["reviews"], tables["pins"])
+        if from_state is not None:
+            state, n = from_state(tables)
+            visited += n
+        else:
+            # joins + sort over frames already in memory: the in-memory engine is faster
+            state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
+                engine="in-memory"
+            )
+            state = annotate(state, tables["reviews"], tables["pins"])
+    except MemframeError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(f"capsule state: {exc}") from exc
     return DigestInputs(
@@ -242,13 +265,78 @@ def inputs_from_tables(
     return _build(_complete(tables), lambda _name, frame: frame.height, now, None)
 
 
-def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
-                ) -> DigestInputs:
+#: the fail-closed tables a store's digest reads in full beside the digest state
+STATE_TABLES: tuple[str, ...] = ("relations", "brackets", "reviews", "pins")
+
+
+def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
+    """The capsule state of a store from the digest state plus the rows above its
+    watermark (`memframe.projections.digest_state`), checked as the full read is."""
+    from memframe.projections import digest_state
+
+    def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
+        try:
+            raw, visited, unfolded = digest_state.read_state(view)
+            for name, frame in unfolded.items():
+                problem = digest_state.check_rows(name, frame)
+                if problem:
+                    raise digest_failed(problem)
+            return digest_state.state_frame(raw), visited
+        except MemframeError as exc:
+            if str(exc).startswith("memory_digest failed:"):
+                raise
+            raise digest_failed(exc) from exc
+
+    return build
+
+
+def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False
+                 ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
+    """The subset's capsule state, the aggregates and the top-N readers (into
+    ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
+    never recorded them."""
+    from memframe.projections import digest_state
+
+    def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
+        try:
+            found = digest_state.fold_warm(view) if cold else digest_state.read_warm(view)
+            if found is None:  # the job never recorded the aggregates: fold them now
+                found = digest_state.fold_warm(view)
+            warm, unfolded = found
+            for name, frame in unfolded.items():
+                problem = digest_state.check_rows(name, frame)
+                if problem:
+                    raise digest_failed(problem)
+            holder["warm"] = warm
+            if warm.in_memory:  # every source row was read: counted here
+                visited, warm.rows_visited = warm.rows_visited, 0
+                return digest_state.state_frame(warm.subset), visited
+            return digest_state.state_frame(warm.subset), 0
+        except MemframeError as exc:
+            if str(exc).startswith("memory_digest failed:"):
+                raise
+            raise digest_failed(exc) from exc
+
+    return build
+
+
+def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental",
+                fast: bool = False) -> DigestInputs:
     """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
 
-    With ``verify="incremental"`` the journal chain is checked from the store's verified
-    checkpoint (:func:`memframe.projections.journal.check_chain`) and only the journal
-    columns the other sections need are read; with ``"full"`` the whole chain is walked.
+    With ``verify="incremental"`` the per-capsule tables (capsules, recalls,
+    classifications, tiers, forgets, journal) are read through the digest state: its
+    stored rows plus the rows above its watermark, so the answer is exact whether the
+    job ran or not; and the journal chain is checked from the store's verified
+    checkpoint (:func:`memframe.projections.journal.check_chain`). With ``"full"`` no
+    derived state is trusted: every table is read and the whole chain is walked.
+
+    With ``fast`` (one fence, not ``"full"``), the capsule sections are answered from the
+    digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
+    the stored ones plus the rows above the watermark when the journal checkpoint holds,
+    else folded now from every source row by the state's own fold (the cold digest: the
+    streaming engine over narrow column groups, in bounded memory); ``state`` then holds
+    only the subset's rows.
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -264,20 +352,42 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         *(c for c in COLUMNS["capsules"] if c != "content"),
         pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
     ]
-    inputs = _build(
-        view.table,
-        lambda name, _frame: int(view.row_count(name)),
-        now,
-        int(generation) if generation is not None else None,
-        columns,
-    )
-    inputs.attach = _content_reader(view, inputs)
     try:
         check = check_chain(view, verify)
     except MemframeError as exc:
         raise digest_failed(f"journal: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
         raise digest_failed(f"cannot verify the journal: {exc}") from exc
+    # the digest state is trusted as far as the journal checkpoint is: when the verified
+    # parts are not the very files verified (or nothing was verified), every table is read
+    warm = verify != "full" and check.walked == "incremental"
+    holder: dict[str, Any] = {}
+    if fast and verify != "full":  # stored state only when the checkpoint holds
+        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm)
+    elif warm:
+        names, from_state = STATE_TABLES, _state_reader(view)
+    else:
+        names, from_state = FAIL_CLOSED, None
+    inputs = _build(
+        view.table,
+        lambda name, _frame: int(view.row_count(name)),
+        now,
+        int(generation) if generation is not None else None,
+        columns,
+        names=names,
+        from_state=from_state,
+    )
+    if fast and verify != "full":
+        inputs.warm = holder["warm"]
+        # the journal's rows as the log records them, or (when the verified parts could
+        # not be confirmed) as the files hold them
+        inputs.audit_events = int(view.row_count("journal")) if warm else int(
+            view.table("journal").select(pl.len()).collect().item())
+    elif warm:
+        inputs.tombstoned = (inputs.state.filter(pl.col("status") == "tombstoned")
+                             .get_column("id").unique().sort())
+        inputs.audit_events = int(view.row_count("journal"))
+    inputs.attach = _content_reader(view, inputs)
     inputs.chain = check.section
     inputs.rows_visited += check.rows_visited
     return inputs

@@ -23,8 +23,10 @@ __all__ = [
     "ARCHIVE_AFTER_DAYS",
 ]
 
-FORGET_ACTIONS = ("memory_forget", "memory_merge")
-ARCHIVE_AFTER_DAYS = 180
+from memframe.projections.digest_state import (  # noqa: E402 - one definition for both
+    ARCHIVE_AFTER_DAYS,
+    FORGET_ACTIONS,
+)
 
 
 def tiers_section(state: pl.DataFrame) -> dict:
@@ -76,13 +78,20 @@ def _capsule_number(column: str) -> pl.Expr:
     return capsule_number_expr(column).alias("n")
 
 
-def out_of_band(journal: pl.DataFrame, state: pl.DataFrame) -> int:
+def out_of_band(journal: pl.DataFrame | None, state: pl.DataFrame) -> int:
     """Coverage misses: non-tombstoned capsules no audit row names as subject, plus
     tombstoned capsules with no ``memory_forget``/``memory_merge`` row naming them.
 
     Ids are compared as capsule numbers (integers), which is exact for ``cap-<n>`` and
-    much cheaper than string sets at millions of rows.
+    much cheaper than string sets at millions of rows. A state that carries the coverage
+    flags of the digest state (``named``, ``forget_named``) is answered from them.
     """
+    if journal is None or "named" in state.columns:
+        return int(state.select(
+            ((pl.col("status") != "tombstoned") & ~pl.col("named").fill_null(False)).sum()
+            + ((pl.col("status") == "tombstoned") & ~pl.col("forget_named").fill_null(False))
+            .sum()
+        ).item())
     named = journal.lazy().select(_capsule_number("subject"), pl.col("action"))
     subjects = named.select("n").drop_nulls().unique()
     forgotten = named.filter(pl.col("action").is_in(list(FORGET_ACTIONS))).select("n").unique()
@@ -96,8 +105,8 @@ def out_of_band(journal: pl.DataFrame, state: pl.DataFrame) -> int:
     return int(missing.select(pl.len()).collect().item())
 
 
-def journal_section(journal: pl.DataFrame, state: pl.DataFrame, chain: dict | None = None
-                    ) -> dict:
+def journal_section(journal: pl.DataFrame | None, state: pl.DataFrame,
+                    chain: dict | None = None) -> dict:
     """``{"chain", "verified"|"broken_seq", "out_of_band"}`` (reference 4.14).
 
     ``chain`` is the chain verdict when the caller already has it (a store's digest

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.projections import forgotten, journal, levels
+from memframe.projections import digest_state, forgotten, journal, levels
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
 from memframe.store import StoreView, tables
 
@@ -53,7 +53,9 @@ class CycleReport:
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
         projections: per maintained state (``session``; ``forgotten``, the live-count
-            indexes of `memframe.projections.forgotten`; ``digest``), its own
+            indexes of `memframe.projections.forgotten`; ``digest``, the journal
+            checkpoint; ``digest_capsules``, the digest's per-capsule state of
+            `memframe.projections.digest_state`), its own
             ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above
             adds up every state's reads.
     """
@@ -111,7 +113,8 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
     # the capsule rows it read when both start from the same mark)
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
     return _combine(commit, mark, {"session": session, "forgotten": dead,
-                                   "digest": _digest_cycle(view, commit)})
+                                   "digest": _digest_cycle(view, commit),
+                                   "digest_capsules": digest_state.stage_cycle(commit, view)})
 
 
 def _session_cycle(view: StoreView, commit: Commit
@@ -195,6 +198,7 @@ def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_vi
         view = _view_of(store, commit)
         parts["forgotten"] = forgotten.stage_rebuild(commit, view, watermark)
         parts["digest"] = _digest_cycle(view, commit, full=True)
+        parts["digest_capsules"] = digest_state.stage_rebuild(commit, view)
     return _combine(commit, watermark, parts)
 
 

@@ -120,7 +120,8 @@ def read_keys(view: StoreView, name: str, schema: pl.Schema, key: str, values: S
     return (out if out.width else pl.DataFrame(schema=schema)), visited, level0
 
 
-def stage_replace(commit: Commit, name: str, rows: pl.DataFrame, key: str) -> None:
+def stage_replace(commit: Commit, name: str, rows: pl.DataFrame, key: str, *,
+                  row_group_rows: int = ROW_GROUP_ROWS) -> None:
     """Stage ``rows`` as the whole projection (the rebuild): one level, the others dropped."""
     target = 0
     while cap(target) < rows.height:
@@ -129,11 +130,12 @@ def stage_replace(commit: Commit, name: str, rows: pl.DataFrame, key: str) -> No
         if k != target:
             commit.write_derived(level_table(name, k), rows.clear(), replace=True)
     commit.write_derived(level_table(name, target), rows.sort(key), replace=True,
-                         row_group_rows=ROW_GROUP_ROWS)
+                         row_group_rows=row_group_rows)
 
 
 def stage_merge(commit: Commit, view: StoreView, name: str, schema: pl.Schema, key: str,
-                changed: pl.DataFrame, level0: pl.DataFrame | None) -> int:
+                changed: pl.DataFrame, level0: pl.DataFrame | None, *,
+                row_group_rows: int = ROW_GROUP_ROWS) -> int:
     """Stage ``changed`` rows over the projection: into level 0, cascading when full.
 
     Args:
@@ -144,6 +146,7 @@ def stage_merge(commit: Commit, view: StoreView, name: str, schema: pl.Schema, k
         key: the key column.
         changed: new or changed rows (one per key), newer than anything stored.
         level0: level 0 as already read (None if it was not read).
+        row_group_rows: rows per Parquet row group of the levels written.
 
     Returns:
         The Parquet rows read to merge (levels read here in full).
@@ -166,7 +169,7 @@ def stage_merge(commit: Commit, view: StoreView, name: str, schema: pl.Schema, k
             while cap(target) < merged.height:  # past the stored levels: the level that fits
                 target += 1
             commit.write_derived(level_table(name, target), merged.sort(key), replace=True,
-                                 row_group_rows=ROW_GROUP_ROWS)
+                                 row_group_rows=row_group_rows)
             return visited
         if k in present:
             commit.write_derived(level_table(name, k), merged.clear(), replace=True)

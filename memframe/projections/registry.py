@@ -12,22 +12,24 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from memframe.errors import ProjectionRegistryError
-from memframe.projections import doors, session
+from memframe.projections import digest_state, doors, session
 
 __all__ = ["MEMORY_PROJECTION_NAMES", "FOLDS", "DOORS", "ProjectionRegistryError",
            "check_registry"]
 
-#: The closed set of memory projections (spec 000): today exactly one.
-MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session",)
+#: The closed set of memory projections (spec 000): the sessions and the digest's state.
+MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")
 
 #: name -> the projection's fold (used by both the cycle and the rebuild)
 FOLDS: dict[str, Callable[..., Any]] = {
     "session": session.fold_sessions,
+    "digest": digest_state.fold_state,
 }
 
 #: name -> the projection's read door
 DOORS: dict[str, Callable[..., Any]] = {
     "session": doors.sessions,
+    "digest": digest_state.state_door,
 }
 
 
@@ -39,8 +41,8 @@ def check_registry(names: Iterable[str], folds: Mapping[str, Callable[..., Any]]
         ProjectionRegistryError: naming every incomplete projection and what it lacks.
 
     Examples:
-        >>> check_registry(("session",), FOLDS, DOORS)
-        >>> check_registry(("session", "topic"), FOLDS, DOORS)
+        >>> check_registry(("session", "digest"), FOLDS, DOORS)
+        >>> check_registry(("session", "digest", "topic"), FOLDS, DOORS)
         Traceback (most recent call last):
         ...
         memframe.errors.ProjectionRegistryError: memory projection 'topic' is in MEMORY_PROJECTION_NAMES without a fold and without a door; register both in memframe/projections/registry.py (FOLDS and DOORS), or remove the name

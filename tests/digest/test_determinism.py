@@ -96,11 +96,31 @@ def test_rows_visited_counts_the_partitions_read(store):
             for part in view.snapshot.parts("capsules")]
     content = sum(part.rows for part, ids in caps if emitted & set(ids))  # one group each
     journal = view.row_count("journal")  # no checkpoint yet: the chain is walked in full
-    assert d.rows_visited == tables + journal + content > tables
+    # no digest state yet: the state's fold reads every source row (headlines included:
+    # no content is read), and the graph, staged and pinned sections read their tables
+    twice = sum(view.row_count(name) for name in ("relations", "forgets", "reviews", "pins"))
+    assert d.rows_visited == tables + journal + twice > tables
+    full = mf.digest(store, now=NOW, verify="full")
+    assert full.to_json() == d.to_json() and full.rows_visited == tables + journal + content
     store.memory.run_cycle()  # the checkpoint: the walk then reads only its own rows
     view = store.pinned()
     checkpoint = view.row_count("projections/digest/journal")
-    assert mf.digest(view, now=NOW).rows_visited == tables + checkpoint + content
+    # the digest state replaces the six per-capsule tables (one stored row per capsule)
+    state = sum(view.row_count(t) for t in view.snapshot.tables
+                if t.startswith("projections/digest_capsules/"))
+    assert state == view.row_count("capsules")
+    per_capsule = ["capsules", "recalls", "classifications", "tiers", "journal"]
+    rest = tables - sum(view.row_count(name) for name in per_capsule)  # forgets: read whole
+    # the warm digest reads the aggregates, the subset, and the state's row groups its
+    # newest and most-recalled readers need (one group here, read by each); headlines
+    # come with the state rows, so no content is read
+    aggregates = view.row_count("projections/digest_aggregates")
+    subset = sum(view.row_count(t) for t in view.snapshot.tables
+                 if t.startswith("projections/digest_subset/"))
+    assert aggregates > 0 and subset > 0
+    warm = mf.digest(view, now=NOW)
+    assert warm.rows_visited == rest + aggregates + subset + 2 * state + checkpoint
+    assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 
 

@@ -36,7 +36,10 @@ def test_cycle_lands_rows_and_watermark_in_one_commit_and_stamps_nothing(mstore)
                                             "rows_written": 1}
     # the first cycle builds the live-count indexes from every capsule and forget
     assert report.projections["forgotten"]["rows_visited"] == 3
-    assert report.rows_visited == session["rows_visited"] + 3 + 3
+    # and builds the digest's per-capsule state from the 3 capsule and 3 journal rows
+    assert report.projections["digest_capsules"] == {"rows_visited": 6, "rows_folded": 6,
+                                                     "rows_written": 3}
+    assert report.rows_visited == session["rows_visited"] + 3 + 3 + 6
 
 
 def test_a_cycle_with_nothing_new_writes_nothing(mstore):
@@ -48,7 +51,13 @@ def test_a_cycle_with_nothing_new_writes_nothing(mstore):
     report = mstore.memory.run_cycle()
     assert mstore.generation == g and report.generation is None
     assert (report.rows_folded, report.rows_written, report.rows_visited) == (0, 0, 0)
-    mstore.record_recall(["cap-1"])  # rows in other tables are nothing new for sessions
+    mstore.record_recall(["cap-1"])  # nothing new for sessions; new for the digest state
+    aggregates = mstore.pinned().row_count("projections/digest_aggregates")
+    report = mstore.memory.run_cycle()
+    assert report.projections["session"]["rows_folded"] == 0
+    # the recall row, the capsule's state row (level 0) and the aggregates it updates
+    assert report.projections["digest_capsules"] == {
+        "rows_visited": 1 + 1 + aggregates, "rows_folded": 1, "rows_written": 1}
     g = mstore.generation
     assert mstore.memory.run_cycle().generation is None and mstore.generation == g
 

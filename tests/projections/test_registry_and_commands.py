@@ -25,7 +25,7 @@ PACKAGE = Path(mf.__file__).parent
 
 
 def test_the_closed_set_today():
-    assert mf.MEMORY_PROJECTION_NAMES == MEMORY_PROJECTION_NAMES == ("session",)
+    assert mf.MEMORY_PROJECTION_NAMES == MEMORY_PROJECTION_NAMES == ("session", "digest")
     check_registry(MEMORY_PROJECTION_NAMES, FOLDS, DOORS)
     with pytest.raises(ProjectionRegistryError, match="'topic'.*without a fold"):
         check_registry(("session", "topic"), FOLDS, {**DOORS, "topic": print})
@@ -40,8 +40,9 @@ def _import_copy(tmp_path: Path, names: str) -> subprocess.CompletedProcess:
     shutil.copytree(PACKAGE, copy / "memframe", ignore=shutil.ignore_patterns("__pycache__"))
     registry = copy / "memframe" / "projections" / "registry.py"
     text = registry.read_text()
-    assert 'MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session",)' in text
-    registry.write_text(text.replace('MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session",)',
+    assert 'MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")' in text
+    registry.write_text(text.replace(
+        'MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")',
                                      f"MEMORY_PROJECTION_NAMES: tuple[str, ...] = {names}"))
     code = "import memframe, memframe.projections; print(memframe.__file__)"
     return subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True,
@@ -49,10 +50,10 @@ def _import_copy(tmp_path: Path, names: str) -> subprocess.CompletedProcess:
 
 
 def test_a_bogus_name_fails_at_import(tmp_path):
-    control = _import_copy(tmp_path / "ok", '("session",)')
+    control = _import_copy(tmp_path / "ok", '("session", "digest")')
     assert control.returncode == 0, control.stderr
     assert control.stdout.strip().startswith(str(tmp_path / "ok"))  # the copy was imported
-    bogus = _import_copy(tmp_path / "bogus", '("session", "bogus")')
+    bogus = _import_copy(tmp_path / "bogus", '("session", "digest", "bogus")')
     assert bogus.returncode != 0
     assert "ProjectionRegistryError" in bogus.stderr
     assert "'bogus' is in MEMORY_PROJECTION_NAMES without a fold and without a door" in bogus.stderr

@@ -1,0 +1,112 @@
+"""The warm digest: the sections answered from the digest state's aggregates, its subset
+and its top-N readers (`memframe.projections.digest_state.WarmState`), never from every
+capsule row.
+
+* ``total``, ``by_project``, ``newest_total`` and ``most_recalled_total``: the per-project
+  aggregates, summed over the projects the fence holds;
+* ``tiers``, the journal's ``out_of_band`` and ``archive_candidates``: the store-wide
+  aggregates (archive candidates by the instant each became one);
+* ``handoff``, ``mission``, ``unanchored``, ``pinned`` and ``open_efforts``: the section
+  functions of the full computation, run over the subset (every row those sections can
+  name is in it);
+* ``newest`` and ``most_recalled``: the first N rows read from the state levels in the
+  order of their row-group statistics.
+
+Every other section is the full computation's own (its tables are read in full). The
+answer is byte-identical to the full computation; the law tests compare them.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from memframe.digest.capsules import _lists, handoff_rows, headline_rows
+from memframe.digest.scope import fence, fence_expr, population
+from memframe.projections import digest_state as ds
+from memframe.schema import TIERS
+from memframe.text import rfc3339
+
+__all__ = ["warm_capsule_sections", "warm_tiers", "warm_out_of_band", "warm_archive"]
+
+
+def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """State rows -> capsule-state rows, order kept."""
+    return rows.select(ds.state_columns())
+
+
+def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: int,
+                          prefix: str | None) -> dict:
+    """The five fenced capsule sections (keys and omissions as `capsule_sections`)."""
+    now, attach = inputs.now, inputs.attach
+    per_project = warm.aggregates.filter(
+        pl.col("metric").is_in(["count", "live", "recalled"])).rename({"key": "project_id"})
+    if prefix is not None:
+        per_project = per_project.filter(fence_expr(prefix))
+    table = (per_project.pivot("metric", index="project_id", values="n",
+                               aggregate_function="sum")
+             if per_project.height else pl.DataFrame(schema={"project_id": pl.String}))
+    for column in ("count", "live", "recalled"):
+        if column not in table.columns:
+            table = table.with_columns(pl.lit(0, dtype=pl.Int64).alias(column))
+    table = table.with_columns(pl.col("count", "live", "recalled").fill_null(0).cast(pl.Int64))
+    by_project = (table.filter(pl.col("count") > 0).sort("project_id")
+                  .select("project_id", "count", "live").to_dicts())
+    total = int(table["count"].sum() or 0)
+    recalled_total = int(table["recalled"].sum() or 0)
+
+    keep = ds.population_expr()
+    if prefix is not None:
+        keep = keep & fence_expr(prefix)
+    # the aggregates say how many rows qualify: a reader stops once it has them all
+    newest = _capsule_rows(warm.top_rows(keep, n, "newest", total))
+    recalled = _capsule_rows(warm.top_rows(keep & pl.col("last_recalled_at").is_not_null(), n,
+                                           "recalled", recalled_total))
+    handoffs = handoff_rows(scoped)
+    scope = "" if prefix is None else prefix
+    handoff_list = _lists(handoffs.head(n), now, attach=attach).get(scope, [])
+
+    section: dict = {"total": total, "by_project": by_project}
+    if handoff_list:
+        section["handoff"] = handoff_list
+    if handoffs.height:
+        section["handoff_total"] = handoffs.height
+    section["newest"] = headline_rows(newest, now, attach=attach)
+    if total:
+        section["newest_total"] = total
+    section["most_recalled"] = headline_rows(
+        recalled, now,
+        extra=(("recall_count", pl.col("recall_count").cast(pl.Int64)),
+               ("last_recalled_at", rfc3339(pl.col("last_recalled_at")))),
+        attach=attach,
+    )
+    if recalled_total:
+        section["most_recalled_total"] = recalled_total
+    return section
+
+
+def warm_tiers(warm: ds.WarmState) -> dict:
+    """``tiers`` from the store-wide aggregates."""
+    rows = warm.aggregates.filter(pl.col("metric") == "tier").group_by("key").agg(
+        pl.col("n").sum())
+    found = dict(zip(rows["key"].to_list(), rows["n"].to_list(), strict=True))
+    return {tier: int(found.get(tier, 0)) for tier in TIERS}
+
+
+def warm_out_of_band(warm: ds.WarmState) -> int:
+    """The journal's coverage misses from the store-wide aggregates."""
+    return int(warm.aggregates.filter(pl.col("metric") == "oob")["n"].sum() or 0)
+
+
+def warm_archive(inputs, warm: ds.WarmState) -> int:
+    """``archive_candidates``: the candidates whose instant is at or before ``now`` (the
+    quarantine guard was applied when each capsule was folded)."""
+    from memframe.schema import TIMESTAMP
+
+    now = pl.lit(inputs.now).cast(TIMESTAMP)
+    timed = warm.aggregates.filter((pl.col("metric") == "archive") & (pl.col("at") <= now))
+    return int(timed["n"].sum() or 0)
+
+
+def warm_scoped(subset_state: pl.DataFrame, prefix: str | None) -> pl.DataFrame:
+    """The subset's population, fenced (the ``scoped`` frame of the section functions)."""
+    return fence(population(subset_state), prefix)

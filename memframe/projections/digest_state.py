@@ -1,0 +1,970 @@
+"""The digest's per-capsule state: one row per capsule, kept under spec 000's laws.
+
+The digest's capsule-level inputs (the capsule's own columns, its headline and ACTIVE()
+label, its usage, kind, tier, review verdict, pin, tombstone, ``supersedes`` target and
+journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls``,
+``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
+``pins``. Recomputing them on every digest reads and joins every row of those tables;
+this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
+key-sorted levels (`memframe.projections.levels`) under
+``projections/digest_capsules/L<k>``, plus aggregates and a subset derived from those
+rows (see the section further down).
+
+**One fold, two callers.** Every canonical row maps to a *partial* keyed by the capsule
+number; a stored state row is a partial too. `fold_state` folds partials with exact,
+order-independent terms, one group of columns per source table:
+
+* the capsule's own columns come from its (single) ``capsules`` row;
+* ``recall_count`` is a sum, ``last_recalled_at`` a max;
+* ``kind``/``scope``, ``tier``, ``forget_mode``, ``review_verdict`` and ``pinned`` are the
+  latest row by ``seq`` (the partial carries that ``seq``);
+* ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
+  the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
+  row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of.
+
+The rebuild door folds every canonical row; the cycle folds the rows written since the
+watermark with the stored rows of the capsule numbers they touch. Both give the same
+rows, to the hash (`state_hash`), whatever the batching.
+
+**Watermark** (``projections/digest/capsules``): the highest ``seq`` folded, over all the
+source tables, committed in the same generation as the rows. **Reading** (`read_state`,
+`read_warm`): the stored rows plus the rows above the watermark, folded at read time, so
+the state is exact at any generation whether the job ran recently, long ago, or never (a
+virgin store, or a store with no state, folds everything: `fold_warm`, the cold path).
+
+Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
+whose id is not ``cap-<n>``; a journal row without time or audit number) are never
+folded: the job leaves the state where it was, and the digest meets those rows above the
+watermark and fails closed, as the full computation does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe import schema as S
+from memframe.ids import capsule_number_expr
+from memframe.projections import levels
+from memframe.schema import TIMESTAMP
+from memframe.store import tables
+from memframe.text import headline_expr
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+    from memframe.store.log import Part
+
+__all__ = [
+    "NAME",
+    "WATERMARK",
+    "SOURCES",
+    "STATE_SCHEMA",
+    "THREAD_PATTERN",
+    "HANDOFF_SOURCE",
+    "FORGET_ACTIONS",
+    "fold_state",
+    "read_state",
+    "state_frame",
+    "state_hash",
+    "stage_cycle",
+    "stage_rebuild",
+    "state_door",
+    "check_rows",
+]
+
+NAME = "digest_capsules"
+KEY = "num"
+WATERMARK = "projections/digest/capsules"
+THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
+HANDOFF_SOURCE = "memory_session_finish"
+FORGET_ACTIONS = ("memory_forget", "memory_merge")
+ERASING = ("redact", "purge")
+#: rows per row group of the state's levels: a digest reads them whole (large groups read
+#: fast), a cycle looks a few capsule numbers up (small groups read little); measured
+ROW_GROUP_ROWS = 4_096
+
+#: the canonical tables folded into the state, and the columns read from each
+SOURCES: dict[str, tuple[str, ...]] = {
+    "capsules": ("seq", "id", "created_at", "project_id", "source", "valid_to",
+                 "authority_class", "instruction_taint"),
+    "recalls": ("seq", "at", "capsule_id", "count"),
+    "classifications": ("seq", "capsule_id", "kind", "scope"),
+    "tiers": ("seq", "capsule_id", "tier"),
+    "forgets": ("seq", "capsule_id", "mode"),
+    "journal": ("seq", "audit_seq", "at", "action", "subject"),
+    "relations": ("seq", "kind", "to_id"),
+    "reviews": ("seq", "capsule_id", "verdict"),
+    "pins": ("seq", "capsule_id", "pinned"),
+}
+
+#: one stored row per capsule number
+STATE_SCHEMA = pl.Schema(
+    {
+        "num": pl.Int64(),
+        # the capsule's own columns (null until its capsules row is folded)
+        "seq": pl.Int64(),
+        "created_at": TIMESTAMP,
+        "project_id": pl.String(),
+        "bracket": pl.Boolean(),
+        "thread": pl.String(),
+        "headline": pl.String(),
+        "valid_to": TIMESTAMP,
+        "external": pl.Boolean(),
+        "instruction_taint": pl.Boolean(),
+        "guarded": pl.Boolean(),
+        # folded events
+        "recall_count": pl.Int64(),
+        "last_recalled_at": TIMESTAMP,
+        "kind": pl.String(),
+        "scope": pl.String(),
+        "kind_seq": pl.Int64(),
+        "tier": pl.String(),
+        "tier_seq": pl.Int64(),
+        "forget_mode": pl.String(),
+        "forget_seq": pl.Int64(),
+        "erased": pl.Boolean(),
+        "named": pl.Boolean(),
+        "forget_named": pl.Boolean(),
+        "superseded": pl.Boolean(),
+        "review_verdict": pl.String(),
+        "review_seq": pl.Int64(),
+        "pinned": pl.Boolean(),
+        "pin_seq": pl.Int64(),
+    }
+)
+
+#: what a partial without the event carries (the fold's identity for that term)
+_DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
+                             "forget_named": False, "superseded": False}
+
+_BASE = ("seq", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
+         "external", "instruction_taint", "guarded")
+
+
+def _num(column: str) -> pl.Expr:
+    return capsule_number_expr(pl.col(column))
+
+
+def _latest(value: str, order: str) -> pl.Expr:
+    # the value of the partial with the highest ``order``
+    return pl.col(value).sort_by(pl.col(order)).last()
+
+
+#: source table -> (its partial's columns as expressions over its rows, the rows it keeps,
+#: the fold's terms for those columns). Each source fills only its own group of state
+#: columns, so each group folds on its own, in narrow frames, and the groups are joined
+#: by capsule number at the end.
+def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.Expr]]:
+    """name -> (partial columns, source-row filter, fold terms, "stored row has it")."""
+    always = pl.lit(True)
+    return {
+        "capsules": (
+            {"seq": pl.col("seq"), "created_at": pl.col("created_at"),
+             "project_id": pl.col("project_id"),
+             "bracket": (pl.col("source") == HANDOFF_SOURCE).fill_null(False),
+             "thread": pl.col("thread"), "headline": pl.col("headline"),
+             "valid_to": pl.col("valid_to"),
+             "external": (pl.col("authority_class") == "externally-imported").fill_null(False),
+             "instruction_taint": pl.col("instruction_taint"), "guarded": pl.col("guarded")},
+            always,
+            # a capsule has exactly one ``capsules`` row: its columns are taken as they are
+            [pl.col(c).first() for c in _BASE],
+            pl.col("seq").is_not_null(),
+        ),
+        "recalls": (
+            {"recall_count": pl.col("count"), "last_recalled_at": pl.col("at")},
+            always,
+            [pl.col("recall_count").sum(), pl.col("last_recalled_at").max()],
+            pl.col("last_recalled_at").is_not_null() | (pl.col("recall_count") != 0),
+        ),
+        "classifications": (
+            {"kind": pl.col("kind"), "scope": pl.col("scope"), "kind_seq": pl.col("seq")},
+            always,
+            [_latest("kind", "kind_seq"), _latest("scope", "kind_seq"),
+             pl.col("kind_seq").max()],
+            pl.col("kind_seq").is_not_null(),
+        ),
+        "tiers": (
+            {"tier": pl.col("tier"), "tier_seq": pl.col("seq")},
+            always,
+            [_latest("tier", "tier_seq"), pl.col("tier_seq").max()],
+            pl.col("tier_seq").is_not_null(),
+        ),
+        "forgets": (
+            {"forget_mode": pl.col("mode"), "forget_seq": pl.col("seq"),
+             "erased": pl.col("mode").is_in(list(ERASING))},
+            always,
+            [_latest("forget_mode", "forget_seq"), pl.col("forget_seq").max(),
+             pl.col("erased").any()],
+            pl.col("forget_seq").is_not_null(),
+        ),
+        "journal": (
+            {"named": pl.lit(True),
+             "forget_named": pl.col("action").is_in(list(FORGET_ACTIONS))},
+            always,
+            [pl.col("named").any(), pl.col("forget_named").any()],
+            pl.col("named").fill_null(False) | pl.col("forget_named").fill_null(False),
+        ),
+        "relations": (
+            {"superseded": pl.lit(True)},
+            pl.col("kind") == "supersedes",
+            [pl.col("superseded").any()],
+            pl.col("superseded").fill_null(False),
+        ),
+        "reviews": (
+            {"review_verdict": pl.col("verdict"), "review_seq": pl.col("seq")},
+            always,
+            [_latest("review_verdict", "review_seq"), pl.col("review_seq").max()],
+            pl.col("review_seq").is_not_null(),
+        ),
+        "pins": (
+            {"pinned": pl.col("pinned"), "pin_seq": pl.col("seq")},
+            always,
+            [_latest("pinned", "pin_seq"), pl.col("pin_seq").max()],
+            pl.col("pin_seq").is_not_null(),
+        ),
+    }
+
+
+_KEY_COLUMN = {"capsules": "id", "journal": "subject", "relations": "to_id"}
+
+
+def _partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Rows of source ``name`` -> narrow partials (``num`` + that source's columns)."""
+    columns, keep, _terms, _has = _groups()[name]
+    num = _num(_KEY_COLUMN.get(name, "capsule_id")).alias(KEY)
+    return (frame.filter(keep).select(
+        num, *[expr.cast(STATE_SCHEMA[c]).alias(c) for c, expr in columns.items()])
+        .filter(pl.col(KEY).is_not_null()))
+
+
+def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
+    """``capsules`` rows (with ``thread``, ``headline``, ``guarded``) -> partials carrying
+    the capsule's own columns (``bracket``: the source is ``memory_session_finish``;
+    ``external``: the authority class is ``externally-imported``)."""
+    return _partials("capsules", capsules)
+
+
+def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
+               existing: pl.LazyFrame | pl.DataFrame | None = None, *,
+               engine: str = "in-memory") -> pl.DataFrame:
+    """THE fold of the digest state: canonical rows (and stored rows) -> state rows.
+
+    The rebuild calls it with every row of the source tables; the cycle and a warm digest
+    with the rows above the watermark and the stored rows of the numbers they touch. Each
+    source fills its own group of columns; a group folds its partials (and the stored
+    rows' values of those columns) with its exact terms, and the groups are joined by
+    capsule number.
+
+    Args:
+        sources: table name -> its rows (``capsules`` rows carry ``content``, or the
+            ``thread``, ``headline`` and ``guarded`` read from it); missing tables are
+            empty.
+        existing: stored state rows to fold with them, or None.
+        engine: the Polars engine.
+
+    Returns:
+        State rows (``STATE_SCHEMA``), one per capsule number named, sorted by number.
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> caps = pl.DataFrame({"seq": [1], "id": ["cap-1"], "created_at": [t],
+        ...     "project_id": ["p"], "source": ["note"], "valid_to": [None],
+        ...     "authority_class": ["user-stated"], "instruction_taint": [False],
+        ...     "content": ["ACTIVE(x): go"]},
+        ...     schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
+        >>> recalls = pl.DataFrame({"seq": [2, 3], "at": [t, t], "capsule_id": ["cap-1"] * 2,
+        ...                         "count": [1, 2]})
+        >>> fold_state({"capsules": caps, "recalls": recalls}).select(
+        ...     "num", "thread", "recall_count").rows()
+        [(1, 'x', 3)]
+    """
+    groups = _groups()
+    stored = existing.lazy() if existing is not None else None
+    folded: list[pl.LazyFrame] = []
+    for name, (columns, _keep, terms, has) in groups.items():
+        pieces = []
+        frame = sources.get(name)
+        if frame is not None:
+            frame = frame.lazy()
+            if name == "capsules":
+                frame = _derived_columns(frame)
+            pieces.append(_partials(name, frame))
+        if stored is not None:
+            pieces.append(stored.filter(has).select(KEY, *columns))
+        if not pieces:
+            continue
+        rows = pl.concat(pieces, how="vertical") if len(pieces) > 1 else pieces[0]
+        if name == "capsules" and len(pieces) == 1:
+            folded.append(rows)  # one row per capsule already
+        else:
+            folded.append(rows.group_by(KEY).agg(terms))
+    if not folded:
+        return pl.DataFrame(schema=STATE_SCHEMA)
+    # one group at a time: the peak is the largest group's, not their sum
+    collected = []
+    for group in folded:
+        frame = group.collect(engine=engine)  # type: ignore[call-overload]
+        collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
+        del frame
+    out = _join_groups(collected)
+    # an erased capsule's content is gone: what was read from it reads as from no content
+    # (as a rebuild, which reads the erased content, finds it)
+    erased = pl.col("erased")
+    return out.with_columns(
+        pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
+        .alias("thread"),
+        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit("")).otherwise(
+            pl.col("headline")).alias("headline"),
+        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
+            pl.col("guarded")).alias("guarded"),
+    )
+
+
+def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
+    """Join folded column groups by capsule number (a full join), in place of joins that
+    would copy the wide frame once per group: every group is aligned to the sorted union
+    of numbers (a group that already is, like the capsules' own, is taken as it is) and
+    the aligned columns are stacked side by side; each group is let go once aligned."""
+    nums = (pl.concat([g.select(KEY) for g in groups]).unique().sort(KEY)
+            if len(groups) > 1 else groups[0].select(KEY).sort(KEY))
+    numbers = nums.get_column(KEY)
+    columns: dict[str, pl.Series] = {KEY: numbers}
+    while groups:
+        group = groups.pop(0)
+        if group.height == numbers.len() and group.get_column(KEY).equals(numbers):
+            aligned = group
+        else:
+            aligned = nums.join(group, on=KEY, how="left", maintain_order="left")
+        del group
+        for name in aligned.columns:
+            if name != KEY:
+                columns[name] = aligned.get_column(name)
+        del aligned
+    height = nums.height
+    out = []
+    for name, dtype in STATE_SCHEMA.items():
+        if name in columns:
+            series = columns.pop(name)
+            if series.dtype != dtype:
+                series = series.cast(dtype)
+            if name in _DEFAULTS and series.null_count():
+                series = series.fill_null(_DEFAULTS[name])
+        else:
+            series = pl.Series(name, [_DEFAULTS.get(name)], dtype=dtype).extend_constant(
+                _DEFAULTS.get(name), height - 1) if height else pl.Series(name, [], dtype=dtype)
+        out.append(series.alias(name))
+    return pl.DataFrame(out)
+
+
+def state_hash(rows: pl.DataFrame) -> str:
+    """A hash of state rows (order-independent: rows are sorted by number first).
+
+    Examples:
+        >>> state_hash(pl.DataFrame(schema=STATE_SCHEMA)) == state_hash(
+        ...     pl.DataFrame(schema=STATE_SCHEMA))
+        True
+    """
+    from memframe.text import sha256_hex
+
+    ordered = rows.select(list(STATE_SCHEMA)).sort(KEY)
+    line = pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in STATE_SCHEMA],
+                         separator="\x1f")
+    lines = ordered.select(line.alias("l")).to_series()
+    return sha256_hex(pl.Series([lines.str.join("\n").item() if len(lines) else ""])).item()
+
+
+# -- checks (rows the digest fails closed on are never folded) -----------------------------
+
+def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
+    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None.
+
+    Mirrors the digest's fail-closed row checks for the tables the state folds.
+
+    Examples:
+        >>> import polars as pl
+        >>> check_rows("journal", pl.DataFrame({"seq": [4], "at": [None], "audit_seq": [1]}))
+        'journal row at seq 4 has no valid time'
+    """
+    if name == "capsules":
+        bad = (pl.col("id").is_null() | capsule_number_expr(pl.col("id")).is_null()
+               | pl.col("project_id").is_null() | pl.col("created_at").is_null()
+               | pl.col("seq").is_null() | pl.col("instruction_taint").is_null())
+        what = "corrupt capsule row at seq {}"
+    elif name == "journal":
+        bad = pl.col("at").is_null() | pl.col("audit_seq").is_null()
+        what = "journal row at seq {} has no valid time"
+    else:
+        return None
+    found = frame.lazy().filter(bad).select("seq").head(1).collect(engine="streaming")
+    return what.format(found["seq"][0]) if found.height else None
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+def watermark_of(view: StoreView) -> int | None:
+    mark = view.watermarks.get(WATERMARK)
+    return int(mark) if mark is not None else None
+
+
+def _columns(name: str) -> list[str | pl.Expr]:
+    if name == "capsules":
+        return [*(c for c in SOURCES["capsules"]),
+                pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
+                headline_expr(pl.col("content")).alias("headline"),
+                _guarded().alias("guarded")]
+    return list(SOURCES[name])
+
+
+def _derived_columns(capsules: pl.LazyFrame) -> pl.LazyFrame:
+    """Capsule rows with ``thread``, ``headline`` and ``guarded`` (taken from ``content``
+    when the rows carry it rather than the values read with them)."""
+    have = capsules.collect_schema().names()
+    derived = {"thread": pl.col("content").str.extract(THREAD_PATTERN, 1),
+               "headline": headline_expr(pl.col("content")), "guarded": _guarded()}
+    missing = [expr.alias(name) for name, expr in derived.items() if name not in have]
+    if not missing:
+        return capsules
+    if "content" not in have:
+        raise ValueError("capsule rows need content, or thread, headline and guarded")
+    return capsules.with_columns(missing)
+
+
+def _guarded() -> pl.Expr:
+    """The quarantine guard of the archive planner (reference 4.15): tainted, externally
+    imported, and the taint scanner finds something in the content (scanned only for
+    the tainted imports). Content is erased only by a forget, after which the capsule is
+    never a candidate, so the value taken at ingest stays exact."""
+    from memframe.taint import has_finding
+
+    suspect = (pl.col("instruction_taint").fill_null(False)
+               & (pl.col("authority_class") == "externally-imported").fill_null(False))
+    # the scanner runs on the suspects' content only (everyone else's reads as empty)
+    return has_finding(pl.when(suspect).then(pl.col("content"))) & suspect
+
+
+def _parts_above(view: StoreView, name: str, mark: int) -> list[Part]:
+    return [p for p in view.snapshot.parts(name) if (p.seq_hi or 0) > mark]
+
+
+def read_above(view: StoreView, mark: int) -> tuple[dict[str, pl.DataFrame], int, int]:
+    """The rows of the six source tables with ``seq > mark``, the Parquet rows read, and
+    the highest ``seq`` among the parts read (``mark`` when none)."""
+    out: dict[str, pl.DataFrame] = {}
+    visited, top = 0, mark
+    for name in SOURCES:
+        parts = _parts_above(view, name, mark)
+        if not parts:
+            continue
+        visited += sum(p.rows for p in parts)
+        top = max(top, *(p.seq_hi or 0 for p in parts))
+        frame = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+        out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
+    return out, visited, top
+
+
+def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
+    """Every row of the six source tables (lazily), the rows they hold and the top seq."""
+    out: dict[str, pl.LazyFrame] = {}
+    visited, top = 0, 0
+    for name in SOURCES:
+        parts = list(view.snapshot.parts(name))
+        if not parts:
+            continue
+        visited += sum(p.rows for p in parts)
+        top = max(top, *(p.seq_hi or 0 for p in parts))
+        out[name] = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+    return out, visited, top
+
+
+def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
+    nums: list[pl.Series] = []
+    for name, frame in delta.items():
+        column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
+            name, "capsule_id")
+        if name == "relations":
+            frame = frame.filter(pl.col("kind") == "supersedes")
+        nums.append(frame.select(capsule_number_expr(pl.col(column)).alias(KEY))
+                    .get_column(KEY).drop_nulls())
+    if not nums:
+        return []
+    return pl.concat(nums).unique().sort().to_list()
+
+
+def _stored_levels(view: StoreView) -> list[int]:
+    return levels.levels(view.snapshot, NAME)
+
+
+def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFrame]]:
+    """The exact state at ``view``: stored rows plus the rows above the watermark.
+
+    Returns:
+        The state rows (one per capsule number, in no particular order), the Parquet rows
+        read, and the rows read above the watermark (table -> rows, for the digest's
+        fail-closed checks; lazily every source row when there is no state yet).
+    """
+    mark = watermark_of(view)
+    if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
+        sources, visited, _top = scan_all(view)
+        return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
+    stored, visited = levels.read_all(view, NAME, STATE_SCHEMA, KEY)
+    delta, n, _top = read_above(view, mark)
+    visited += n
+    touched = _touched(delta)
+    if not stored.width:
+        stored = pl.DataFrame(schema=STATE_SCHEMA)
+    if not touched:
+        return stored, visited, delta
+    wanted = pl.Series(touched, dtype=pl.Int64).implode()
+    merged = fold_state(delta, stored.filter(pl.col(KEY).is_in(wanted)))
+    rest = stored.filter(~pl.col(KEY).is_in(wanted))
+    return pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical"), visited, delta
+
+
+def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """State rows -> the digest's capsule state (`memframe.state.capsule_state`'s columns
+    that the digest reads, plus ``staged``, ``pinned`` and the journal coverage flags),
+    for the capsules that have a row, in ``seq`` order.
+
+    ``source``/``authority_class`` are given back as the only values the digest compares
+    them with (``memory_session_finish`` / ``externally-imported``), null otherwise.
+    """
+    return (
+        state.lazy().filter(pl.col("seq").is_not_null())
+        .select(state_columns())
+        .sort("seq")
+        .collect(engine="in-memory")
+    )
+
+
+def state_columns() -> list[pl.Expr]:
+    """The expressions of `state_frame` (state row -> digest capsule-state row)."""
+    superseded = pl.col("superseded").fill_null(False)
+    return [
+        # ids are ``cap-<num>`` (a capsule row whose id is not is never folded)
+        pl.col("seq"), pl.format("cap-{}", pl.col(KEY)).alias("id"), pl.col("created_at"),
+        pl.col("project_id"),
+        pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
+        .cast(pl.String).alias("source"),
+        pl.col("valid_to"),
+        pl.when(pl.col("external")).then(pl.lit("externally-imported"))
+        .otherwise(pl.lit(None)).cast(pl.String).alias("authority_class"),
+        pl.col("instruction_taint"),
+        pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
+        .cast(pl.String).alias("thread"),
+        pl.when(pl.col("erased")).then(pl.lit("")).otherwise(pl.col("headline"))
+        .cast(pl.String).alias("headline"),
+        superseded.alias("superseded"),
+        pl.col("forget_mode"),
+        pl.col("recall_count").fill_null(0),
+        pl.col("last_recalled_at"),
+        pl.col("kind"),
+        pl.col("scope"),
+        pl.col("tier").fill_null("active"),
+        pl.when(pl.col("forget_mode").is_not_null()).then(pl.lit("tombstoned"))
+        .when(superseded).then(pl.lit("superseded"))
+        .otherwise(pl.lit("live")).alias("status"),
+        pl.col("named"),
+        pl.col("forget_named"),
+        (pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified"))
+        .alias("staged"),
+        pl.col("pinned").fill_null(False).alias("pinned"),
+    ]
+
+
+# -- the job ----------------------------------------------------------------------------------
+
+def _check_all(delta: Mapping[str, pl.DataFrame]) -> str | None:
+    for name, frame in delta.items():
+        problem = check_rows(name, frame)
+        if problem:
+            return problem
+    return None
+
+
+def _report(visited: int, folded: int, written: int) -> dict[str, int]:
+    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
+
+
+def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
+    """Fold the rows written since the watermark into the state (staged on ``commit``).
+
+    Reads only the parts committed above the watermark and the stored rows of the
+    capsule numbers they touch; nothing new reads and writes nothing. The first cycle of
+    a store without state builds it from scratch (`stage_rebuild`).
+    """
+    mark = watermark_of(view)
+    if mark is None:
+        if not any(view.snapshot.parts(name) for name in SOURCES):
+            return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
+        return stage_rebuild(commit, view)
+    delta, visited, top = read_above(view, mark)
+    if top <= mark:
+        return _report(0, 0, 0)
+    if _check_all(delta):  # the digest fails closed on these rows: never fold them
+        return _report(visited, 0, 0)
+    folded_in = sum(f.height for f in delta.values())
+    touched = _touched(delta)
+    written = 0
+    if touched:
+        existing, n, level0 = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched,
+                                               full_level0=True)
+        visited += n
+        if not existing.width:
+            existing = pl.DataFrame(schema=STATE_SCHEMA)
+        merged = fold_state(delta, existing if existing.height else None)
+        if existing.height:
+            changed = merged.join(existing.select(list(STATE_SCHEMA)), on=list(STATE_SCHEMA),
+                                  how="anti", nulls_equal=True)
+        else:
+            changed = merged
+        if changed.height:
+            visited += levels.stage_merge(commit, view, NAME, STATE_SCHEMA, KEY, changed,
+                                          level0, row_group_rows=ROW_GROUP_ROWS)
+            written = changed.height
+            old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
+            visited += _stage_derived(commit, view, changed, old)
+    commit.set_watermark(WATERMARK, top)
+    return _report(visited, folded_in, written)
+
+
+def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
+                   old: pl.DataFrame) -> int:
+    """Stage the subset rows and the aggregates for state rows that changed (``old``:
+    their stored rows, absent for new numbers). Returns the Parquet rows read."""
+    stored, visited = _read_aggregates(view)
+    sub = _subset_rows(changed, old)
+    if sub.height:
+        _rows, n, level0 = levels.read_keys(view, SUBSET, SUBSET_SCHEMA, KEY, [],
+                                            full_level0=True)
+        visited += n
+        visited += levels.stage_merge(commit, view, SUBSET, SUBSET_SCHEMA, KEY, sub, level0,
+                                      row_group_rows=ROW_GROUP_ROWS)
+    aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
+    commit.write_derived(AGG_TABLE, aggregates, replace=True)
+    return visited
+
+
+def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
+    """The whole state from every source row, replacing what is stored (one commit)."""
+    sources, visited, top = scan_all(view)
+    for name, frame in sources.items():
+        if check_rows(name, frame):  # never fold what the digest fails closed on
+            return _report(visited, 0, 0)
+    rows = fold_state(sources, engine="streaming")
+    levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
+    levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
+                         row_group_rows=ROW_GROUP_ROWS)
+    commit.write_derived(AGG_TABLE, aggregates_of(rows), replace=True)
+    commit.set_watermark(WATERMARK, top)
+    return _report(visited, visited, rows.height)
+
+
+def state_door(view: StoreView) -> Any:
+    """The digest state's door: the exact state rows at ``view`` as a `Page`.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
+        >>> state_door(store.pinned()).rows.select("num", "thread", "named").rows()
+        [(1, 't', True)]
+    """
+    from memframe.projections.doors import Page
+
+    state, visited, _delta = read_state(view)
+    return Page(rows=state, rows_visited=visited, hash=state_hash(state))
+
+
+# -- the aggregates and the subset: what lets a warm digest skip the bulk of the rows -------
+#
+# Beside the state rows, the job keeps two things derived from them, under the same
+# watermark and in the same generation:
+#
+# * **aggregates** (``projections/digest_aggregates``): per project, how many capsules are
+#   in the digest's population (``count``), how many of those are not superseded
+#   (``live``) and how many were recalled (``recalled``); store-wide, the effective-tier
+#   counts of the non-tombstoned capsules (``tier``), the journal coverage misses
+#   (``oob``), and the archive candidates keyed by the instant at which each becomes one
+#   (``archive``: a later "now" is answered by summing the instants at or before it).
+#   Each capsule *contributes* rows to them; a change is applied by subtracting the old
+#   row's contribution and adding the new one's, so the sums stay exact.
+# * **the subset** (``projections/digest_subset/L<k>``): the state rows of the capsules
+#   the handoff, mission, unanchored, pinned and open-effort sections can name (handoff
+#   markers, ACTIVE() threads, epics, tasks, pinned capsules); a capsule leaving it is
+#   written with ``member = false``.
+#
+# The ``newest`` and ``most_recalled`` lists are read from the state levels themselves,
+# row group by row group in the order of their statistics, until the top N are certain.
+
+AGG_TABLE = "projections/digest_aggregates"
+SUBSET = "digest_subset"
+AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
+                        "n": pl.Int64()})
+SUBSET_SCHEMA = pl.Schema({**STATE_SCHEMA, "member": pl.Boolean()})
+#: a superseded capsule this many whole days old with no recall is an archive candidate
+ARCHIVE_AFTER_DAYS = 180
+_TIERS = ("active", "archived", "quarantined")
+
+
+def _has_base() -> pl.Expr:
+    return pl.col("seq").is_not_null()
+
+
+def alive_expr() -> pl.Expr:
+    """Not tombstoned (and a capsule row exists)."""
+    return _has_base() & pl.col("forget_mode").is_null()
+
+
+def staged_expr() -> pl.Expr:
+    return pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified")
+
+
+def population_expr() -> pl.Expr:
+    """The digest's capsule population (reference 4.1): not tombstoned, not staged."""
+    return alive_expr() & ~staged_expr()
+
+
+def subset_expr() -> pl.Expr:
+    """Is a state row in the subset (see above)?"""
+    thread = pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
+    return _has_base() & (
+        pl.col("bracket").fill_null(False)
+        | thread.is_not_null()
+        | pl.col("kind").is_in(["epic", "task"]).fill_null(False)
+        | pl.col("pinned").fill_null(False)
+    )
+
+
+def _archive_instant() -> pl.Expr:
+    """When a superseded, active, unpinned, non-suspect capsule becomes an archive
+    candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
+    with no recall from ``created_at + 181 days`` (the earlier of the two)."""
+    expired = pl.col("valid_to") + pl.duration(nanoseconds=1, time_unit="ns")
+    stale = pl.when(pl.col("recall_count").fill_null(0) == 0).then(
+        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1, time_unit="ns"))
+    return pl.min_horizontal(expired.cast(TIMESTAMP), stale.cast(TIMESTAMP)).cast(TIMESTAMP)
+
+
+def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFrame:
+    """What state rows add to the aggregates (``sign=-1``: what removing them takes away).
+
+    Examples:
+        >>> import datetime as dt, polars as pl
+        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "project_id": ["p"],
+        ...     "created_at": [t], "superseded": [False], "named": [True]},
+        ...     schema_overrides={}).select(
+        ...     [pl.col(c) if c in ("num", "seq", "project_id", "created_at", "superseded",
+        ...      "named") else pl.lit(None).cast(d).alias(c) for c, d in STATE_SCHEMA.items()])
+        >>> contributions(rows).collect().sort("metric").select("metric", "key", "n").rows()
+        [('count', 'p', 1), ('live', 'p', 1), ('tier', 'active', 1)]
+    """
+    return pl.concat(_metric_pieces(rows.lazy(), sign), how="vertical")
+
+
+def _metric_pieces(frame: pl.LazyFrame, sign: int) -> list[pl.LazyFrame]:
+    alive, pop = alive_expr(), population_expr()
+    superseded = pl.col("superseded").fill_null(False)
+    tier = pl.col("tier").fill_null("active")
+    none = pl.lit(None, dtype=TIMESTAMP)
+
+    def metric(name: str, key: pl.Expr, when: pl.Expr, at: pl.Expr = none) -> pl.LazyFrame:
+        # a column rides along: a select of literals alone would not follow the filter
+        return (frame.filter(when.fill_null(False))
+                .select(pl.col(KEY), key.cast(pl.String).alias("key"),
+                        at.cast(TIMESTAMP).alias("at"))
+                .group_by("key", "at").agg((pl.len().cast(pl.Int64) * sign).alias("n"))
+                .select(pl.lit(name).alias("metric"), "key", "at", "n"))
+
+    archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
+               & ~pl.col("guarded").fill_null(False))
+    return [
+        metric("count", pl.col("project_id"), pop),
+        metric("live", pl.col("project_id"), pop & ~superseded),
+        metric("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null()),
+        metric("tier", tier, alive),
+        metric("oob", pl.lit(""), _has_base() & (
+            (alive & ~pl.col("named").fill_null(False))
+            | (~alive & ~pl.col("forget_named").fill_null(False)))),
+        metric("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
+               _archive_instant()),
+    ]
+
+
+def aggregates_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """The aggregates of state rows, one metric at a time (bounded memory)."""
+    pieces = [piece.collect(engine="streaming")
+              for piece in _metric_pieces(rows.lazy(), 1)]
+    return merge_aggregates(*pieces)
+
+
+def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """Sum aggregate rows by (metric, key, at); rows summing to zero are dropped."""
+    lazy = [f.lazy() for f in frames]
+    if not lazy:
+        return pl.DataFrame(schema=AGG_SCHEMA)
+    return (pl.concat(lazy, how="vertical").group_by("metric", "key", "at")
+            .agg(pl.col("n").sum()).filter(pl.col("n") != 0)
+            .sort("metric", "key", "at", nulls_last=False)
+            .select(list(AGG_SCHEMA)).collect(engine="in-memory"))
+
+
+def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
+    if not view.snapshot.parts(AGG_TABLE):
+        return pl.DataFrame(schema=AGG_SCHEMA), 0
+    return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
+            view.row_count(AGG_TABLE))
+
+
+def _subset_rows(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:
+    """Subset rows to write for changed state rows: members, and former members leaving."""
+    now_in = rows.with_columns(subset_expr().alias("member"))
+    if old is not None and old.height:
+        was = old.filter(subset_expr()).select(KEY)
+        now_in = now_in.filter(pl.col("member") | pl.col(KEY).is_in(was[KEY].implode()))
+    else:
+        now_in = now_in.filter(pl.col("member"))
+    return now_in.select(list(SUBSET_SCHEMA))
+
+
+@dataclasses.dataclass
+class WarmState:
+    """What a warm digest reads instead of every state row (see the section above).
+
+    Attributes:
+        view: the pinned generation.
+        aggregates: aggregate rows whose sums, per (metric, key, at), are the aggregates at
+            ``view`` (the stored rows and the changes of the rows above the watermark, not
+            summed: readers sum what they select).
+        subset: the subset's state rows at ``view`` (members only).
+        touched: capsule numbers whose stored rows are stale (rows above the watermark).
+        merged: their current state rows.
+        rows_visited: Parquet rows read so far (the top-N readers add theirs).
+        in_memory: ``merged`` holds every state row (folded now, nothing stored is read).
+    """
+
+    view: Any
+    aggregates: pl.DataFrame
+    subset: pl.DataFrame
+    touched: pl.Series
+    merged: pl.DataFrame
+    rows_visited: int
+    in_memory: bool = False
+
+    def top_rows(self, keep: pl.Expr, n: int, order: str, total: int | None = None
+                 ) -> pl.DataFrame:
+        """The first ``n`` state rows satisfying ``keep``, ``order`` being ``"newest"``
+        (seq descending) or ``"recalled"`` (recall count desc, last recall desc, seq asc).
+
+        Row groups of the state levels are read in the order of their statistics (the
+        largest ``seq``, or the largest ``recall_count``, first) until no unread group can
+        hold a row that would rank among the first ``n``, or until all ``total`` rows
+        satisfying ``keep`` (when the caller knows how many there are) have been found.
+        """
+        if n <= 0:
+            return self.merged.clear()
+        if self.in_memory:
+            return _first(self.merged, n, order, keep)
+        column = "seq" if order == "newest" else "recall_count"
+        groups = []
+        for k in levels.levels(self.view.snapshot, NAME):
+            for part in self.view.snapshot.parts(levels.level_table(NAME, k)):
+                _meta, _mins, maxs, counts = tables.row_group_ranges(
+                    self.view.path / part.path, column)
+                for g, hi in enumerate(maxs):
+                    groups.append((hi, k, part, g, counts[g]))
+        # a group without statistics could hold anything: read it first
+        groups.sort(key=lambda x: (x[0] is not None, -(x[0] or 0)))
+        read: list[pl.DataFrame] = []
+        stale = self.touched.implode()
+        pool0 = self.merged.with_columns(pl.lit(-1, dtype=pl.Int64).alias("_level"))
+        i = 0
+        while True:
+            exhausted = i >= len(groups)
+            # the current row of each number read (the lowest level wins), then the filter
+            rows = pl.concat([pool0, *read], how="vertical") if read else pool0
+            if read:
+                rows = rows.sort("_level").unique(KEY, keep="first", maintain_order=True)
+            rows = rows.filter(keep)
+            if total is not None and rows.height >= total:
+                exhausted = True  # every row that qualifies is at hand
+            final = rows if exhausted else rows.filter(pl.col(column) > groups[i][0])
+            if exhausted or final.height >= n:
+                return _first(final.drop("_level"), n, order)
+            batch = groups[i:i + 4]
+            i += len(batch)
+            for _hi, k, part, g, count in batch:
+                self.rows_visited += count
+                frame = tables.read_row_groups(self.view.path, part, [g], STATE_SCHEMA)
+                frame = frame.filter(~pl.col(KEY).is_in(stale))
+                read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
+
+
+def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
+           ) -> pl.DataFrame:
+    """The first ``n`` rows (satisfying ``keep``) in ``order`` (every key is total: seq
+    is unique). Only the ordering columns of the candidates are sorted; the rows
+    themselves are gathered at the end."""
+    by = ["seq"] if order == "newest" else ["recall_count", "last_recalled_at", "seq"]
+    descending = [True] if order == "newest" else [True, True, False]
+    keys = rows.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
+                       (keep if keep is not None else pl.lit(True)).alias("_keep"))
+    top = (keys.filter(pl.col("_keep"))
+           .top_k(n, by=by, reverse=[not d for d in descending])
+           .sort(by, descending=descending))
+    return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
+
+
+def fold_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.LazyFrame]]:
+    """A `WarmState` folded now from every source row at ``view``, trusting nothing
+    stored (the cold digest): the state is folded in narrow column groups by the
+    streaming engine, then reduced to the aggregates and the subset. Also returns the
+    source rows (lazily) for the digest's fail-closed checks."""
+    sources, visited, _top = scan_all(view)
+    state = fold_state(sources, engine="streaming")
+    aggregates = aggregates_of(state)
+    subset = state.filter(subset_expr())
+    return (WarmState(view, aggregates, subset, pl.Series(KEY, [], dtype=pl.Int64), state,
+                      visited, in_memory=True), sources)
+
+
+def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
+    """The aggregates and the subset at ``view`` (and the rows read above the watermark,
+    for the digest's fail-closed checks), or None when the job never recorded them (the
+    digest then reads every state row)."""
+    mark = watermark_of(view)
+    if mark is None or not view.snapshot.parts(AGG_TABLE):
+        return None
+    delta, visited, _top = read_above(view, mark)
+    touched = _touched(delta)
+    old, n, _ = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched) if touched else (
+        pl.DataFrame(schema=STATE_SCHEMA), 0, None)
+    visited += n
+    if not old.width:
+        old = pl.DataFrame(schema=STATE_SCHEMA)
+    merged = fold_state(delta, old if old.height else None) if delta else \
+        pl.DataFrame(schema=STATE_SCHEMA)
+    stored, n = _read_aggregates(view)
+    visited += n
+    # the stored aggregates and the changes, unsummed: a reader sums what it selects
+    aggregates = pl.concat([stored, contributions(merged).collect(),
+                            contributions(old, -1).collect()], how="vertical")
+    subset, n = levels.read_all(view, SUBSET, SUBSET_SCHEMA, KEY)
+    visited += n
+    if not subset.width:
+        subset = pl.DataFrame(schema=SUBSET_SCHEMA)
+    wanted = pl.Series(touched, dtype=pl.Int64)
+    subset = pl.concat([
+        subset.filter(pl.col("member") & ~pl.col(KEY).is_in(wanted.implode()))
+        .select(list(STATE_SCHEMA)),
+        merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
+    ], how="vertical")
+    warm = WarmState(view, aggregates, subset, wanted, merged.select(list(STATE_SCHEMA)),
+                     visited)
+    return warm, delta

@@ -1,0 +1,139 @@
+"""The digest state's laws (spec 000 applied to the digest): one fold for the cycle and the
+rebuild door, rebuild == incremental to the hash (state rows, subset, aggregates), the state
+read at any generation equals the fold of every row at that generation, and a virgin store
+answers zero."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memframe as mf
+from memframe.projections import digest_state as ds
+from memframe.projections import levels
+from memframe.projections.registry import DOORS, FOLDS
+from tests.conftest import TickingClock
+from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
+
+
+def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """State rows, subset members and aggregates as stored at ``view``."""
+    rows, _ = levels.read_all(view, ds.NAME, ds.STATE_SCHEMA, ds.KEY)
+    sub, _ = levels.read_all(view, ds.SUBSET, ds.SUBSET_SCHEMA, ds.KEY)
+    sub = sub.filter(pl.col("member")).select(list(ds.STATE_SCHEMA)) if sub.width else \
+        pl.DataFrame(schema=ds.STATE_SCHEMA)
+    agg = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
+    return rows, sub, agg
+
+
+def _from_scratch(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The same three, folded from every canonical row at ``view``."""
+    sources = {name: view.table(name) for name in ds.SOURCES}
+    rows = ds.fold_state(sources)
+    return rows, rows.filter(ds.subset_expr()), ds.merge_aggregates(ds.contributions(rows))
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str]) -> bool:
+    return a.sort(key, nulls_last=True).equals(b.sort(key, nulls_last=True))
+
+
+def test_the_registry_names_the_digest_fold_and_door():
+    assert FOLDS["digest"] is ds.fold_state and DOORS["digest"] is ds.state_door
+
+
+def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold():
+    @settings(max_examples=LAW_EXAMPLES + 5, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(steps=st.lists(step, min_size=1, max_size=16))
+    def law(steps):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
+            _play(store, steps)
+            # merge-on-read: the state at this generation (job run at random points or
+            # never) is the fold of every row
+            view = store.pinned()
+            state, _, _ = ds.read_state(view)
+            scratch = _from_scratch(view)
+            assert ds.state_hash(state) == ds.state_hash(scratch[0])
+            store.memory.run_cycle()
+            incremental = _stored(store.pinned())
+            store.memory.rebuild_projections()
+            rebuilt = _stored(store.pinned())
+            scratch = _from_scratch(store.pinned())
+            if scratch[0].height == 0:
+                return  # nothing to fold: nothing stored either way
+            for got, want, rebuild in zip(incremental, scratch, rebuilt, strict=True):
+                key = ["metric", "key", "at"] if "metric" in want.columns else ["num"]
+                assert _same(got, want, key) and _same(rebuild, want, key)
+            assert ds.state_hash(incremental[0]) == ds.state_hash(rebuilt[0])
+
+    law()
+
+
+def test_a_virgin_store_answers_zero(tmp_path):
+    store = mf.Store.create(tmp_path / "s")
+    page = ds.state_door(store.pinned())
+    assert page.rows.height == 0 and page.rows_visited == 0
+    report = store.memory.run_cycle()
+    assert report.generation is None and store.generation == 0
+    assert report.projections["digest_capsules"] == {"rows_visited": 0, "rows_folded": 0,
+                                                     "rows_written": 0}
+
+
+def test_the_state_door_answers_the_current_rows_without_the_job(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    a, b = store.ingest([{"content": "ACTIVE(t): one", "source": "s", "anchor": "a"},
+                         {"content": "two\nlines", "source": "memory_session_finish",
+                          "anchor": "a", "project_id": "p"}])
+    store.memory.run_cycle()
+    store.relate(b, a, "supersedes")
+    store.record_recall([a, a])
+    store.pin(b)
+    rows = ds.state_door(store.pinned()).rows.sort("num")
+    assert rows.select("num", "thread", "headline", "bracket", "superseded", "recall_count",
+                       "pinned").rows() == [
+        (1, "t", "ACTIVE(t): one", False, True, 2, None),
+        (2, None, "two…", True, False, 0, True),
+    ]
+
+
+def test_rows_the_digest_fails_closed_on_are_never_folded(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    store.ingest({"content": "fine", "source": "s", "anchor": "a"})
+    store.memory.run_cycle()
+    before = store.pinned().watermarks[ds.WATERMARK]
+    # a journal row without a time: the digest fails closed on it, the job leaves it be
+    bad = pl.DataFrame({"seq": [99], "audit_seq": [99], "at": [None], "action": ["x"],
+                        "subject": ["cap-1"]}, schema_overrides={"at": pl.Datetime("ns", "UTC")})
+    assert ds.check_rows("journal", bad) == "journal row at seq 99 has no valid time"
+    assert ds.check_rows("capsules", pl.DataFrame(
+        {"seq": [5], "id": ["cap-5"], "project_id": [None], "created_at": [None],
+         "instruction_taint": [False]})) == "corrupt capsule row at seq 5"
+    assert store.pinned().watermarks[ds.WATERMARK] == before
+
+
+def test_a_warm_digest_reads_what_changed_not_every_capsule(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a",
+                   "project_id": f"p{i % 3}"} for i in range(3_000)])
+    store.memory.run_cycle()
+    store.ingest([{"content": f"new {i}", "source": "s", "anchor": "a", "project_id": "p1"}
+                  for i in range(10)])
+    view = store.pinned()
+    warm, cold = mf.digest(view), mf.digest(view, verify="full")
+    assert warm.to_json() == cold.to_json()
+    # the 10 new capsule rows and their 10 journal rows (read by the state's merge and
+    # again by the chain check), the aggregates, the checkpoint's rows and the small
+    # tables; no stored state row (the newest are the new ones, and the aggregates say no
+    # capsule was ever recalled)
+    small = sum(view.row_count(t) for t in ("projections/digest_aggregates",
+                                            "projections/digest/journal"))
+    assert warm.rows_visited == 10 + 10 + 10 + small
+    assert cold.rows_visited > 3 * 3_000
+    fenced = mf.digest(view, project_prefix="p1", headlines=3)
+    assert fenced.to_json() == mf.digest(view, project_prefix="p1", headlines=3,
+                                         verify="full").to_json()
