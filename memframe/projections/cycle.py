@@ -9,7 +9,7 @@
   in one commit. It is a door, never run on a timer.
 
 Both run inside ``Store._commit``: on a lost race the function is run again against the
-newer generation, so each is a pure function of the commit's snapshot.
+newer generation, so each is a pure function of the generation the commit is pinned to.
 """
 
 from __future__ import annotations
@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe import schema as S
 from memframe.projections import digest_state, forgotten, journal, levels
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
-from memframe.store import StoreView, tables
+from memframe.store import StoreView
 
 if TYPE_CHECKING:
-    from memframe.store import Store
+    from memframe.store import Partition, Store
     from memframe.store.capture import Commit
-    from memframe.store.log import Part
 
 __all__ = ["CycleReport", "WATERMARK", "run_cycle", "rebuild"]
 
@@ -75,8 +73,9 @@ def _view_of(store: Store, commit: Commit) -> StoreView:
     return commit.view
 
 
-def _read_parts(view: StoreView, table: str, parts: list[Part], columns: list[str]) -> pl.DataFrame:
-    return tables.read(view.path, parts, S.table_schema(table), columns)
+def _read_parts(view: StoreView, table: str, parts: list[Partition], columns: list[str]
+                ) -> pl.DataFrame:
+    return view.read_partitions(table, parts, columns)
 
 
 def _validated(rows: pl.DataFrame) -> pl.DataFrame:
@@ -90,7 +89,7 @@ def watermark_of(view: StoreView) -> int:
 
 def _combine(commit: Commit, mark: int, parts: dict[str, dict[str, int]]) -> CycleReport:
     visited = sum(p["rows_visited"] for p in parts.values())
-    generation = None if commit.empty else commit.snapshot.generation + 1
+    generation = None if commit.empty else commit.generation + 1
     return CycleReport(visited, parts["session"]["rows_folded"],
                        parts["session"]["rows_written"], mark, generation, parts)
 
@@ -119,10 +118,9 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
 
 def _session_cycle(view: StoreView, commit: Commit
                    ) -> tuple[dict[str, int], int, pl.DataFrame | None]:
-    snap = commit.snapshot
     mark = watermark_of(view)
-    cap_parts = [p for p in snap.parts("capsules") if (p.seq_hi or 0) > mark]
-    sum_parts = [p for p in snap.parts("summaries") if (p.seq_hi or 0) > mark]
+    cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
+    sum_parts = [p for p in view.partitions("summaries") if (p.seq_hi or 0) > mark]
     if not cap_parts and not sum_parts:
         return _part(0, 0, 0), mark, None
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
@@ -168,13 +166,12 @@ def run_cycle(store: Store) -> CycleReport:
 
 def _rebuild(store: Store, commit: Commit) -> CycleReport:
     view = _view_of(store, commit)
-    snap = commit.snapshot
-    cap_parts = list(snap.parts("capsules"))
-    sum_parts = list(snap.parts("summaries"))
+    cap_parts = list(view.partitions("capsules"))
+    sum_parts = list(view.partitions("summaries"))
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
-    caps = tables.scan(view.path, cap_parts, S.table_schema("capsules")).select(
+    caps = view.scan_partitions("capsules", cap_parts).select(
         _CAPSULE_COLUMNS)
-    sums = tables.scan(view.path, sum_parts, S.table_schema("summaries")).select(
+    sums = view.scan_partitions("summaries", sum_parts).select(
         _SUMMARY_COLUMNS)
     rows = fold_sessions(caps, sums, engine="streaming")
     folded_in = int(rows["memory_count"].sum() or 0) + sum(p.rows for p in sum_parts)

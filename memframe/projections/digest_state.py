@@ -46,17 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe import schema as S
 from memframe.ids import capsule_number_expr
 from memframe.projections import levels
 from memframe.schema import TIMESTAMP
-from memframe.store import tables
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
-    from memframe.store import StoreView
+    from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
-    from memframe.store.log import Part
 
 __all__ = [
     "NAME",
@@ -448,8 +445,8 @@ def _guarded() -> pl.Expr:
     return has_finding(pl.when(suspect).then(pl.col("content"))) & suspect
 
 
-def _parts_above(view: StoreView, name: str, mark: int) -> list[Part]:
-    return [p for p in view.snapshot.parts(name) if (p.seq_hi or 0) > mark]
+def _parts_above(view: StoreView, name: str, mark: int) -> list[Partition]:
+    return [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
 
 
 def read_above(view: StoreView, mark: int) -> tuple[dict[str, pl.DataFrame], int, int]:
@@ -463,7 +460,7 @@ def read_above(view: StoreView, mark: int) -> tuple[dict[str, pl.DataFrame], int
             continue
         visited += sum(p.rows for p in parts)
         top = max(top, *(p.seq_hi or 0 for p in parts))
-        frame = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+        frame = view.scan_partitions(name, parts).select(_columns(name))
         out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
     return out, visited, top
 
@@ -473,12 +470,12 @@ def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
     out: dict[str, pl.LazyFrame] = {}
     visited, top = 0, 0
     for name in SOURCES:
-        parts = list(view.snapshot.parts(name))
+        parts = list(view.partitions(name))
         if not parts:
             continue
         visited += sum(p.rows for p in parts)
         top = max(top, *(p.seq_hi or 0 for p in parts))
-        out[name] = tables.scan(view.path, parts, S.table_schema(name)).select(_columns(name))
+        out[name] = view.scan_partitions(name, parts).select(_columns(name))
     return out, visited, top
 
 
@@ -497,7 +494,7 @@ def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
 
 
 def _stored_levels(view: StoreView) -> list[int]:
-    return levels.levels(view.snapshot, NAME)
+    return levels.levels(view, NAME)
 
 
 def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFrame]]:
@@ -600,7 +597,7 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
     """
     mark = watermark_of(view)
     if mark is None:
-        if not any(view.snapshot.parts(name) for name in SOURCES):
+        if not any(view.partitions(name) for name in SOURCES):
             return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
         return stage_rebuild(commit, view)
     delta, visited, top = read_above(view, mark)
@@ -816,7 +813,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
-    if not view.snapshot.parts(AGG_TABLE):
+    if not view.partitions(AGG_TABLE):
         return pl.DataFrame(schema=AGG_SCHEMA), 0
     return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
             view.row_count(AGG_TABLE))
@@ -873,10 +870,9 @@ class WarmState:
             return _first(self.merged, n, order, keep)
         column = "seq" if order == "newest" else "recall_count"
         groups = []
-        for k in levels.levels(self.view.snapshot, NAME):
-            for part in self.view.snapshot.parts(levels.level_table(NAME, k)):
-                _meta, _mins, maxs, counts = tables.row_group_ranges(
-                    self.view.path / part.path, column)
+        for k in levels.levels(self.view, NAME):
+            for part in self.view.partitions(levels.level_table(NAME, k)):
+                _mins, maxs, counts = self.view.row_group_ranges(part, column)
                 for g, hi in enumerate(maxs):
                     groups.append((hi, k, part, g, counts[g]))
         # a group without statistics could hold anything: read it first
@@ -901,7 +897,7 @@ class WarmState:
             i += len(batch)
             for _hi, k, part, g, count in batch:
                 self.rows_visited += count
-                frame = tables.read_row_groups(self.view.path, part, [g], STATE_SCHEMA)
+                frame = self.view.read_row_groups(part, [g], STATE_SCHEMA)
                 frame = frame.filter(~pl.col(KEY).is_in(stale))
                 read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
 
@@ -939,7 +935,7 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
     for the digest's fail-closed checks), or None when the job never recorded them (the
     digest then reads every state row)."""
     mark = watermark_of(view)
-    if mark is None or not view.snapshot.parts(AGG_TABLE):
+    if mark is None or not view.partitions(AGG_TABLE):
         return None
     delta, visited, _top = read_above(view, mark)
     touched = _touched(delta)

@@ -24,7 +24,6 @@ import polars as pl
 if TYPE_CHECKING:
     from memframe.store import StoreView
     from memframe.store.capture import Commit
-    from memframe.store.log import Snapshot
 
 __all__ = [
     "BASE_CAP",
@@ -59,15 +58,14 @@ def cap(k: int) -> int:
     return BASE_CAP * FACTOR**k
 
 
-def levels(snapshot: Snapshot, name: str) -> list[int]:
-    """The levels of projection ``name`` that hold partitions at ``snapshot``, ascending."""
+def levels(view: StoreView, name: str) -> list[int]:
+    """The levels of projection ``name`` that hold partitions at ``view``, ascending."""
     prefix = f"projections/{name}/L"
     out = []
-    for table, parts in snapshot.tables.items():
-        if table.startswith(prefix) and parts:
-            m = _LEVEL.search(table)
-            if m:
-                out.append(int(m.group(1)))
+    for table in view.derived_names(prefix):
+        m = _LEVEL.search(table)
+        if m:
+            out.append(int(m.group(1)))
     return sorted(out)
 
 
@@ -91,7 +89,7 @@ def read_level(view: StoreView, name: str, k: int, schema: pl.Schema) -> tuple[p
 def read_all(view: StoreView, name: str, schema: pl.Schema, key: str) -> tuple[pl.DataFrame, int]:
     """The current rows of the projection (one per key) and the Parquet rows read."""
     frames, visited = [], 0
-    for k in levels(view.snapshot, name):
+    for k in levels(view, name):
         frame, n = read_level(view, name, k, schema)
         frames.append(frame)
         visited += n
@@ -108,7 +106,7 @@ def read_keys(view: StoreView, name: str, schema: pl.Schema, key: str, values: S
     """
     frames, visited, level0 = [], 0, None
     wanted = sorted(set(values))
-    for k in levels(view.snapshot, name):
+    for k in levels(view, name):
         if k == 0 and full_level0:
             level0, n = read_level(view, name, 0, schema)
             frames.append(level0.filter(pl.col(key).is_in(wanted)))
@@ -126,7 +124,7 @@ def stage_replace(commit: Commit, name: str, rows: pl.DataFrame, key: str, *,
     target = 0
     while cap(target) < rows.height:
         target += 1
-    for k in levels(commit.snapshot, name):
+    for k in levels(commit.view, name):
         if k != target:
             commit.write_derived(level_table(name, k), rows.clear(), replace=True)
     commit.write_derived(level_table(name, target), rows.sort(key), replace=True,
@@ -139,7 +137,7 @@ def stage_merge(commit: Commit, view: StoreView, name: str, schema: pl.Schema, k
     """Stage ``changed`` rows over the projection: into level 0, cascading when full.
 
     Args:
-        commit: the commit to stage on (its snapshot is ``view``'s).
+        commit: the commit to stage on (pinned to ``view``'s generation).
         view: the pinned view the rows were read from.
         name: the projection name.
         schema: the stored row schema.
@@ -151,7 +149,7 @@ def stage_merge(commit: Commit, view: StoreView, name: str, schema: pl.Schema, k
     Returns:
         The Parquet rows read to merge (levels read here in full).
     """
-    present = set(levels(commit.snapshot, name))
+    present = set(levels(commit.view, name))
     carry = changed
     visited = 0
     k = 0

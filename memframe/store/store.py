@@ -178,6 +178,12 @@ class StoreView:
         return tables.read(self._log.root, partitions,
                            schema if schema is not None else S.table_schema(name), columns)
 
+    def scan_partitions(self, name: str, partitions: Sequence[Partition], *,
+                        schema: pl.Schema | None = None) -> pl.LazyFrame:
+        """A LazyFrame over ``partitions`` of table ``name`` (empty when there are none)."""
+        return tables.scan(self._log.root, partitions,
+                           schema if schema is not None else S.table_schema(name))
+
     def read_partitions_fingerprinted(
         self, name: str, partitions: Sequence[Partition], columns: Sequence[str]
     ) -> list[tuple[pl.DataFrame, dict[str, Any]]]:

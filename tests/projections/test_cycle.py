@@ -111,7 +111,7 @@ def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
     other = mf.Store.open(copy, clock=TickingClock())
     other.commit(lambda c: [c.write_derived(levels.level_table("session", k),
                                             pl.DataFrame(), replace=True)
-                            for k in levels.levels(c.snapshot, "session")], operation="drop")
+                            for k in levels.levels(c.view, "session")], operation="drop")
     assert stored_rows(other).height == 0
     other.memory.rebuild_projections()
     assert stored_rows(other).equals(incremental)

@@ -119,7 +119,7 @@ def test_rows_visited_is_the_real_count(mstore):
     mstore.forget("cap-3")
     view = mstore.pinned()
     stored = sum(view.row_count(levels.level_table("session", k))
-                 for k in levels.levels(view.snapshot, "session"))
+                 for k in levels.levels(view, "session"))
     page = mstore.memory.sessions()
     # every projection row + the forget rows + the capsule row group that holds cap-3
     capsule_rows = view.row_count("capsules")
