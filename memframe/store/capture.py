@@ -61,6 +61,16 @@ _JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String, "subject": pl.String,
                    "reason": pl.String}
 
 
+def constant(value: Any, n: int, dtype: pl.DataType) -> pl.Series:
+    """``value`` repeated ``n`` times (cheap at any ``n``, also at 1: a commit builds many).
+
+    Examples:
+        >>> constant("x", 3, pl.String).to_list()
+        ['x', 'x', 'x']
+    """
+    return pl.Series("", [value], dtype=dtype).new_from_index(0, n)
+
+
 def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
     """Each line's chained hash after ``prev`` (reference 4.14): ``sha256(prev + line)``.
 
@@ -152,11 +162,11 @@ class Commit:
             return
         n = subjects.len()
         self._journal.append(pl.DataFrame({
-            "at": pl.repeat(self.now, n, dtype=S.TIMESTAMP, eager=True),
+            "at": constant(self.now, n, S.TIMESTAMP),
             "action": (action.cast(pl.String) if isinstance(action, pl.Series)
-                       else pl.repeat(action, n, dtype=pl.String, eager=True)),
+                       else constant(action, n, pl.String)),
             "subject": subjects,
-            "reason": (pl.repeat(None, n, dtype=pl.String, eager=True) if reasons is None
+            "reason": (constant(None, n, pl.String) if reasons is None
                        else pl.Series("reason", reasons, dtype=pl.String)),
         }))
 
@@ -429,18 +439,18 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     now = pl.Series("now", [c.now], dtype=S.TIMESTAMP)
     created = _time_column(frame, "created_at") if "created_at" in frame.columns else None
     if created is None:
-        created = pl.repeat(now[0], n, dtype=S.TIMESTAMP, eager=True)
+        created = constant(now[0], n, S.TIMESTAMP)
     else:
         created = pl.select(
             pl.lit(created).fill_null(pl.lit(c.now, dtype=S.TIMESTAMP))
         ).to_series()
     valid_from = _time_column(frame, "valid_from").fill_null(created) if "valid_from" in frame.columns else created
     valid_to = (_time_column(frame, "valid_to") if "valid_to" in frame.columns
-                else pl.repeat(None, n, dtype=S.TIMESTAMP, eager=True))
+                else constant(None, n, S.TIMESTAMP))
 
     def text(name: str, default: str | None) -> pl.Series:
         if name not in frame.columns:
-            return pl.repeat(default, n, dtype=pl.String, eager=True)
+            return constant(default, n, pl.String)
         col = frame[name].cast(pl.String)
         return col.fill_null(default) if default is not None else col
 
@@ -466,7 +476,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
             )
         confidence = frame["confidence"].cast(pl.Float64).fill_null(DEFAULT_CONFIDENCE)
     else:
-        confidence = pl.repeat(DEFAULT_CONFIDENCE, n, dtype=pl.Float64, eager=True)
+        confidence = constant(DEFAULT_CONFIDENCE, n, pl.Float64)
     bad = ~confidence.is_between(0.0, 1.0) | confidence.is_nan()
     if bad.any():
         raise InvalidInputError(
@@ -486,7 +496,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
             )
         taint = frame["instruction_taint"].fill_null(False)
     else:
-        taint = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+        taint = constant(False, n, pl.Boolean)
 
     content = frame["content"].cast(pl.String)
     hashes = sha256_hex(content).rename("h")

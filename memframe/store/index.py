@@ -16,6 +16,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.store import tables
+from memframe.store.capture import constant
 from memframe.store.log import Part, Snapshot
 
 _TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted frames
@@ -199,7 +200,7 @@ class Indexes:
     def capsules_for_hashes(self, hashes: pl.Series) -> pl.Series:
         """The stored capsule id for each content hash, or null (exact: prefixes confirmed)."""
         snap = self._snapshot
-        none = pl.repeat(None, hashes.len(), dtype=pl.String, eager=True).alias("found")
+        none = constant(None, hashes.len(), pl.String).alias("found")
         if snap is None or hashes.len() == 0:
             return none
         self._sync("hashes")
