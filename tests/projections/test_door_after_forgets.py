@@ -22,6 +22,7 @@ import memframe as mf
 from memframe.projections import forgotten, levels, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0, caps
+from tests.projections.test_forgotten import play
 
 MODES = ["tombstone", "redact", "purge"]
 CONVS = ["a", "b", "c"]
@@ -141,22 +142,6 @@ step = st.one_of(
 forget_step = step.filter(lambda s: s[0] in ("forget", "bulk"))
 
 
-def _play(store: mf.Store, steps) -> None:
-    for k, (kind, arg) in enumerate(steps):
-        n = store.row_count("capsules")
-        if kind == "ingest":
-            store.ingest(caps(arg, tag=f"s{k}"))
-        elif kind == "cycle":
-            store.memory.run_cycle()
-        elif kind == "rebuild":
-            store.memory.rebuild_projections()
-        elif kind == "forget" and n:
-            store.forget(f"cap-{arg[0] % n + 1}", arg[1])
-        elif kind == "bulk" and n:
-            store.append("forgets", {"capsule_id": [f"cap-{i % n + 1}" for i in arg[0]],
-                                     "mode": [arg[1]] * len(arg[0])})
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_merge_on_read_equals_the_rebuild_for_any_history(path):
     """Random histories (every forget mode, cycles and rebuilds anywhere, tiny tiers so runs
@@ -168,8 +153,8 @@ def test_merge_on_read_equals_the_rebuild_for_any_history(path):
     def law(history, tail):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, [*history, ("cycle", None)])
-            _play(store, tail)
+            play(store, [*history, ("cycle", None)])
+            play(store, tail)
             merged = _pages(store)
             assert _door_live(store) == _model_live(store)
             store.memory.rebuild_projections()

@@ -49,7 +49,7 @@ def page_live(store: mf.Store, conversation_id=None) -> dict[str, int]:
     return dict(rows.select("conversation_id", "live_count").iter_rows())
 
 
-def _play(store: mf.Store, steps) -> None:
+def play(store: mf.Store, steps) -> None:
     for k, (kind, arg) in enumerate(steps):
         n = store.row_count("capsules")
         if kind == "ingest":
@@ -62,6 +62,9 @@ def _play(store: mf.Store, steps) -> None:
             store.forget(f"cap-{arg[0] % n + 1}", arg[1])
         elif kind == "bulk_forget" and n:
             store.append("forgets", {"capsule_id": [f"cap-{i % n + 1}" for i in arg]})
+        elif kind == "bulk" and n:  # (numbers, mode): one bulk forget of one mode
+            store.append("forgets", {"capsule_id": [f"cap-{i % n + 1}" for i in arg[0]],
+                                     "mode": [arg[1]] * len(arg[0])})
 
 
 @pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny-levels-and-tiers"])
@@ -71,7 +74,7 @@ def test_indexed_live_counts_equal_the_full_read(tiny):
     def law(steps):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play(store, steps)
             view = store.pinned()
             mark = int(view.watermarks.get("projections/session", 0) or 0)
             model = model_live(store)
