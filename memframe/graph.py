@@ -240,7 +240,8 @@ class MissionGraph:
     """The store-global pieces of the mission section (reference 4.11).
 
     Attributes:
-        dead: tombstoned ids plus superseded ids.
+        dead: tombstoned ids plus superseded ids (None when read back from the digest's
+            kept values, `memframe.projections.digest_globals`: no section reads it).
         grounded_from: children anchored by at least one ``grounded_in`` edge whose
             parent (``to_id``) is live (the live-parent anchoring rule).
         children: ``id`` (a parent) -> ``children``: the number of ``grounded_in`` edges
@@ -248,7 +249,7 @@ class MissionGraph:
         cycle: the cycle report over the live ``grounded_in`` subgraph, or None.
     """
 
-    dead: pl.Series
+    dead: pl.Series | None
     grounded_from: pl.Series
     children: pl.DataFrame
     cycle: dict | None

@@ -6,19 +6,19 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from memframe.digest import counters, ledger, telemetry, warm
+from memframe.digest import counters, ledger, warm
 from memframe.digest.capsules import capsule_sections
 from memframe.digest.efforts import open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
 from memframe.digest.planning import (
-    mission_graph,
     mission_sections,
     unanchored_sections,
 )
 from memframe.digest.scope import explode_roots, fence, population, subtree_roots
 from memframe.digest.staged import pinned_sections, staged_section
 from memframe.errors import MemframeError
-from memframe.graph import blocks_projection, cap_projection
+from memframe.graph import cap_projection
+from memframe.projections import digest_globals
 
 __all__ = ["LABEL", "FRAMING", "global_sections", "compose", "assemble", "assemble_roots"]
 
@@ -38,23 +38,35 @@ def _audit_events(inputs: DigestInputs) -> int:
     return counters.audit_events(inputs.tables["journal"])
 
 
+def _family(inputs: DigestInputs, family: str) -> dict:
+    """A family of store-wide values: kept by the digest job and current (see
+    `memframe.projections.digest_globals`), or computed now from the tables read."""
+    kept = inputs.globals.get(family)
+    if kept is not None:
+        return kept
+    if family == "graph":
+        return digest_globals.graph_values(inputs.tables["relations"], _tombstoned(inputs))
+    return digest_globals.family_values(family, inputs.optional)
+
+
 def global_sections(inputs: DigestInputs, n: int) -> dict:
     """Every store-global section, computed once (fail-closed ones raise)."""
     try:
         tables = inputs.tables
         opened, open_ids = counters.open_sessions(tables["brackets"], n)
-        tombstoned = _tombstoned(inputs)
-        projection = blocks_projection(tables["relations"], tombstoned)
+        graph = _family(inputs, "graph")
+        projection = graph["dag_projection"]
         return {
-            "relations": counters.relations_total(tables["relations"]),
+            "relations": graph["relations"],
             "open_sessions": opened,
             "open_session_ids": open_ids,
             "audit_events": _audit_events(inputs),
             "dag": cap_projection(projection, n),
             **_ledger_sections(inputs),
             "staged": staged_section(tables["reviews"], inputs.now),
-            "_mission_graph": mission_graph(tables["relations"], tombstoned),
+            "_mission_graph": graph["mission_graph"],
             "_dag_projection": projection,
+            "_relations": graph["relations_frame"],
             **_fail_open_sections(inputs),
         }
     except MemframeError:
@@ -84,26 +96,11 @@ def _ledger_sections(inputs: DigestInputs) -> dict:
 
 
 def _fail_open_sections(inputs: DigestInputs) -> dict:
-    optional = inputs.optional
+    """recall_misses, recent_failures, lane_overrides_total and sources (each None, or
+    0 for the miss count, when its table cannot be read or its builder fails)."""
     out: dict = {}
-    try:
-        out["recall_misses"] = telemetry.recall_misses_total(optional["recall_misses"])
-    except Exception:  # noqa: BLE001
-        out["recall_misses"] = 0
-    for key, build in (
-        ("_recent_failures", lambda: telemetry.recent_failures(optional["recall_misses"], False)),
-        ("lane_overrides_total", lambda: telemetry.lane_overrides_total(optional["lane_overrides"])),
-        (
-            "sources",
-            lambda: telemetry.sources_section(
-                optional["source_cursors"], optional["corroborations"]
-            ),
-        ),
-    ):
-        try:
-            out[key] = build()
-        except Exception:  # noqa: BLE001 - fail open: the key is omitted
-            out[key] = None
+    for family in ("misses", "lanes", "sources"):
+        out.update(_family(inputs, family))
     return out
 
 
@@ -166,7 +163,7 @@ def _bodies(
         pinned = pinned_sections(scoped, scopes, inputs.now, inputs.attach)
         alive = inputs.state.filter(pl.col("status") != "tombstoned")
         efforts = open_efforts_sections(
-            scoped, alive, inputs.tables["relations"], glob["_dag_projection"], scopes, n,
+            scoped, alive, glob["_relations"], glob["_dag_projection"], scopes, n,
             inputs.now, inputs.attach,
         )
     except Exception as exc:  # noqa: BLE001

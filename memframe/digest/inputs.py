@@ -21,6 +21,7 @@ import polars as pl
 
 from memframe.digest.staged import annotate
 from memframe.errors import MemframeError
+from memframe.projections import digest_globals
 from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
 from memframe.state import capsule_state
 
@@ -91,6 +92,9 @@ class DigestInputs:
         warm: the digest state's aggregates, subset and top-N readers
             (`memframe.projections.digest_state.WarmState`) when the digest answers from
             them; ``state`` then holds the subset's rows only.
+        globals: family -> its store-wide values kept by the digest job, for the
+            families that were current (`memframe.projections.digest_globals`); their
+            tables were not read.
 
     A store's digest reads the per-capsule tables through the digest state
     (`memframe.projections.digest_state`): ``tables`` then holds only ``relations``,
@@ -110,6 +114,7 @@ class DigestInputs:
     tombstoned: pl.Series | None = None
     audit_events: int | None = None
     warm: Any = None
+    globals: dict[str, dict] = field(default_factory=dict)
 
 
 def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr]
@@ -131,7 +136,10 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     ) if caps is not None else pl.DataFrame()
     if bad.height:
         raise digest_failed(f"corrupt capsule row at seq {bad['seq'][0]}")
-    rel = tables["relations"]
+    rel = tables.get("relations")
+    if rel is None:  # the graph's values were kept by the digest job: checked then
+        rel = pl.DataFrame(schema={"seq": pl.Int64, "kind": pl.String, "from_id": pl.String,
+                                   "to_id": pl.String})
     unknown = rel.filter(~pl.col("kind").is_in(list(RELATION_KINDS)) | pl.col("kind").is_null())
     if unknown.height:
         raise digest_failed(f"unknown relation kind {unknown['kind'][0]!r}")
@@ -185,6 +193,7 @@ def _build(
     columns: Mapping[str, Sequence[str | pl.Expr]] = COLUMNS,
     names: tuple[str, ...] = FAIL_CLOSED,
     from_state: Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]] | None = None,
+    optional_names: tuple[str, ...] = FAIL_OPEN,
 ) -> DigestInputs:
     visited = 0
     tables: dict[str, pl.DataFrame] = {}
@@ -201,7 +210,7 @@ def _build(
     _check_fail_closed(tables)
     optional: dict[str, pl.DataFrame | None] = {}
     errors: dict[str, str] = {}
-    for name in FAIL_OPEN:
+    for name in optional_names:
         try:
             frame = _collect(read(name), COLUMNS[name])
         except Exception as exc:  # noqa: BLE001 - fail-open leg: only its own keys degrade
@@ -362,8 +371,16 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check.walked == "incremental"
     holder: dict[str, Any] = {}
+    kept: dict[str, dict] = {}
+    kept_rows = 0
+    optional_names = FAIL_OPEN
     if fast and verify != "full":  # stored state only when the checkpoint holds
         names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm)
+        if warm:
+            kept, kept_rows = _kept_families(view)
+            skip = {t for family in kept for t in digest_globals.FAMILIES[family]}
+            names = tuple(t for t in names if t not in skip)
+            optional_names = tuple(t for t in FAIL_OPEN if t not in skip)
     elif warm:
         names, from_state = STATE_TABLES, _state_reader(view)
     else:
@@ -376,7 +393,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         columns,
         names=names,
         from_state=from_state,
+        optional_names=optional_names,
     )
+    inputs.globals = kept
+    inputs.rows_visited += kept_rows
     if fast and verify != "full":
         inputs.warm = holder["warm"]
         # the journal's rows as the log records them, or (when the verified parts could
@@ -391,6 +411,20 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     inputs.chain = check.section
     inputs.rows_visited += check.rows_visited
     return inputs
+
+
+def _kept_families(view: Any) -> tuple[dict[str, dict], int]:
+    """The store-wide values the digest job kept and that are current at ``view``."""
+    kept, visited = {}, 0
+    for family in digest_globals.FAMILIES:
+        try:
+            found = digest_globals.read_valid(view, family)
+        except Exception:  # noqa: BLE001 - unreadable kept values: read the tables instead
+            found = None
+        if found is not None:
+            kept[family], n = found
+            visited += n
+    return kept, visited
 
 
 def _content_reader(view: Any, inputs: DigestInputs) -> Callable[[pl.DataFrame], pl.DataFrame]:

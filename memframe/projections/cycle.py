@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections import digest_state, forgotten, journal, levels
+from memframe.projections import digest_globals, digest_state, forgotten, journal, levels
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
 from memframe.store import StoreView
 
@@ -113,7 +113,8 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
     return _combine(commit, mark, {"session": session, "forgotten": dead,
                                    "digest": _digest_cycle(view, commit),
-                                   "digest_capsules": digest_state.stage_cycle(commit, view)})
+                                   "digest_capsules": digest_state.stage_cycle(commit, view),
+                                   "digest_globals": digest_globals.stage_cycle(commit, view)})
 
 
 def _session_cycle(view: StoreView, commit: Commit
@@ -196,6 +197,7 @@ def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_vi
         parts["forgotten"] = forgotten.stage_rebuild(commit, view, watermark)
         parts["digest"] = _digest_cycle(view, commit, full=True)
         parts["digest_capsules"] = digest_state.stage_rebuild(commit, view)
+        parts["digest_globals"] = digest_globals.stage_cycle(commit, view, full=True)
     return _combine(commit, watermark, parts)
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-import memframe.digest.assemble as assemble_module
+import memframe.graph as graph_module
 from memframe.store.store import StoreView
 
 DAG_KEYS = ("ready", "ready_total", "blocked", "blocked_total", "done", "done_total")
@@ -173,7 +173,7 @@ def test_46_relations_read_and_dag_projected_once_per_call(store, monkeypatch):
         store.relate(member, epic, "part_of")
     store.relate(put(store, "blocker"), member, "blocks")
     projections, reads = [], []
-    real_projection = assemble_module.blocks_projection
+    real_projection = graph_module.blocks_projection
     real_table = StoreView.table
 
     def counting_projection(*args, **kwargs):
@@ -184,7 +184,7 @@ def test_46_relations_read_and_dag_projected_once_per_call(store, monkeypatch):
         reads.append(name)
         return real_table(self, name)
 
-    monkeypatch.setattr(assemble_module, "blocks_projection", counting_projection)
+    monkeypatch.setattr(graph_module, "blocks_projection", counting_projection)
     monkeypatch.setattr(StoreView, "table", counting_table)
     d = dig(store)
     assert d["open_efforts"][0]["blocked"] == [member]

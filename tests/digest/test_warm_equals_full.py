@@ -57,6 +57,10 @@ step = st.one_of(
     st.tuples(st.just("review"), st.tuples(ref, st.sampled_from(["proposed", "ratified",
                                                                  "rejected"]))),
     st.tuples(st.just("pin"), st.tuples(ref, st.booleans())),
+    st.tuples(st.just("lane"), st.sampled_from(["term", "vector"])),
+    st.tuples(st.just("git"), st.tuples(ref, st.sampled_from(["anchor_path", "mention"]),
+                                        st.sampled_from(["corroborated", "drifted", "missing"]),
+                                        st.sampled_from(["git:/a", "git:/b"]))),
     st.tuples(st.just("cycle"), st.none()),
     st.tuples(st.just("rebuild"), st.none()),
     st.tuples(st.just("compact"), st.none()),
@@ -109,6 +113,13 @@ def _play(store: mf.Store, steps) -> None:
                     store.session_finish(sid, handoff=f"handoff {counter}")
             elif kind == "miss":
                 store.record_miss([arg], "abstain")
+            elif kind == "lane":
+                store.record_lane_override(arg, "fused")
+            elif kind == "git" and n:
+                target, what, verdict, key = arg
+                store.record_git_scan(key, f"sha{counter}", [{
+                    "capsule_id": f"cap-{target % n + 1}", "kind": what, "ref": "src/a.py",
+                    "verdict": verdict}])
             elif kind == "cycle":
                 store.memory.run_cycle()
             elif kind == "compact":
@@ -163,6 +174,9 @@ JOB = textwrap.dedent("""
                        "conversation_id": f"c{(i + k) % 5}"} for k in range(3)])
         if i % 3 == 2:
             store.forget(f"cap-{i + 1}")
+        if i % 4 == 1:
+            store.relate(f"cap-{3 * i + 1}", f"cap-{3 * i + 2}", "blocks")
+            store.record_miss([f"term{i}"], "abstain")
         store.memory.run_cycle()
         i += 1
 """)

@@ -1,0 +1,335 @@
+"""The digest's store-wide sections, kept per family of source tables.
+
+Most of a warm digest's time went to sections that read whole tables although nothing in
+them had changed: the blocks-DAG and the mission graph (every ``relations`` row and every
+``forgets`` row, then networkx), the git-witness ``sources`` tally (every
+``corroborations`` row), the recall-miss telemetry and the lane-override total. Their
+answers depend on their own tables only, so the digest job keeps each family's values,
+computed from every row of its tables, with a watermark: the highest ``seq`` among those
+tables' partitions, and (in the stored rows) each table's row count. A digest reuses a
+family's values while no partition of its tables lies above that watermark and the row
+counts are the log's; otherwise it reads the tables, as before. Cost follows what was
+written, at the grain of a table: a digest after new capsules reads none of these tables,
+and the job recomputes a family only in a cycle that wrote to its tables.
+
+Families (table -> what the digest reads from it):
+
+* ``graph`` (``relations``, ``forgets``): ``relations``, the uncapped blocks-DAG projection
+  (`memframe.graph.blocks_projection`), the mission graph's anchoring, child counts and
+  cycle (`memframe.graph.mission_graph`), and the ``witnesses``/``part_of`` edges the
+  ``open_efforts`` board reads;
+* ``sources`` (``source_cursors``, ``corroborations``): the ``sources`` section;
+* ``misses`` (``recall_misses``): ``recall_misses`` and ``recent_failures``;
+* ``lanes`` (``lane_overrides``): ``lane_overrides_total``.
+
+`family_values` is the one function that computes a family's values from its tables; the
+full digest calls it directly, the job stores what it returns (`encode`), and a warm
+digest reads it back (`decode`): the three agree value for value (the law tests compare
+the digests' bytes). Relation rows the digest fails closed on are never stored: the job
+leaves the family as it was, and the digest meets those rows above the watermark.
+
+Trust: as for the digest state, a warm digest trusts the canonical parts at or below the
+watermark (``verify="full"`` reads every table and trusts nothing derived).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+
+__all__ = [
+    "FAMILIES",
+    "MEMO_SCHEMA",
+    "family_values",
+    "graph_values",
+    "encode",
+    "decode",
+    "table_of",
+    "watermark_of",
+    "read_valid",
+    "stage_cycle",
+]
+
+#: family -> the canonical tables its values are computed from
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "graph": ("relations", "forgets"),
+    "sources": ("source_cursors", "corroborations"),
+    "misses": ("recall_misses",),
+    "lanes": ("lane_overrides",),
+}
+
+#: the stored rows of one family: ``part`` names what a row holds
+MEMO_SCHEMA = pl.Schema({"part": pl.String(), "id": pl.String(), "n": pl.Int64(),
+                         "text": pl.String()})
+
+#: the columns each family reads from its tables
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "relations": ("seq", "kind", "from_id", "to_id"),
+    "forgets": ("seq", "capsule_id"),
+    "source_cursors": ("seq", "at", "source_key", "cursor"),
+    "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
+    "recall_misses": ("seq", "at", "term", "outcome"),
+    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+}
+
+_DAG_LISTS = ("ready", "blocked", "done")
+
+
+def table_of(family: str) -> str:
+    """The derived table holding ``family``'s values.
+
+    Examples:
+        >>> table_of("graph")
+        'projections/digest_globals/graph'
+    """
+    return f"projections/digest_globals/{family}"
+
+
+def _mark_name(family: str) -> str:
+    return f"projections/digest/globals/{family}"
+
+
+def watermark_of(view: StoreView, family: str) -> int | None:
+    mark = view.watermarks.get(_mark_name(family))
+    return int(mark) if mark is not None else None
+
+
+def _guarded(build: Any) -> Any:
+    # a fail-open section whose builder raises is omitted (None), as in the full digest
+    try:
+        return build()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def family_values(family: str, tables: Mapping[str, pl.DataFrame | None]) -> dict[str, Any]:
+    """THE computation of a family's values from its tables (a table is None when its read
+    failed: the fail-open sections built on it are None).
+
+    Examples:
+        >>> import polars as pl
+        >>> rel = pl.DataFrame({"kind": ["blocks"], "from_id": ["cap-1"], "to_id": ["cap-2"]})
+        >>> forgets = pl.DataFrame({"capsule_id": []}, schema={"capsule_id": pl.String})
+        >>> v = family_values("graph", {"relations": rel, "forgets": forgets})
+        >>> v["relations"], v["dag_projection"]["ready"]
+        (1, ['cap-1'])
+    """
+    from memframe.digest import telemetry
+
+    if family == "graph":
+        relations, forgets = tables["relations"], tables["forgets"]
+        assert relations is not None and forgets is not None  # fail-closed tables
+        return graph_values(relations, forgets.get_column("capsule_id").unique().sort())
+    if family == "sources":
+        return {"sources": _guarded(lambda: telemetry.sources_section(
+            tables["source_cursors"], tables["corroborations"]))}
+    if family == "misses":
+        misses = tables["recall_misses"]
+        return {"recall_misses": _guarded(lambda: telemetry.recall_misses_total(misses)) or 0,
+                "_recent_failures": _guarded(lambda: telemetry.recent_failures(misses, False))}
+    if family == "lanes":
+        return {"lane_overrides_total": _guarded(
+            lambda: telemetry.lane_overrides_total(tables["lane_overrides"]))}
+    raise ValueError(f"unknown family {family!r}; the families are {', '.join(FAMILIES)}")
+
+
+def graph_values(relations: pl.DataFrame, tombstoned: pl.Series) -> dict[str, Any]:
+    """The ``graph`` family's values from every relation row and the tombstoned ids."""
+    from memframe.graph import blocks_projection, mission_graph
+
+    return {
+        "relations": relations.height,
+        "dag_projection": blocks_projection(relations, tombstoned),
+        "mission_graph": mission_graph(relations, tombstoned),
+        "relations_frame": relations,
+    }
+
+
+def _rows(part: str, ids: pl.Series | list[str], n: pl.Series | list[int] | None = None,
+          text: pl.Series | list[str] | None = None) -> pl.DataFrame:
+    ids = pl.Series("id", ids, dtype=pl.String)
+    height = ids.len()
+    return pl.DataFrame({
+        "part": pl.Series("part", [part] * height, dtype=pl.String),
+        "id": ids,
+        "n": pl.Series("n", n if n is not None else [None] * height, dtype=pl.Int64),
+        "text": pl.Series("text", text if text is not None else [None] * height,
+                          dtype=pl.String),
+    })
+
+
+def _json_row(part: str, value: Any) -> pl.DataFrame:
+    return _rows(part, [""], text=[json.dumps(value)])
+
+
+def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
+    """A family's values -> the rows stored (`decode` gives them back).
+
+    Examples:
+        >>> encode("lanes", {"lane_overrides_total": 3}).rows()
+        [('lane_overrides_total', '', None, '3')]
+    """
+    if family != "graph":
+        return pl.concat([_json_row(key, value) for key, value in values.items()])
+    projection, graph = values["dag_projection"], values["mission_graph"]
+    edges = values["relations_frame"].select("kind", "from_id", "to_id")
+    pieces = [_rows("relations", [""], [values["relations"]])]
+    if projection["status"] == "ok":
+        pieces.append(_json_row("dag", {"status": "ok"}))
+        for name in _DAG_LISTS:
+            ids = projection[name]
+            pieces.append(_rows(name, ids, list(range(len(ids)))))
+    else:
+        pieces.append(_json_row("dag", projection))
+    pieces += [
+        _json_row("mission_cycle", graph.cycle),
+        _rows("grounded_from", graph.grounded_from),
+        _rows("children", graph.children.get_column("id"), graph.children.get_column("children")),
+        # what the open_efforts board reads of the relations: witnessed ids, part_of edges
+        _rows("witnessed", edges.filter(pl.col("kind") == "witnesses")
+              .get_column("to_id").unique().sort()),
+    ]
+    part_of = (edges.filter(pl.col("kind") == "part_of").select("to_id", "from_id").unique()
+               .sort("to_id", "from_id"))
+    pieces.append(_rows("part_of", part_of.get_column("to_id"),
+                        text=part_of.get_column("from_id")))
+    return pl.concat(pieces)
+
+
+def decode(family: str, rows: pl.DataFrame) -> dict[str, Any]:
+    """Stored rows -> the family's values (as `family_values` computed them).
+
+    ``relations_frame`` comes back as the only relation rows the digest still reads from
+    it (the ``witnesses`` targets and the ``part_of`` edges); the mission graph's ``dead``
+    set, which no section reads, is not kept.
+    """
+    if family != "graph":
+        return {part: json.loads(text) for part, text in
+                rows.select("part", "text").iter_rows()}
+    from memframe.graph import MissionGraph
+
+    by_part = rows.partition_by("part", as_dict=True, maintain_order=True)
+
+    def part(name: str) -> pl.DataFrame:
+        return by_part.get((name,), rows.clear())
+
+    dag = json.loads(part("dag").get_column("text").item())
+    if dag["status"] == "ok":
+        for name in _DAG_LISTS:
+            dag[name] = part(name).sort("n").get_column("id").to_list()
+    children = part("children").select(
+        pl.col("id"), pl.col("n").alias("children")).sort("id")
+    witnessed = part("witnessed").get_column("id")
+    part_of = part("part_of")
+    relations = pl.concat([
+        pl.DataFrame({"kind": pl.Series([], dtype=pl.String), "from_id": pl.Series(
+            [], dtype=pl.String), "to_id": pl.Series([], dtype=pl.String)}),
+        pl.DataFrame({"kind": ["witnesses"] * witnessed.len(),
+                      "from_id": [""] * witnessed.len(), "to_id": witnessed},
+                     schema={"kind": pl.String, "from_id": pl.String, "to_id": pl.String}),
+        part_of.select(pl.lit("part_of").alias("kind"), pl.col("text").alias("from_id"),
+                       pl.col("id").alias("to_id")),
+    ])
+    graph = MissionGraph(dead=None, grounded_from=part("grounded_from").get_column("id"),
+                         children=children,
+                         cycle=json.loads(part("mission_cycle").get_column("text").item()))
+    return {
+        "relations": int(part("relations").get_column("n").item()),
+        "dag_projection": dag,
+        "mission_graph": graph,
+        "relations_frame": relations,
+    }
+
+
+# -- reading and keeping ----------------------------------------------------------------------
+
+def _above(view: StoreView, family: str, mark: int) -> bool:
+    return any((p.seq_hi or 0) > mark for name in FAMILIES[family]
+               for p in view.partitions(name))
+
+
+def _top(view: StoreView, family: str) -> int:
+    return max((p.seq_hi or 0 for name in FAMILIES[family] for p in view.partitions(name)),
+               default=0)
+
+
+def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | None:
+    """The family's stored values and the Parquet rows read, when they are current at
+    ``view`` (no partition of its tables above the watermark, and each table's row count
+    the one recorded); None otherwise (the digest then reads the tables)."""
+    mark = watermark_of(view, family)
+    if mark is None or _above(view, family, mark) or not view.partitions(table_of(family)):
+        return None
+    rows = view.derived(table_of(family), MEMO_SCHEMA).collect(engine="in-memory")
+    visited = view.row_count(table_of(family))
+    counts = rows.filter(pl.col("part") == "_rows")
+    recorded = dict(zip(counts.get_column("id").to_list(), counts.get_column("n").to_list(),
+                        strict=True))
+    if recorded != {name: view.row_count(name) for name in FAMILIES[family]}:
+        return None
+    return decode(family, rows.filter(pl.col("part") != "_rows")), visited
+
+
+def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
+    out, visited = {}, 0
+    for name in FAMILIES[family]:
+        parts = view.partitions(name)
+        out[name] = view.scan_partitions(name, parts).select(_COLUMNS[name]).collect(
+            engine="streaming") if parts else _empty(name)
+        visited += sum(p.rows for p in parts)
+    return out, visited
+
+
+def _empty(name: str) -> pl.DataFrame:
+    from memframe.schema import empty_frame
+
+    return empty_frame(name).select(_COLUMNS[name])
+
+
+def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
+                  ) -> dict[str, int]:
+    mark = watermark_of(view, family)
+    if not full and mark is not None and not _above(view, family, mark):
+        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    if not any(view.partitions(name) for name in FAMILIES[family]):
+        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}  # nothing to keep
+    top = _top(view, family)
+    try:
+        tables, visited = _read_tables(view, family)
+    except Exception:  # noqa: BLE001 - an unreadable table: the digest reads it itself
+        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    if family == "graph" and _fails_closed(tables["relations"]):
+        # the digest fails closed on these rows: never keep values computed over them
+        return {"rows_visited": visited, "rows_folded": 0, "rows_written": 0}
+    counts = pl.concat([_rows("_rows", [name], [view.row_count(name)])
+                        for name in FAMILIES[family]])
+    rows = pl.concat([counts, encode(family, family_values(family, tables))])
+    commit.write_derived(table_of(family), rows, replace=True)
+    commit.set_watermark(_mark_name(family), top)
+    return {"rows_visited": visited, "rows_folded": visited, "rows_written": rows.height}
+
+
+def _fails_closed(relations: pl.DataFrame) -> bool:
+    from memframe.schema import RELATION_KINDS
+
+    return relations.select(
+        (~pl.col("kind").is_in(list(RELATION_KINDS)) | pl.col("kind").is_null()
+         | pl.col("from_id").is_null() | pl.col("to_id").is_null()).any()).item()
+
+
+def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False) -> dict[str, int]:
+    """Recompute, on ``commit``, every family whose tables were written since its
+    watermark (the others are left as they are; a virgin store writes nothing); with
+    ``full`` (the rebuild door), every family that has rows."""
+    total = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    for family in FAMILIES:
+        report = _stage_family(commit, view, family, full)
+        total = {k: total[k] + report[k] for k in total}
+    return total

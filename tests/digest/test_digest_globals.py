@@ -1,0 +1,166 @@
+"""The store-wide families the digest job keeps (`memframe.projections.digest_globals`):
+reused while their tables are unchanged, read again as soon as one is written, recomputed
+by the job only for the families whose tables changed, equal value for value to the
+computation over the tables, and never kept over rows the digest fails closed on."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memframe as mf
+from memframe.projections import digest_globals as dg
+from memframe.store import StoreView
+from tests.conftest import TickingClock
+
+NOW = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)
+FAMILY_TABLES = {t for tables in dg.FAMILIES.values() for t in tables}
+
+
+def _populated(path):
+    store = mf.Store.create(path, clock=TickingClock())
+    ids = store.ingest([{"content": f"ACTIVE(t{i % 3}): step {i}", "source": "s",
+                         "anchor": "a", "project_id": "p", "kind": "epic" if i == 0 else None}
+                        for i in range(12)])
+    store.relate(ids[1], ids[2], "blocks")
+    store.relate(ids[2], ids[3], "blocks")
+    store.relate(ids[4], ids[0], "grounded_in")
+    store.relate(ids[5], ids[0], "part_of")
+    store.relate(ids[6], ids[3], "witnesses")
+    store.relate(ids[8], ids[7], "supersedes")
+    store.forget(ids[9])
+    store.record_miss(["lost"], "abstain")
+    store.record_lane_override("term", "fused")
+    store.record_git_scan("git:/repo", "sha1", [{"capsule_id": ids[1], "kind": "mention",
+                                                 "ref": "a.py", "verdict": "corroborated"}])
+    return store, ids
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The canonical tables read through `StoreView.table` during a test."""
+    seen: list[str] = []
+    real = StoreView.table
+
+    def counting(self, name):
+        seen.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(StoreView, "table", counting)
+    return seen
+
+
+def test_kept_families_replace_their_tables_until_one_is_written(tmp_path, reads):
+    store, ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    store.ingest({"content": "after the job", "source": "s", "anchor": "a"})
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert FAMILY_TABLES.isdisjoint(reads)  # every family was current: no table read
+    assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+
+    store.relate(ids[10], ids[11], "blocks")  # the graph family's table is written
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert {"relations", "forgets"} <= set(reads)
+    assert {"recall_misses", "lane_overrides", "corroborations"}.isdisjoint(reads)
+    assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+    assert warm.to_dict()["dag"]["blocked_total"] == 2
+
+
+def test_the_job_recomputes_only_the_families_whose_tables_changed(tmp_path):
+    store, _ids = _populated(tmp_path / "s")
+    first = store.memory.run_cycle().projections["digest_globals"]
+    view = store.pinned()
+    assert all(view.partitions(dg.table_of(family)) for family in dg.FAMILIES)
+    assert first["rows_visited"] == sum(view.row_count(t) for t in FAMILY_TABLES)
+    store.record_miss(["again"], "abstain")
+    report = store.memory.run_cycle().projections["digest_globals"]
+    # only the misses family is read again (its one table), and only it is rewritten
+    assert report["rows_visited"] == store.row_count("recall_misses") == 2
+    assert store.memory.run_cycle().generation is None  # nothing new: nothing written
+
+
+def test_a_virgin_store_keeps_nothing(tmp_path):
+    store = mf.Store.create(tmp_path / "s")
+    store.ingest({"content": "only a capsule", "source": "s", "anchor": "a"})
+    report = store.memory.run_cycle().projections["digest_globals"]
+    assert report == {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    assert not any(store.pinned().partitions(dg.table_of(f)) for f in dg.FAMILIES)
+
+
+def test_relations_the_digest_fails_closed_on_are_never_kept(tmp_path):
+    bad = pl.DataFrame({"seq": [1], "kind": ["befriends"], "from_id": ["cap-1"],
+                        "to_id": ["cap-2"]})
+    assert dg._fails_closed(bad)
+    assert dg._fails_closed(bad.with_columns(kind=pl.lit("blocks"), to_id=pl.lit(None)))
+    assert not dg._fails_closed(bad.with_columns(kind=pl.lit("blocks")))
+
+
+def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
+    store, _ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    view = store.pinned()
+    assert dg.read_valid(view, "graph") is not None
+
+    class Shrunk:  # the log says relations hold fewer rows than when the job kept them
+        def __getattr__(self, name):
+            return getattr(view, name)
+
+        def row_count(self, name):
+            return view.row_count(name) - (name == "relations")
+
+    assert dg.read_valid(Shrunk(), "graph") is None
+    assert dg.read_valid(Shrunk(), "misses") is not None
+
+
+def test_time_travel_reads_the_families_kept_then(tmp_path):
+    store, ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    then = store.generation
+    store.relate(ids[10], ids[11], "blocks")
+    store.forget(ids[1])
+    store.memory.run_cycle()
+    for view in (store.at(then), store.pinned()):
+        assert mf.digest(view, now=NOW).to_json() == mf.digest(
+            view, now=NOW, verify="full").to_json()
+
+
+relation = st.tuples(st.integers(0, 7), st.integers(0, 7),
+                     st.sampled_from(["blocks", "grounded_in", "witnesses", "part_of",
+                                      "supersedes", "derived_from"]))
+
+
+def test_decode_of_encode_is_the_computation_for_every_graph():
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(edges=st.lists(relation, max_size=14), dead=st.sets(st.integers(0, 7), max_size=3))
+    def law(edges, dead):
+        rows = [(i, kind, f"cap-{a + 1}", f"cap-{b + 1}")
+                for i, (a, b, kind) in enumerate(edges) if a != b]
+        relations = pl.DataFrame(rows, schema={"seq": pl.Int64, "kind": pl.String,
+                                               "from_id": pl.String, "to_id": pl.String},
+                                 orient="row")
+        forgets = pl.DataFrame({"seq": list(range(len(dead))),
+                                "capsule_id": [f"cap-{d + 1}" for d in sorted(dead)]},
+                               schema={"seq": pl.Int64, "capsule_id": pl.String})
+        want = dg.family_values("graph", {"relations": relations, "forgets": forgets})
+        got = dg.decode("graph", dg.encode("graph", want))
+        assert got["relations"] == want["relations"]
+        assert got["dag_projection"] == want["dag_projection"]
+        assert got["mission_graph"].cycle == want["mission_graph"].cycle
+        assert got["mission_graph"].grounded_from.to_list() == \
+            want["mission_graph"].grounded_from.to_list()
+        assert got["mission_graph"].children.equals(want["mission_graph"].children)
+        # what the open_efforts board reads of the relations
+        for kind, column in (("witnesses", "to_id"), ("part_of", None)):
+            keep = pl.col("kind") == kind
+            cols = [column] if column else ["from_id", "to_id"]
+            assert (got["relations_frame"].filter(keep).select(cols).unique().sort(cols)
+                    .equals(want["relations_frame"].filter(keep).select(cols).unique()
+                            .sort(cols)))
+
+    law()
