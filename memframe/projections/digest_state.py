@@ -644,6 +644,24 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
                                       row_group_rows=ROW_GROUP_ROWS)
     aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
     commit.write_derived(AGG_TABLE, aggregates, replace=True)
+    return visited + _stage_leaders(commit, view, changed)
+
+
+def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame) -> int:
+    """Stage the leaders after ``changed`` rows (refilled from every state row when a
+    list ran low, or when the store has none yet). Returns the Parquet rows read."""
+    stored, visited = _read_leaders(view)
+    leaders = update_leaders(stored, changed) if stored is not None else None
+    if leaders is None:
+        rows, n = levels.read_all(view, NAME, STATE_SCHEMA, KEY)
+        visited += n
+        if not rows.width:
+            rows = pl.DataFrame(schema=STATE_SCHEMA)
+        current = pl.concat([rows.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
+                             .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
+                            how="vertical")
+        leaders = leaders_of(current)
+    commit.write_derived(LEADERS, leaders, replace=True)
     return visited
 
 
@@ -658,6 +676,7 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
                          row_group_rows=ROW_GROUP_ROWS)
     commit.write_derived(AGG_TABLE, aggregates_of(rows), replace=True)
+    commit.write_derived(LEADERS, leaders_of(rows), replace=True)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, visited, rows.height)
 
@@ -844,6 +863,10 @@ class WarmState:
         merged: their current state rows.
         rows_visited: Parquet rows read so far (the top-N readers add theirs).
         in_memory: ``merged`` holds every state row (folded now, nothing stored is read).
+        mark: the state's watermark (every stored row has a lower ``seq``).
+
+    ``leaders`` (read on first use): the kept first rows of the newest and most-recalled
+    lists (see `leaders_first`), or None when the job has not kept them.
     """
 
     view: Any
@@ -853,6 +876,17 @@ class WarmState:
     merged: pl.DataFrame
     rows_visited: int
     in_memory: bool = False
+    mark: int = 0
+    _leaders: Any = dataclasses.field(default=None, repr=False)
+
+    @property
+    def leaders(self) -> pl.DataFrame | None:
+        """The kept leaders (read on first use, counted in ``rows_visited``)."""
+        if self._leaders is None:
+            found, n = _read_leaders(self.view)
+            self.rows_visited += n
+            self._leaders = (found,)
+        return self._leaders[0]
 
     def top_rows(self, keep: pl.Expr, n: int, order: str, total: int | None = None
                  ) -> pl.DataFrame:
@@ -868,6 +902,19 @@ class WarmState:
             return self.merged.clear()
         if self.in_memory:
             return _first(self.merged, n, order, keep)
+        # rows at hand settle the list when they are all the qualifying rows, or (newest)
+        # when n of them are new since the watermark (newer than every stored row)
+        at_hand = self.merged.filter(keep)
+        if total is not None and at_hand.height >= total:
+            return _first(at_hand, n, order)
+        if order == "newest":
+            new = at_hand.filter(pl.col("seq") > self.mark)
+            if new.height >= n:
+                return _first(new, n, order)
+        if self.leaders is not None:
+            found = leaders_first(self.leaders, self.merged, self.touched, keep, n, order)
+            if found is not None:
+                return found
         column = "seq" if order == "newest" else "recall_count"
         groups = []
         for k in levels.levels(self.view, NAME):
@@ -962,5 +1009,132 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
         merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
     ], how="vertical")
     warm = WarmState(view, aggregates, subset, wanted, merged.select(list(STATE_SCHEMA)),
-                     visited)
+                     visited, mark=mark)
     return warm, delta
+
+
+# -- the leaders: the first rows of the newest and most-recalled lists, kept ---------------
+#
+# The ``newest`` and ``most_recalled`` lists are the first N rows of the population in one
+# order. The job keeps, per list, the ``LEADERS_K`` qualifying state rows that rank first
+# (``projections/digest_leaders``) and a *floor*: a row ranking at least as high as every
+# qualifying row left out (none when no row was left out: the list is complete). Whatever
+# happens to a row outside the table happens through an event on its capsule, so a digest
+# reads the table, replaces the rows touched since the watermark by their current rows, and
+# takes the first N: when the N-th ranks above the floor (or the table is complete) no row
+# left out can rank among them; otherwise it falls back to the state's row groups
+# (`WarmState.top_rows`). The job maintains the table from the rows that changed: a changed
+# row ranking above the floor joins, the table is trimmed back to K rows and the floor
+# rises to the best row trimmed; a leader leaving the population just leaves. When fewer than
+# a quarter of K remain above a floor the table is refilled from every state row.
+
+LEADERS = "projections/digest_leaders"
+#: rows kept per list (a digest with N above it reads the state's row groups instead)
+LEADERS_K = 256
+LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
+_ORDERS: dict[str, tuple[list[str], list[bool]]] = {
+    "newest": (["seq"], [True]),
+    "recalled": (["recall_count", "last_recalled_at", "seq"], [True, True, False]),
+}
+
+
+def qualifies_expr(order: str) -> pl.Expr:
+    """Can a state row appear in list ``order`` (before any fence)?"""
+    keep = population_expr()
+    return keep & pl.col("last_recalled_at").is_not_null() if order == "recalled" else keep
+
+
+def _ranks_above(order: str, floor: Mapping[str, Any]) -> pl.Expr:
+    """Does a row rank strictly before ``floor`` in list ``order``?"""
+    by, descending = _ORDERS[order]
+    above = pl.lit(False)
+    tied = pl.lit(True)
+    for column, desc in zip(by, descending, strict=True):
+        value = pl.lit(floor[column], dtype=STATE_SCHEMA[column])
+        better = pl.col(column) > value if desc else pl.col(column) < value
+        above = above | (tied & better.fill_null(False))
+        tied = tied & (pl.col(column) == value).fill_null(False)
+    return above
+
+
+def _ranked(rows: pl.DataFrame, order: str) -> pl.DataFrame:
+    by, descending = _ORDERS[order]
+    return rows.sort(by, descending=descending, nulls_last=True)
+
+
+def _list_rows(rows: pl.DataFrame, order: str, floor: pl.DataFrame) -> pl.DataFrame:
+    tagged = pl.concat([
+        rows.select(list(STATE_SCHEMA)).with_columns(pl.lit(False).alias("floor")),
+        floor.select(list(STATE_SCHEMA)).with_columns(pl.lit(True).alias("floor")),
+    ], how="vertical")
+    return tagged.select(pl.lit(order).alias("list"), pl.all()).select(list(LEADERS_SCHEMA))
+
+
+def leaders_of(rows: pl.DataFrame, k: int | None = None) -> pl.DataFrame:
+    """The leaders table of every state row (`LEADERS_K` per list, and each floor).
+
+    Examples:
+        >>> rows = pl.DataFrame([{"num": i, "seq": i} for i in (1, 2, 3)]).select(
+        ...     [pl.col(c) if c in ("num", "seq") else pl.lit(_DEFAULTS.get(c)).cast(d).alias(c)
+        ...      for c, d in STATE_SCHEMA.items()])
+        >>> t = leaders_of(rows, k=2).filter(pl.col("list") == "newest")
+        >>> t.select("num", "floor").rows()
+        [(3, False), (2, False), (1, True)]
+    """
+    k = LEADERS_K if k is None else k
+    out = []
+    for order in _ORDERS:
+        ranked = _ranked(rows.filter(qualifies_expr(order)), order)
+        out.append(_list_rows(ranked.head(k), order, ranked.slice(k, 1)))
+    return pl.concat(out, how="vertical")
+
+
+def update_leaders(stored: pl.DataFrame, changed: pl.DataFrame, k: int | None = None
+                   ) -> pl.DataFrame | None:
+    """The leaders after ``changed`` state rows (their current rows), or None when a list
+    fell below a quarter of ``k`` above its floor (refill it from every state row)."""
+    k = LEADERS_K if k is None else k
+    gone = changed.get_column(KEY).implode()
+    out = []
+    for order in _ORDERS:
+        mine = stored.filter(pl.col("list") == order)
+        floor = mine.filter(pl.col("floor"))
+        kept = mine.filter(~pl.col("floor") & ~pl.col(KEY).is_in(gone)).select(
+            list(STATE_SCHEMA))
+        joining = changed.filter(qualifies_expr(order)).select(list(STATE_SCHEMA))
+        if floor.height:
+            joining = joining.filter(_ranks_above(order, floor.row(0, named=True)))
+        ranked = _ranked(pl.concat([kept, joining], how="vertical"), order)
+        trimmed = ranked.slice(k, 1)
+        if trimmed.height:  # the best row trimmed ranks above any old floor
+            floor = trimmed
+        if floor.height and ranked.height < max(1, k // 4):
+            return None
+        out.append(_list_rows(ranked.head(k), order, floor))
+    return pl.concat(out, how="vertical")
+
+
+def leaders_first(leaders: pl.DataFrame, merged: pl.DataFrame, touched: pl.Series,
+                  keep: pl.Expr, n: int, order: str) -> pl.DataFrame | None:
+    """The first ``n`` rows satisfying ``keep`` in list ``order``, from the leaders and the
+    rows touched since the watermark (``merged``), or None when the leaders cannot prove
+    them (the caller reads the state's row groups)."""
+    mine = leaders.filter(pl.col("list") == order)
+    floor = mine.filter(pl.col("floor"))
+    entries = mine.filter(~pl.col("floor") & ~pl.col(KEY).is_in(touched.implode()))
+    candidates = pl.concat([entries.select(list(STATE_SCHEMA)),
+                            merged.select(list(STATE_SCHEMA))], how="vertical")
+    first = _first(candidates, n, order, keep & qualifies_expr(order))
+    if not floor.height:
+        return first  # every qualifying row is at hand
+    if first.height < n:
+        return None
+    last = first.tail(1).filter(_ranks_above(order, floor.row(0, named=True)))
+    return first if last.height else None
+
+
+def _read_leaders(view: StoreView) -> tuple[pl.DataFrame | None, int]:
+    if not view.partitions(LEADERS):
+        return None, 0
+    return (view.derived(LEADERS, LEADERS_SCHEMA).collect(engine="in-memory"),
+            view.row_count(LEADERS))

@@ -118,15 +118,17 @@ def test_rows_visited_counts_the_partitions_read(store):
                if t.startswith("projections/digest_globals/"))
     assert kept > 0
     rest = tables - sum(view.row_count(name) for name in per_capsule + families) + kept
-    # the warm digest reads the aggregates, the subset, and the state's row groups its
-    # newest and most-recalled readers need (one group here, read by each); headlines
-    # come with the state rows, so no content is read
+    # the warm digest reads the aggregates, the subset and the leaders; headlines come
+    # with the state rows, so no content is read
     aggregates = view.row_count("projections/digest_aggregates")
     subset = sum(view.row_count(t) for t in view.snapshot.tables
                  if t.startswith("projections/digest_subset/"))
     assert aggregates > 0 and subset > 0
+    # the newest and most-recalled lists come from the kept leaders (every row here)
+    leaders = view.row_count("projections/digest_leaders")
+    assert 0 < leaders <= 2 * state
     warm = mf.digest(view, now=NOW)
-    assert warm.rows_visited == rest + aggregates + subset + 2 * state + checkpoint
+    assert warm.rows_visited == rest + aggregates + subset + leaders + checkpoint
     assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 

@@ -1,0 +1,87 @@
+"""The kept leaders of the newest and most-recalled lists (`digest_state.leaders_first`):
+with a table far smaller than the store (tiny K, floors, trims and refills all happen),
+the warm digest still answers the full computation's bytes; a warm digest after new rows
+answers its lists from the leaders without reading the state's row groups."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memframe as mf
+from memframe.projections import digest_state as ds
+from tests.conftest import TickingClock
+from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _bytes_agree, _play, step
+
+
+def test_tiny_leaders_answer_the_full_bytes(monkeypatch):
+    @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(steps=st.lists(step, min_size=1, max_size=18), k=st.integers(1, 4))
+    def law(steps, k):
+        monkeypatch.setattr(ds, "LEADERS_K", k)
+        with tempfile.TemporaryDirectory() as tmp:
+            store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
+            _play(store, steps)
+            store.memory.run_cycle()
+            _bytes_agree(store.pinned())
+
+    law()
+
+
+def _state_groups_read(monkeypatch) -> list[str]:
+    seen: list[str] = []
+    real = ds.levels.read_all
+
+    def counting(view, name, *args, **kwargs):
+        seen.append(name)
+        return real(view, name, *args, **kwargs)
+
+    monkeypatch.setattr(ds.levels, "read_all", counting)
+    return seen
+
+
+def test_the_lists_come_from_the_leaders(tmp_path, monkeypatch):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"}
+                        for i in range(600)])
+    store.record_recall(ids[::7] + ids[::50])
+    store.memory.run_cycle()
+    store.ingest([{"content": f"new {i}", "source": "s", "anchor": "a"} for i in range(3)])
+    store.record_recall([ids[3]])
+    view = store.pinned()
+    before = ds.read_warm(view)[0]
+    read: list = []
+    monkeypatch.setattr(view, "read_row_groups",
+                        lambda *a, **k: read.append(a) or pl.DataFrame())
+    body = mf.digest(view, now=NOW, headlines=10).to_dict()
+    assert read == []  # no state row group was read: the leaders proved both lists
+    assert [r["id"] for r in body["newest"][:3]] == ["cap-603", "cap-602", "cap-601"]
+    assert body["most_recalled"][0]["id"] == "cap-1"  # recalled twice (ids[::7], ids[::50])
+    # newest: K rows and a floor; most recalled: every recalled capsule (fewer than K), so
+    # no floor (the list is complete)
+    leaders = before.leaders
+    recalled = len(set(ids[::7] + ids[::50]))
+    assert leaders.group_by("list", "floor").len().sort("list", "floor").rows() == [
+        ("newest", False, ds.LEADERS_K), ("newest", True, 1), ("recalled", False, recalled)]
+
+
+def test_a_list_run_low_is_refilled_from_every_state_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(ds, "LEADERS_K", 4)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"}
+                        for i in range(20)])
+    store.memory.run_cycle()
+    for cid in ids[-4:]:  # every newest leader leaves the population
+        store.forget(cid)
+    seen = _state_groups_read(monkeypatch)
+    store.memory.run_cycle()
+    assert ds.NAME in seen  # refilled from the stored state rows
+    leaders = store.pinned().derived(ds.LEADERS, ds.LEADERS_SCHEMA).collect()
+    newest = leaders.filter((pl.col("list") == "newest") & ~pl.col("floor"))
+    assert newest.get_column("num").to_list() == [16, 15, 14, 13]
+    assert mf.digest(store, now=NOW, headlines=3).to_json() == mf.digest(
+        store, now=NOW, headlines=3, verify="full").to_json()
