@@ -99,12 +99,17 @@ def warm_out_of_band(warm: ds.WarmState) -> int:
 
 def warm_archive(inputs, warm: ds.WarmState) -> int:
     """``archive_candidates``: the candidates whose instant is at or before ``now`` (the
-    quarantine guard was applied when each capsule was folded)."""
+    quarantine guard was applied when each capsule was folded): the stored running total
+    at ``now`` plus the changes of the rows above the watermark."""
     from memframe.schema import TIMESTAMP
 
     now = pl.lit(inputs.now).cast(TIMESTAMP)
     timed = warm.aggregates.filter((pl.col("metric") == "archive") & (pl.col("at") <= now))
-    return int(timed["n"].sum() or 0)
+    stored = 0
+    if not warm.in_memory:
+        stored, read = ds.archive_at(warm.view, inputs.now)
+        warm.rows_visited += read
+    return stored + int(timed["n"].sum() or 0)
 
 
 def warm_scoped(subset_state: pl.DataFrame, prefix: str | None) -> pl.DataFrame:

@@ -632,8 +632,9 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
 
 def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
                    old: pl.DataFrame) -> int:
-    """Stage the subset rows and the aggregates for state rows that changed (``old``:
-    their stored rows, absent for new numbers). Returns the Parquet rows read."""
+    """Stage the subset rows, the aggregates, the archive instants and the leaders for
+    state rows that changed (``old``: their stored rows, absent for new numbers). Returns
+    the Parquet rows read."""
     stored, visited = _read_aggregates(view)
     sub = _subset_rows(changed, old)
     if sub.height:
@@ -643,7 +644,17 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
         visited += levels.stage_merge(commit, view, SUBSET, SUBSET_SCHEMA, KEY, sub, level0,
                                       row_group_rows=ROW_GROUP_ROWS)
     aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
-    commit.write_derived(AGG_TABLE, aggregates, replace=True)
+    is_archive = pl.col("metric") == "archive"
+    commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
+    # the archive instants are rewritten only when their sums changed (a supersedes edge,
+    # or an event on a superseded capsule); aggregates stored whole before the instants
+    # had their own table carry them here
+    moved = aggregates.filter(is_archive)
+    if moved.height or stored.filter(is_archive).height:
+        archive, n = _read_archive(view)
+        visited += n
+        commit.write_derived(ARCHIVE_TABLE, archive_rows(archive, moved), replace=True,
+                             row_group_rows=ARCHIVE_GROUP_ROWS)
     return visited + _stage_leaders(commit, view, changed)
 
 
@@ -675,7 +686,11 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
     levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
                          row_group_rows=ROW_GROUP_ROWS)
-    commit.write_derived(AGG_TABLE, aggregates_of(rows), replace=True)
+    aggregates = aggregates_of(rows)
+    is_archive = pl.col("metric") == "archive"
+    commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
+    commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),
+                         replace=True, row_group_rows=ARCHIVE_GROUP_ROWS)
     commit.write_derived(LEADERS, leaders_of(rows), replace=True)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, visited, rows.height)
@@ -829,6 +844,65 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
             .agg(pl.col("n").sum()).filter(pl.col("n") != 0)
             .sort("metric", "key", "at", nulls_last=False)
             .select(list(AGG_SCHEMA)).collect(engine="in-memory"))
+
+
+#: the archive candidates by instant: one row per instant at which some become candidates,
+#: sorted by instant, with the running total, so "how many at ``now``" reads one row group
+ARCHIVE_TABLE = "projections/digest_archive"
+ARCHIVE_SCHEMA = pl.Schema({"at": TIMESTAMP, "n": pl.Int64(), "cum": pl.Int64()})
+ARCHIVE_GROUP_ROWS = 1_024
+
+
+def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataFrame:
+    """Stored archive rows plus aggregate ``archive`` rows (unsummed changes) -> the
+    archive table: summed by instant, zero sums dropped, sorted, with the running total.
+
+    Examples:
+        >>> import datetime as dt
+        >>> t = [dt.datetime(2026, 1, d, tzinfo=dt.UTC) for d in (1, 2)]
+        >>> ch = pl.DataFrame({"metric": ["archive"] * 3, "key": [""] * 3,
+        ...                    "at": [t[1], t[0], t[1]], "n": [1, 2, 1]},
+        ...                   schema_overrides={"at": TIMESTAMP})
+        >>> archive_rows(None, ch).select("n", "cum").rows()
+        [(2, 2), (2, 4)]
+    """
+    pieces = [changes.select("at", "n")]
+    if stored is not None and stored.height:
+        pieces.append(stored.select("at", "n"))
+    return (pl.concat(pieces, how="vertical").group_by("at").agg(pl.col("n").sum())
+            .filter(pl.col("n") != 0).sort("at")
+            .with_columns(pl.col("n").cum_sum().alias("cum")).select(list(ARCHIVE_SCHEMA)))
+
+
+def _read_archive(view: StoreView) -> tuple[pl.DataFrame | None, int]:
+    if not view.partitions(ARCHIVE_TABLE):
+        return None, 0
+    return (view.derived(ARCHIVE_TABLE, ARCHIVE_SCHEMA).collect(engine="in-memory"),
+            view.row_count(ARCHIVE_TABLE))
+
+
+def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
+    """The stored archive candidates at ``now`` (instant at or before it) and the Parquet
+    rows read: the running total of the last instant at or before ``now``, read from the
+    one row group holding it (the row groups' instant ranges say which)."""
+    parts = view.partitions(ARCHIVE_TABLE)
+    if not parts:
+        return 0, 0
+    (part,) = parts  # replaced whole by every write
+    mins, _maxs, counts = view.row_group_ranges(part, "at")
+    at_or_before = [g for g, lo in enumerate(mins) if lo is None or lo <= now]
+    if not at_or_before:
+        return 0, 0
+    read = 0
+    # sorted by instant: the last group starting at or before now holds the answer (a
+    # group without statistics is read to find out)
+    for g in reversed(at_or_before):
+        read += counts[g]
+        rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(
+            pl.col("at") <= pl.lit(now).cast(TIMESTAMP))
+        if rows.height:
+            return int(rows.get_column("cum").tail(1).item()), read
+    return 0, read
 
 
 def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:

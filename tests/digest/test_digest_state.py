@@ -27,6 +27,12 @@ def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     sub = sub.filter(pl.col("member")).select(list(ds.STATE_SCHEMA)) if sub.width else \
         pl.DataFrame(schema=ds.STATE_SCHEMA)
     agg = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
+    # the archive instants live in their own table, with a running total
+    archive = view.derived(ds.ARCHIVE_TABLE, ds.ARCHIVE_SCHEMA).collect()
+    assert archive.get_column("cum").equals(archive.get_column("n").cum_sum())
+    assert archive.get_column("at").is_sorted()
+    agg = pl.concat([agg, archive.select(pl.lit("archive").alias("metric"),
+                                         pl.lit("").alias("key"), "at", "n")])
     return rows, sub, agg
 
 
