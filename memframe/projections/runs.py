@@ -410,7 +410,9 @@ class SortedRuns:
 
         nxt = 0
         total = 0
-        while nxt < len(order) and total + order[nxt][3] <= budget.left:
+        # at least one group: a group larger than what is left of a whole budget is read
+        # on its own (it cannot be split)
+        while nxt < len(order) and (nxt == 0 or total + order[nxt][3] <= budget.left):
             total += order[nxt][3]
             nxt += 1
         read(order[:nxt])
