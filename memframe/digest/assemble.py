@@ -66,7 +66,7 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
             "staged": staged_section(tables["reviews"], inputs.now),
             "_mission_graph": graph["mission_graph"],
             "_dag_projection": projection,
-            "_relations": graph["relations_frame"],
+            "_efforts": graph["effort_graph"],
             **_fail_open_sections(inputs),
         }
     except MemframeError:
@@ -163,7 +163,7 @@ def _bodies(
         pinned = pinned_sections(scoped, scopes, inputs.now, inputs.attach)
         alive = inputs.state.filter(pl.col("status") != "tombstoned")
         efforts = open_efforts_sections(
-            scoped, alive, glob["_relations"], glob["_dag_projection"], scopes, n,
+            scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n,
             inputs.now, inputs.attach,
         )
     except Exception as exc:  # noqa: BLE001

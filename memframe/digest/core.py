@@ -103,6 +103,9 @@ def digest(
     body = assemble(inputs, n, prefix)
     if inputs.warm is not None:  # the rows its top-N readers read
         inputs.rows_visited += inputs.warm.rows_visited
+    kept_graph = inputs.globals.get("graph")
+    if kept_graph is not None and kept_graph["_reads"] is not None:  # the board's lookups
+        inputs.rows_visited += kept_graph["_reads"].rows_visited
     return Digest(
         body,
         known_hash=known_hash,

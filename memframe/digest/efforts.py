@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -27,7 +28,7 @@ from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import HANDOFF_SOURCE, SCOPE, per_scope, top_per_scope
 from memframe.ids import capsule_number_expr
 
-__all__ = ["DAG_LISTS", "open_efforts_sections"]
+__all__ = ["DAG_LISTS", "EffortGraph", "effort_graph", "open_efforts_sections"]
 
 DAG_LISTS = ("ready", "blocked", "done")
 
@@ -35,6 +36,63 @@ DAG_LISTS = ("ready", "blocked", "done")
 def _number(column: str) -> pl.Expr:
     # cap-<n> -> n (the capsule's append position); anything else -> null
     return capsule_number_expr(column)
+
+
+@dataclass(frozen=True)
+class EffortGraph:
+    """What the board reads of the relations (store-wide, never fenced).
+
+    Attributes:
+        witnessed: the ``to_id`` of every ``witnesses`` edge.
+        member_stats: one row per ``part_of`` target (``epic``): ``member_total`` (distinct
+            from-ids), ``newest_member`` (the member with the highest capsule number, null
+            when no member has one) and ``newest_member_number``.
+        members: epic ids -> their distinct ``(epic, member)`` edges (asked for the epics
+            shown only).
+    """
+
+    witnessed: pl.Series
+    member_stats: pl.DataFrame
+    members: Callable[[pl.Series], pl.DataFrame]
+
+
+def member_stats(part_of: pl.DataFrame) -> pl.DataFrame:
+    """Distinct ``(epic, member)`` edges -> `EffortGraph.member_stats`."""
+    return (
+        part_of.with_columns(_number("member").alias("number"))
+        .group_by("epic")
+        .agg(
+            pl.len().cast(pl.Int64).alias("member_total"),
+            pl.col("member").filter(pl.col("number").is_not_null())
+            .sort_by(pl.col("number").filter(pl.col("number").is_not_null()),
+                     descending=True).first().alias("newest_member"),
+            pl.col("number").max().alias("newest_member_number"),
+        )
+        .sort("epic")
+    )
+
+
+def effort_graph(relations: pl.DataFrame) -> EffortGraph:
+    """The board's `EffortGraph` from every relation row (``kind``, ``from_id``, ``to_id``).
+
+    Examples:
+        >>> rel = pl.DataFrame({"kind": ["part_of", "part_of", "witnesses"],
+        ...                     "from_id": ["cap-2", "cap-3", "cap-4"],
+        ...                     "to_id": ["cap-1", "cap-1", "cap-3"]})
+        >>> g = effort_graph(rel)
+        >>> g.member_stats.rows(), g.witnessed.to_list()
+        ([('cap-1', 2, 'cap-3', 3)], ['cap-3'])
+    """
+    edges = relations.select("kind", "from_id", "to_id")
+    witnessed = edges.filter(pl.col("kind") == "witnesses").get_column("to_id").unique().sort()
+    part_of = (edges.filter(pl.col("kind") == "part_of")
+               .select(pl.col("to_id").alias("epic"), pl.col("from_id").alias("member"))
+               .unique())
+    return EffortGraph(
+        witnessed=witnessed,
+        member_stats=member_stats(part_of),
+        members=lambda ids: part_of.filter(pl.col("epic").is_in(ids.implode())),
+    )
 
 
 def _dag_slices(
@@ -73,7 +131,7 @@ def _dag_slices(
 def open_efforts_sections(
     scoped: pl.DataFrame,
     alive: pl.DataFrame,
-    relations: pl.DataFrame,
+    relations: pl.DataFrame | EffortGraph,
     projection: dict,
     scopes: Sequence[str],
     n: int,
@@ -86,7 +144,8 @@ def open_efforts_sections(
         scoped: the scope-tagged population (fenced, tombstoned and staged excluded).
         alive: every non-tombstoned capsule, unfenced, staged included (members and
             handoffs are resolved against it).
-        relations: all relation rows (``kind``, ``from_id``, ``to_id``).
+        relations: all relation rows (``kind``, ``from_id``, ``to_id``), or what the board
+            reads of them (`EffortGraph`).
         projection: the uncapped blocks-DAG projection
             (:func:`memframe.graph.blocks_projection`).
         scopes: the scopes to answer.
@@ -94,46 +153,36 @@ def open_efforts_sections(
         now: the digest's instant (``expired`` flags).
     """
     empty: dict[str, dict] = {scope: {} for scope in scopes}
-    edges = relations.select("kind", "from_id", "to_id")
-    witnessed = edges.filter(pl.col("kind") == "witnesses").get_column("to_id").unique()
+    graph = relations if isinstance(relations, EffortGraph) else effort_graph(relations)
     epics = scoped.filter(
         (pl.col("kind") == "epic").fill_null(False)
         & ~pl.col("superseded")
-        & ~pl.col("id").is_in(witnessed.implode())
+        & ~pl.col("id").is_in(graph.witnessed.implode())
     )
     if epics.height == 0:
         return empty
-    epic_ids = epics.get_column("id").unique()
-    members = (
-        edges.filter((pl.col("kind") == "part_of") & pl.col("to_id").is_in(epic_ids.implode()))
-        .select(pl.col("to_id").alias("epic"), pl.col("from_id").alias("member"))
-        .unique()
-    )
-    # the epic belongs to its own effort (newest_id and the dag intersection)
-    belongs = pl.concat(
-        [members, pl.DataFrame({"epic": epic_ids, "member": epic_ids})]
-    ).unique()
-    stats = (
-        belongs.with_columns(_number("member").alias("number"))
-        .group_by("epic")
-        .agg(
-            pl.col("member").sort_by("number", descending=True, nulls_last=True)
-            .first().alias("newest_id"),
-            pl.col("number").max().alias("newest_number"),
-        )
-        .join(members.group_by("epic").agg(pl.len().cast(pl.Int64).alias("member_total")),
-              on="epic", how="left")
-        .with_columns(pl.col("member_total").fill_null(0))
-    )
+    # the epic belongs to its own effort: newest_id is the epic unless a member is newer
+    epic_number = _number("id")
     board = (
-        epics.join(stats, left_on="id", right_on="epic", how="left")
+        epics.join(graph.member_stats, left_on="id", right_on="epic", how="left")
+        .with_columns(pl.col("member_total").fill_null(0), epic_number.alias("_own"))
+        .with_columns(
+            pl.when(pl.col("newest_member_number").fill_null(-1) > pl.col("_own").fill_null(-1))
+            .then(pl.col("newest_member")).otherwise(pl.col("id")).alias("newest_id"),
+            pl.max_horizontal("newest_member_number", "_own").alias("newest_number"),
+        )
+        .drop("newest_member", "newest_member_number", "_own")
         .sort(["newest_number", "seq"], descending=[True, True])
     )
     totals = dict(board.group_by(SCOPE).len().iter_rows())
     top = top_per_scope(board, n)
     # the per-row work (dag slices, handoffs) follows the rows shown, not every open epic
     shown_ids = top.get_column("id").unique()
-    shown_members = members.filter(pl.col("epic").is_in(shown_ids.implode()))
+    shown_members = graph.members(shown_ids)
+    belongs = pl.concat(
+        [shown_members.select("epic", "member"),
+         pl.DataFrame({"epic": shown_ids, "member": shown_ids})]
+    ).unique()
     handoff_source = alive.filter(
         (pl.col("source") == HANDOFF_SOURCE).fill_null(False) & ~pl.col("superseded")
     )
@@ -146,10 +195,7 @@ def open_efforts_sections(
     )
     handoff_rows = alive.filter(pl.col("id").is_in(handoffs.get_column("handoff_id").implode()))
     handoff_lines = {row["id"]: row for row in headline_rows(handoff_rows, now, attach=attach)}
-    slices = (
-        _dag_slices(belongs.filter(pl.col("epic").is_in(shown_ids.implode())), projection, n)
-        if projection["status"] == "ok" else {}
-    )
+    slices = _dag_slices(belongs, projection, n) if projection["status"] == "ok" else {}
     top = top.join(handoffs, left_on="id", right_on="epic", how="left", maintain_order="left")
     out: dict[str, dict] = {}
     shown = per_scope(top)

@@ -16,8 +16,9 @@ Families (table -> what the digest reads from it):
 
 * ``graph`` (``relations``, ``forgets``): ``relations``, the uncapped blocks-DAG projection
   (`memframe.graph.blocks_projection`), the mission graph's anchoring, child counts and
-  cycle (`memframe.graph.mission_graph`), and the ``witnesses``/``part_of`` edges the
-  ``open_efforts`` board reads;
+  cycle (`memframe.graph.mission_graph`), and what the ``open_efforts`` board reads of the
+  relations (`memframe.digest.efforts.EffortGraph`: witnessed ids, per-epic member stats,
+  and the ``part_of`` edges in their own table, looked up for the epics shown only);
 * ``sources`` (``source_cursors``, ``corroborations``): the ``sources`` section;
 * ``misses`` (``recall_misses``): ``recall_misses`` and ``recent_failures``;
 * ``lanes`` (``lane_overrides``): ``lane_overrides_total``.
@@ -142,13 +143,14 @@ def family_values(family: str, tables: Mapping[str, pl.DataFrame | None]) -> dic
 
 def graph_values(relations: pl.DataFrame, tombstoned: pl.Series) -> dict[str, Any]:
     """The ``graph`` family's values from every relation row and the tombstoned ids."""
+    from memframe.digest.efforts import effort_graph
     from memframe.graph import blocks_projection, mission_graph
 
     return {
         "relations": relations.height,
         "dag_projection": blocks_projection(relations, tombstoned),
         "mission_graph": mission_graph(relations, tombstoned),
-        "relations_frame": relations,
+        "effort_graph": effort_graph(relations),
     }
 
 
@@ -170,7 +172,8 @@ def _json_row(part: str, value: Any) -> pl.DataFrame:
 
 
 def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
-    """A family's values -> the rows stored (`decode` gives them back).
+    """A family's values -> the rows stored (`decode` gives them back; the graph's
+    ``part_of`` edges go to their own table, `member_rows`).
 
     Examples:
         >>> encode("lanes", {"lane_overrides_total": 3}).rows()
@@ -179,7 +182,7 @@ def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
     if family != "graph":
         return pl.concat([_json_row(key, value) for key, value in values.items()])
     projection, graph = values["dag_projection"], values["mission_graph"]
-    edges = values["relations_frame"].select("kind", "from_id", "to_id")
+    efforts = values["effort_graph"]
     pieces = [_rows("relations", [""], [values["relations"]])]
     if projection["status"] == "ok":
         pieces.append(_json_row("dag", {"status": "ok"}))
@@ -188,37 +191,71 @@ def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
             pieces.append(_rows(name, ids, list(range(len(ids)))))
     else:
         pieces.append(_json_row("dag", projection))
+    stats = efforts.member_stats
     pieces += [
         _json_row("mission_cycle", graph.cycle),
         _rows("grounded_from", graph.grounded_from),
         _rows("children", graph.children.get_column("id"), graph.children.get_column("children")),
-        # what the open_efforts board reads of the relations: witnessed ids, part_of edges
-        _rows("witnessed", edges.filter(pl.col("kind") == "witnesses")
-              .get_column("to_id").unique().sort()),
+        # what the open_efforts board reads of the relations besides the members
+        _rows("witnessed", efforts.witnessed),
+        _rows("effort", stats.get_column("epic"), stats.get_column("member_total"),
+              stats.get_column("newest_member")),
     ]
-    part_of = (edges.filter(pl.col("kind") == "part_of").select("to_id", "from_id").unique()
-               .sort("to_id", "from_id"))
-    pieces.append(_rows("part_of", part_of.get_column("to_id"),
-                        text=part_of.get_column("from_id")))
     return pl.concat(pieces)
 
 
-def decode(family: str, rows: pl.DataFrame) -> dict[str, Any]:
-    """Stored rows -> the family's values (as `family_values` computed them).
+#: the ``part_of`` edges, sorted by epic (the board looks up the members of the epics it
+#: shows, reading the row groups that hold them)
+MEMBERS_SCHEMA = pl.Schema({"epic": pl.String(), "member": pl.String()})
+MEMBERS_GROUP_ROWS = 1_024
 
-    ``relations_frame`` comes back as the only relation rows the digest still reads from
-    it (the ``witnesses`` targets and the ``part_of`` edges); the mission graph's ``dead``
+
+def members_table() -> str:
+    return table_of("graph") + "_members"
+
+
+def member_rows(values: Mapping[str, Any]) -> pl.DataFrame:
+    """The graph's distinct ``part_of`` edges, sorted by epic then member."""
+    stats = values["effort_graph"].member_stats
+    return (values["effort_graph"].members(stats.get_column("epic"))
+            .select(list(MEMBERS_SCHEMA)).sort("epic", "member"))
+
+
+class MemberIndex:
+    """`EffortGraph.members` over the kept edges: reads only the row groups that can hold
+    the epics asked (``rows_visited`` counts them)."""
+
+    def __init__(self, view: StoreView) -> None:
+        self.view = view
+        self.rows_visited = 0
+
+    def __call__(self, epics: pl.Series) -> pl.DataFrame:
+        rows, n = self.view.read_matching(members_table(), MEMBERS_SCHEMA, "epic",
+                                          [e for e in epics.to_list() if e is not None])
+        self.rows_visited += n
+        return rows
+
+
+def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> dict[str, Any]:
+    """Stored rows -> the family's values (as `family_values` computed them; the graph's
+    members are looked up in ``view`` when the board asks). The mission graph's ``dead``
     set, which no section reads, is not kept.
     """
     if family != "graph":
         return {part: json.loads(text) for part, text in
                 rows.select("part", "text").iter_rows()}
+    from memframe.digest.efforts import EffortGraph
     from memframe.graph import MissionGraph
+    from memframe.ids import capsule_number_expr
 
-    by_part = rows.partition_by("part", as_dict=True, maintain_order=True)
+    # rows are stored part by part: one slice each
+    bounds = rows.with_row_index("_i").group_by("part", maintain_order=True).agg(
+        pl.col("_i").first().alias("start"), pl.len().alias("len"))
+    spans = {p: (int(a), int(b)) for p, a, b in bounds.iter_rows()}
 
     def part(name: str) -> pl.DataFrame:
-        return by_part.get((name,), rows.clear())
+        start, length = spans.get(name, (0, 0))
+        return rows.slice(start, length)
 
     dag = json.loads(part("dag").get_column("text").item())
     if dag["status"] == "ok":
@@ -226,25 +263,21 @@ def decode(family: str, rows: pl.DataFrame) -> dict[str, Any]:
             dag[name] = part(name).sort("n").get_column("id").to_list()
     children = part("children").select(
         pl.col("id"), pl.col("n").alias("children")).sort("id")
-    witnessed = part("witnessed").get_column("id")
-    part_of = part("part_of")
-    relations = pl.concat([
-        pl.DataFrame({"kind": pl.Series([], dtype=pl.String), "from_id": pl.Series(
-            [], dtype=pl.String), "to_id": pl.Series([], dtype=pl.String)}),
-        pl.DataFrame({"kind": ["witnesses"] * witnessed.len(),
-                      "from_id": [""] * witnessed.len(), "to_id": witnessed},
-                     schema={"kind": pl.String, "from_id": pl.String, "to_id": pl.String}),
-        part_of.select(pl.lit("part_of").alias("kind"), pl.col("text").alias("from_id"),
-                       pl.col("id").alias("to_id")),
-    ])
+    stats = part("effort").select(
+        pl.col("id").alias("epic"), pl.col("n").alias("member_total"),
+        pl.col("text").alias("newest_member"),
+        capsule_number_expr(pl.col("text")).alias("newest_member_number"))
     graph = MissionGraph(dead=None, grounded_from=part("grounded_from").get_column("id"),
                          children=children,
                          cycle=json.loads(part("mission_cycle").get_column("text").item()))
+    members = MemberIndex(view) if view is not None else None
     return {
         "relations": int(part("relations").get_column("n").item()),
         "dag_projection": dag,
         "mission_graph": graph,
-        "relations_frame": relations,
+        "effort_graph": EffortGraph(witnessed=part("witnessed").get_column("id"),
+                                    member_stats=stats, members=members),
+        "_reads": members,
     }
 
 
@@ -274,7 +307,7 @@ def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | Non
                         strict=True))
     if recorded != {name: view.row_count(name) for name in FAMILIES[family]}:
         return None
-    return decode(family, rows.filter(pl.col("part") != "_rows")), visited
+    return decode(family, rows.filter(pl.col("part") != "_rows"), view), visited
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
@@ -310,10 +343,17 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
         return {"rows_visited": visited, "rows_folded": 0, "rows_written": 0}
     counts = pl.concat([_rows("_rows", [name], [view.row_count(name)])
                         for name in FAMILIES[family]])
-    rows = pl.concat([counts, encode(family, family_values(family, tables))])
+    values = family_values(family, tables)
+    rows = pl.concat([counts, encode(family, values)])
     commit.write_derived(table_of(family), rows, replace=True)
+    written = rows.height
+    if family == "graph":
+        members = member_rows(values)
+        commit.write_derived(members_table(), members, replace=True,
+                             row_group_rows=MEMBERS_GROUP_ROWS)
+        written += members.height
     commit.set_watermark(_mark_name(family), top)
-    return {"rows_visited": visited, "rows_folded": visited, "rows_written": rows.height}
+    return {"rows_visited": visited, "rows_folded": visited, "rows_written": written}
 
 
 def _fails_closed(relations: pl.DataFrame) -> bool:

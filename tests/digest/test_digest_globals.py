@@ -155,12 +155,37 @@ def test_decode_of_encode_is_the_computation_for_every_graph():
         assert got["mission_graph"].grounded_from.to_list() == \
             want["mission_graph"].grounded_from.to_list()
         assert got["mission_graph"].children.equals(want["mission_graph"].children)
-        # what the open_efforts board reads of the relations
-        for kind, column in (("witnesses", "to_id"), ("part_of", None)):
-            keep = pl.col("kind") == kind
-            cols = [column] if column else ["from_id", "to_id"]
-            assert (got["relations_frame"].filter(keep).select(cols).unique().sort(cols)
-                    .equals(want["relations_frame"].filter(keep).select(cols).unique()
-                            .sort(cols)))
+        # what the open_efforts board reads of the relations (members from the kept
+        # edges, as the job writes them)
+        got_e, want_e = got["effort_graph"], want["effort_graph"]
+        assert got_e.witnessed.to_list() == want_e.witnessed.to_list()
+        assert got_e.member_stats.equals(want_e.member_stats)
+        edges = dg.member_rows(want)
+        epics = want_e.member_stats.get_column("epic")
+        assert edges.equals(want_e.members(epics).sort("epic", "member"))
+        assert edges.height == edges.unique().height
 
     law()
+
+
+def test_the_board_reads_the_members_of_the_epics_it_shows_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(dg, "MEMBERS_GROUP_ROWS", 8)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    epics = store.ingest([{"content": f"epic {i}", "source": "s", "anchor": "a",
+                           "kind": "epic"} for i in range(30)])
+    members = store.ingest([{"content": f"member {i}", "source": "s", "anchor": "a"}
+                            for i in range(300)])
+    store.append("relations", pl.DataFrame({
+        "kind": ["part_of"] * 300, "from_id": members,
+        "to_id": [epics[i % 30] for i in range(300)]}))
+    store.memory.run_cycle()
+    view = store.pinned()
+    index = dg.read_valid(view, "graph")[0]["effort_graph"].members
+    shown = pl.Series([epics[-1], epics[-2]])
+    edges = index(shown)
+    assert sorted(set(edges.get_column("epic").to_list())) == sorted(shown.to_list())
+    assert edges.height == 20
+    assert index.rows_visited < view.row_count(dg.members_table()) // 4
+    for n in (0, 2, 40):
+        assert mf.digest(view, now=NOW, headlines=n).to_json() == mf.digest(
+            view, now=NOW, headlines=n, verify="full").to_json()
