@@ -8,7 +8,7 @@ import polars as pl
 
 from memframe.digest import counters, ledger, warm
 from memframe.digest.capsules import capsule_sections
-from memframe.digest.efforts import open_efforts_sections
+from memframe.digest.efforts import EffortGraph, open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
 from memframe.digest.planning import (
     mission_sections,
@@ -43,10 +43,26 @@ def _family(inputs: DigestInputs, family: str) -> dict:
     `memframe.projections.digest_globals`), or computed now from the tables read."""
     kept = inputs.globals.get(family)
     if kept is not None:
+        if family == "graph":
+            return {**kept, "effort_graph": _kept_efforts(inputs, kept)}
         return kept
     if family == "graph":
         return digest_globals.graph_values(inputs.tables["relations"], _tombstoned(inputs))
     return digest_globals.family_values(family, inputs.optional)
+
+
+def _kept_efforts(inputs: DigestInputs, kept: dict) -> EffortGraph:
+    """The board's graph from kept values: witnessed ids and member lookups from the
+    digest job, member counts from the state rows of the epics (the subset holds them)."""
+    epics = inputs.state.filter((pl.col("kind") == "epic").fill_null(False))
+    stats = epics.select(
+        pl.col("id").alias("epic"),
+        pl.col("member_total"),
+        pl.format("cap-{}", pl.col("newest_member")).alias("newest_member"),
+        pl.col("newest_member").alias("newest_member_number"),
+    ).filter(pl.col("member_total") > 0).sort("epic")
+    return EffortGraph(witnessed=kept["witnessed"], member_stats=stats,
+                       members=kept["_reads"])
 
 
 def global_sections(inputs: DigestInputs, n: int) -> dict:

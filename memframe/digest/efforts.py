@@ -163,8 +163,11 @@ def open_efforts_sections(
         return empty
     # the epic belongs to its own effort: newest_id is the epic unless a member is newer
     epic_number = _number("id")
+    stats = graph.member_stats
+    # the state's own member columns (when it carries them) are what ``stats`` was made of
+    epics = epics.drop([c for c in stats.columns if c in epics.columns and c != "epic"])
     board = (
-        epics.join(graph.member_stats, left_on="id", right_on="epic", how="left")
+        epics.join(stats, left_on="id", right_on="epic", how="left")
         .with_columns(pl.col("member_total").fill_null(0), epic_number.alias("_own"))
         .with_columns(
             pl.when(pl.col("newest_member_number").fill_null(-1) > pl.col("_own").fill_null(-1))

@@ -93,8 +93,13 @@ def table_of(family: str) -> str:
     return f"projections/digest_globals/{family}"
 
 
+#: the layout of the kept rows: a watermark of another layout is not this one's, so the
+#: job recomputes the family and a digest reads its tables meanwhile
+FORMAT = 2
+
+
 def _mark_name(family: str) -> str:
-    return f"projections/digest/globals/{family}"
+    return f"projections/digest/globals/{family}@{FORMAT}"
 
 
 def watermark_of(view: StoreView, family: str) -> int | None:
@@ -191,15 +196,13 @@ def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
             pieces.append(_rows(name, ids, list(range(len(ids)))))
     else:
         pieces.append(_json_row("dag", projection))
-    stats = efforts.member_stats
     pieces += [
         _json_row("mission_cycle", graph.cycle),
         _rows("grounded_from", graph.grounded_from),
         _rows("children", graph.children.get_column("id"), graph.children.get_column("children")),
-        # what the open_efforts board reads of the relations besides the members
+        # what the open_efforts board reads of the relations besides the members (and the
+        # per-epic member counts, which the digest state folds per capsule)
         _rows("witnessed", efforts.witnessed),
-        _rows("effort", stats.get_column("epic"), stats.get_column("member_total"),
-              stats.get_column("newest_member")),
     ]
     return pl.concat(pieces)
 
@@ -237,16 +240,17 @@ class MemberIndex:
 
 
 def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> dict[str, Any]:
-    """Stored rows -> the family's values (as `family_values` computed them; the graph's
-    members are looked up in ``view`` when the board asks). The mission graph's ``dead``
-    set, which no section reads, is not kept.
+    """Stored rows -> the family's values (as `family_values` computed them), except the
+    graph's ``effort_graph``: it comes back as its ``witnessed`` ids and a `MemberIndex`
+    over ``view`` (``_reads``), and the digest completes it with the member counts its
+    state rows carry (`memframe.projections.digest_state`: ``members``,
+    ``newest_member``). The mission graph's ``dead`` set, which no section reads, is not
+    kept.
     """
     if family != "graph":
         return {part: json.loads(text) for part, text in
                 rows.select("part", "text").iter_rows()}
-    from memframe.digest.efforts import EffortGraph
     from memframe.graph import MissionGraph
-    from memframe.ids import capsule_number_expr
 
     # rows are stored part by part: one slice each
     bounds = rows.with_row_index("_i").group_by("part", maintain_order=True).agg(
@@ -263,21 +267,17 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
             dag[name] = part(name).sort("n").get_column("id").to_list()
     children = part("children").select(
         pl.col("id"), pl.col("n").alias("children")).sort("id")
-    stats = part("effort").select(
-        pl.col("id").alias("epic"), pl.col("n").alias("member_total"),
-        pl.col("text").alias("newest_member"),
-        capsule_number_expr(pl.col("text")).alias("newest_member_number"))
     graph = MissionGraph(dead=None, grounded_from=part("grounded_from").get_column("id"),
                          children=children,
                          cycle=json.loads(part("mission_cycle").get_column("text").item()))
-    members = MemberIndex(view) if view is not None else None
     return {
         "relations": int(part("relations").get_column("n").item()),
         "dag_projection": dag,
         "mission_graph": graph,
-        "effort_graph": EffortGraph(witnessed=part("witnessed").get_column("id"),
-                                    member_stats=stats, members=members),
-        "_reads": members,
+        # the board's graph is completed by the digest: member counts from the state's
+        # rows, members looked up here
+        "witnessed": part("witnessed").get_column("id"),
+        "_reads": MemberIndex(view) if view is not None else None,
     }
 
 

@@ -20,7 +20,9 @@ order-independent terms, one group of columns per source table:
   latest row by ``seq`` (the partial carries that ``seq``);
 * ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
   the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
-  row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of.
+  row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of;
+* ``members`` (``part_of`` edges into the capsule) is a sum, ``newest_member`` (their
+  highest from-id number) a max.
 
 The rebuild door folds every canonical row; the cycle folds the rows written since the
 watermark with the stored rows of the capsule numbers they touch. Both give the same
@@ -75,7 +77,9 @@ __all__ = [
 
 NAME = "digest_capsules"
 KEY = "num"
-WATERMARK = "projections/digest/capsules"
+#: versioned with the state's columns: a store whose state has other columns rebuilds it
+#: (the digest folds every row until then)
+WATERMARK = "projections/digest/capsules@2"
 THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
@@ -93,7 +97,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "tiers": ("seq", "capsule_id", "tier"),
     "forgets": ("seq", "capsule_id", "mode"),
     "journal": ("seq", "audit_seq", "at", "action", "subject"),
-    "relations": ("seq", "kind", "to_id"),
+    "relations": ("seq", "kind", "from_id", "to_id"),
     "reviews": ("seq", "capsule_id", "verdict"),
     "pins": ("seq", "capsule_id", "pinned"),
 }
@@ -127,6 +131,10 @@ STATE_SCHEMA = pl.Schema(
         "named": pl.Boolean(),
         "forget_named": pl.Boolean(),
         "superseded": pl.Boolean(),
+        # ``part_of`` edges into the capsule: how many (the store keeps an edge once), and
+        # the highest capsule number among their from-ids
+        "members": pl.Int64(),
+        "newest_member": pl.Int64(),
         "review_verdict": pl.String(),
         "review_seq": pl.Int64(),
         "pinned": pl.Boolean(),
@@ -136,7 +144,7 @@ STATE_SCHEMA = pl.Schema(
 
 #: what a partial without the event carries (the fold's identity for that term)
 _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
-                             "forget_named": False, "superseded": False}
+                             "forget_named": False, "superseded": False, "members": 0}
 
 _BASE = ("seq", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
          "external", "instruction_taint", "guarded")
@@ -207,10 +215,14 @@ def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.
             pl.col("named").fill_null(False) | pl.col("forget_named").fill_null(False),
         ),
         "relations": (
-            {"superseded": pl.lit(True)},
-            pl.col("kind") == "supersedes",
-            [pl.col("superseded").any()],
-            pl.col("superseded").fill_null(False),
+            {"superseded": pl.col("kind") == "supersedes",
+             "members": (pl.col("kind") == "part_of").cast(pl.Int64),
+             "newest_member": pl.when(pl.col("kind") == "part_of").then(
+                 capsule_number_expr(pl.col("from_id")))},
+            pl.col("kind").is_in(["supersedes", "part_of"]),
+            [pl.col("superseded").any(), pl.col("members").sum(),
+             pl.col("newest_member").max()],
+            pl.col("superseded").fill_null(False) | (pl.col("members").fill_null(0) > 0),
         ),
         "reviews": (
             {"review_verdict": pl.col("verdict"), "review_seq": pl.col("seq")},
@@ -485,7 +497,7 @@ def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
         column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
             name, "capsule_id")
         if name == "relations":
-            frame = frame.filter(pl.col("kind") == "supersedes")
+            frame = frame.filter(pl.col("kind").is_in(["supersedes", "part_of"]))
         nums.append(frame.select(capsule_number_expr(pl.col(column)).alias(KEY))
                     .get_column(KEY).drop_nulls())
     if not nums:
@@ -571,6 +583,8 @@ def state_columns() -> list[pl.Expr]:
         (pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified"))
         .alias("staged"),
         pl.col("pinned").fill_null(False).alias("pinned"),
+        pl.col("members").fill_null(0).alias("member_total"),
+        pl.col("newest_member"),
     ]
 
 

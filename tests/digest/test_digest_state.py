@@ -143,3 +143,19 @@ def test_a_warm_digest_reads_what_changed_not_every_capsule(tmp_path):
     fenced = mf.digest(view, project_prefix="p1", headlines=3)
     assert fenced.to_json() == mf.digest(view, project_prefix="p1", headlines=3,
                                          verify="full").to_json()
+
+
+def test_a_state_of_another_layout_is_rebuilt_not_read(tmp_path, monkeypatch):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"ACTIVE(t): {i}", "source": "s", "anchor": "a",
+                         "kind": "epic" if i == 0 else None} for i in range(5)])
+    store.relate(ids[3], ids[0], "part_of")
+    store.memory.run_cycle()
+    # as a later layout would see this state: its watermark is not the layout's own
+    monkeypatch.setattr(ds, "WATERMARK", ds.WATERMARK + "-next")
+    assert ds.watermark_of(store.pinned()) is None
+    assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+    report = store.memory.run_cycle().projections["digest_capsules"]
+    assert report["rows_written"] == 5  # rebuilt from every row
+    assert ds.watermark_of(store.pinned()) is not None
+    assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
