@@ -95,7 +95,7 @@ def table_of(family: str) -> str:
 
 #: the layout of the kept rows: a watermark of another layout is not this one's, so the
 #: job recomputes the family and a digest reads its tables meanwhile
-FORMAT = 2
+FORMAT = 3
 
 
 def _mark_name(family: str) -> str:
