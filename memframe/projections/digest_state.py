@@ -1084,8 +1084,10 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
     stored, n = _read_aggregates(view)
     visited += n
     # the stored aggregates and the changes, unsummed: a reader sums what it selects
-    aggregates = pl.concat([stored, contributions(merged).collect(),
-                            contributions(old, -1).collect()], how="vertical")
+    changes = [contributions(rows, sign) for rows, sign in ((merged, 1), (old, -1))
+               if rows.height]
+    aggregates = pl.concat([stored, *pl.collect_all(changes, engine="in-memory")],
+                           how="vertical") if changes else stored
     subset, n = levels.read_all(view, SUBSET, SUBSET_SCHEMA, KEY)
     visited += n
     if not subset.width:
