@@ -95,7 +95,7 @@ def table_of(family: str) -> str:
 
 #: the layout of the kept rows: a watermark of another layout is not this one's, so the
 #: job recomputes the family and a digest reads its tables meanwhile
-FORMAT = 3
+FORMAT = 4
 
 
 def _mark_name(family: str) -> str:
@@ -283,9 +283,19 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
 
 # -- reading and keeping ----------------------------------------------------------------------
 
-def _above(view: StoreView, family: str, mark: int) -> bool:
-    return any((p.seq_hi or 0) > mark for name in FAMILIES[family]
-               for p in view.partitions(name))
+#: tables whose new rows leave a family current unless they name one of its ids: a forget
+#: changes the graph only when it tombstones an endpoint of a blocks, witnesses or
+#: grounded_in edge (the ids kept in `endpoints_table`)
+_TOLERANT: dict[str, str] = {"graph": "forgets"}
+ENDPOINTS_SCHEMA = pl.Schema({"id": pl.String()})
+
+
+def endpoints_table() -> str:
+    return table_of("graph") + "_endpoints"
+
+
+def _count_name(family: str, table: str) -> str:
+    return f"{_mark_name(family)}/rows/{table}"
 
 
 def _top(view: StoreView, family: str) -> int:
@@ -293,21 +303,50 @@ def _top(view: StoreView, family: str) -> int:
                default=0)
 
 
+def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
+    """Are the kept values current at ``view``? Also the Parquet rows read to find out,
+    and whether the tolerant table has new rows (none of which touch the family).
+
+    Current: a watermark of this layout; no part of a strict table above it and its row
+    count the one recorded; the tolerant table's rows above it (read) counted onto the
+    recorded count give the log's, and none names a kept endpoint.
+    """
+    mark = watermark_of(view, family)
+    if mark is None:
+        return False, 0, False
+    marks = view.watermarks
+    tolerant = _TOLERANT.get(family)
+    for name in FAMILIES[family]:
+        recorded = marks.get(_count_name(family, name))
+        if recorded is None:
+            return False, 0, False
+        if name != tolerant:
+            if any((p.seq_hi or 0) > mark for p in view.partitions(name)) or \
+                    int(recorded) != view.row_count(name):
+                return False, 0, False
+    if tolerant is None:
+        return True, 0, False
+    parts = [p for p in view.partitions(tolerant) if (p.seq_hi or 0) > mark]
+    if not parts:
+        return int(marks[_count_name(family, tolerant)]) == view.row_count(tolerant), 0, False
+    visited = sum(p.rows for p in parts)
+    new = (view.scan_partitions(tolerant, parts).select("seq", "capsule_id")
+           .filter(pl.col("seq") > mark).collect(engine="in-memory"))
+    if int(marks[_count_name(family, tolerant)]) + new.height != view.row_count(tolerant):
+        return False, visited, True
+    ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
+    hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id", ids)
+    return hit.height == 0, visited + n, True
+
+
 def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | None:
     """The family's stored values and the Parquet rows read, when they are current at
-    ``view`` (no partition of its tables above the watermark, and each table's row count
-    the one recorded); None otherwise (the digest then reads the tables)."""
-    mark = watermark_of(view, family)
-    if mark is None or _above(view, family, mark) or not view.partitions(table_of(family)):
+    ``view`` (see `_current`); None otherwise (the digest then reads the tables)."""
+    current, visited, _new = _current(view, family)
+    if not current or not view.partitions(table_of(family)):
         return None
     rows = view.derived(table_of(family), MEMO_SCHEMA).collect(engine="in-memory")
-    visited = view.row_count(table_of(family))
-    counts = rows.filter(pl.col("part") == "_rows")
-    recorded = dict(zip(counts.get_column("id").to_list(), counts.get_column("n").to_list(),
-                        strict=True))
-    if recorded != {name: view.row_count(name) for name in FAMILIES[family]}:
-        return None
-    return decode(family, rows.filter(pl.col("part") != "_rows"), view), visited
+    return decode(family, rows, view), visited + view.row_count(table_of(family))
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
@@ -326,34 +365,55 @@ def _empty(name: str) -> pl.DataFrame:
     return empty_frame(name).select(_COLUMNS[name])
 
 
+def _report(visited: int = 0, folded: int = 0, written: int = 0) -> dict[str, int]:
+    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
+
+
+def _set_marks(commit: Commit, view: StoreView, family: str) -> None:
+    commit.set_watermark(_mark_name(family), _top(view, family))
+    for name in FAMILIES[family]:
+        commit.set_watermark(_count_name(family, name), view.row_count(name))
+
+
 def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
                   ) -> dict[str, int]:
-    mark = watermark_of(view, family)
-    if not full and mark is not None and not _above(view, family, mark):
-        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    if not full:
+        current, visited, new = _current(view, family)
+        if current:  # nothing it depends on changed: at most its marks move
+            if new:
+                _set_marks(commit, view, family)
+            return _report(visited)
     if not any(view.partitions(name) for name in FAMILIES[family]):
-        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}  # nothing to keep
-    top = _top(view, family)
+        return _report()  # nothing to keep
     try:
         tables, visited = _read_tables(view, family)
     except Exception:  # noqa: BLE001 - an unreadable table: the digest reads it itself
-        return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+        return _report()
     if family == "graph" and _fails_closed(tables["relations"]):
         # the digest fails closed on these rows: never keep values computed over them
-        return {"rows_visited": visited, "rows_folded": 0, "rows_written": 0}
-    counts = pl.concat([_rows("_rows", [name], [view.row_count(name)])
-                        for name in FAMILIES[family]])
+        return _report(visited)
     values = family_values(family, tables)
-    rows = pl.concat([counts, encode(family, values)])
+    rows = encode(family, values)
     commit.write_derived(table_of(family), rows, replace=True)
     written = rows.height
     if family == "graph":
         members = member_rows(values)
         commit.write_derived(members_table(), members, replace=True,
                              row_group_rows=MEMBERS_GROUP_ROWS)
-        written += members.height
-    commit.set_watermark(_mark_name(family), top)
-    return {"rows_visited": visited, "rows_folded": visited, "rows_written": written}
+        ends = endpoint_rows(tables["relations"])
+        commit.write_derived(endpoints_table(), ends, replace=True,
+                             row_group_rows=MEMBERS_GROUP_ROWS)
+        written += members.height + ends.height
+    _set_marks(commit, view, family)
+    return _report(visited, visited, written)
+
+
+def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
+    """The ids whose tombstone can change the graph's values: both ends of every
+    ``blocks``, ``witnesses`` and ``grounded_in`` edge, sorted."""
+    edges = relations.filter(pl.col("kind").is_in(["blocks", "witnesses", "grounded_in"]))
+    return (pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
+            .drop_nulls().unique().sort().alias("id").to_frame())
 
 
 def _fails_closed(relations: pl.DataFrame) -> bool:

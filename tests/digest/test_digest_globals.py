@@ -219,3 +219,25 @@ def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
                    pl.col("newest_member").alias("newest_member_number")).sort("epic"))
     assert got.equals(want)
     assert got.get_column("member_total").to_list() == [3, 1]
+
+
+def test_a_forget_away_from_the_graph_leaves_it_current(tmp_path, reads):
+    store, ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    store.forget(ids[10])  # no blocks, witnesses or grounded_in edge touches it
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert "relations" not in reads
+    assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+    report = store.memory.run_cycle().projections["digest_globals"]
+    assert report["rows_written"] == 0  # its marks move; nothing is recomputed
+    # the new forget row, and the endpoint row groups that could hold its id
+    assert 1 < report["rows_visited"] <= 1 + store.pinned().row_count(dg.endpoints_table())
+    assert dg.read_valid(store.pinned(), "graph") is not None
+
+    store.forget(ids[2])  # blocked by ids[1], blocking ids[3]: the graph changes
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert "relations" in reads
+    assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+    assert store.memory.run_cycle().projections["digest_globals"]["rows_written"] > 0
