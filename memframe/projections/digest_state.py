@@ -864,7 +864,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 #: sorted by instant, with the running total, so "how many at ``now``" reads one row group
 ARCHIVE_TABLE = "projections/digest_archive"
 ARCHIVE_SCHEMA = pl.Schema({"at": TIMESTAMP, "n": pl.Int64(), "cum": pl.Int64()})
-ARCHIVE_GROUP_ROWS = 1_024
+ARCHIVE_GROUP_ROWS = 256
 
 
 def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataFrame:
@@ -899,19 +899,17 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
     """The stored archive candidates at ``now`` (instant at or before it) and the Parquet
     rows read: the running total of the last instant at or before ``now``, read from the
     one row group holding it (the row groups' instant ranges say which)."""
-    parts = view.partitions(ARCHIVE_TABLE)
-    if not parts:
-        return 0, 0
-    (part,) = parts  # replaced whole by every write
-    mins, _maxs, counts = view.row_group_ranges(part, "at")
-    at_or_before = [g for g, lo in enumerate(mins) if lo is None or lo <= now]
-    if not at_or_before:
-        return 0, 0
+    groups = []  # every row group, in order: the rows were sorted before they were split
+    for part in view.partitions(ARCHIVE_TABLE):
+        mins, _maxs, counts = view.row_group_ranges(part, "at")
+        groups += [(part, g, lo, counts[g]) for g, lo in enumerate(mins)]
     read = 0
-    # sorted by instant: the last group starting at or before now holds the answer (a
-    # group without statistics is read to find out)
-    for g in reversed(at_or_before):
-        read += counts[g]
+    # the last group starting at or before now holds the answer (a group without
+    # statistics is read to find out)
+    for part, g, lo, count in reversed(groups):
+        if lo is not None and lo > now:
+            continue
+        read += count
         rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(
             pl.col("at") <= pl.lit(now).cast(TIMESTAMP))
         if rows.height:
