@@ -19,6 +19,7 @@ Usage::
     python3 benchmarks/bench_digest.py                  # 100k capsules (default)
     python3 benchmarks/bench_digest.py --capsules 1M    # or 10M; needs time and memory
     python3 benchmarks/bench_digest.py --cold-warm STORE --workdir DIR  # STORE: e.g. a 10M synth
+    python3 benchmarks/bench_digest.py --cold-warm STORE --cold-only     # the cold digest only
 """
 
 from __future__ import annotations
@@ -193,13 +194,15 @@ def phase(kind: str, path: str) -> dict:
     return out
 
 
-def cold_warm(src: Path, work: Path) -> int:
+def cold_warm(src: Path, work: Path, cold_only: bool = False) -> int:
     import shutil
 
     print(f"store {src}")
     cold = _phase(["cold", str(src)])
     print(f"  cold digest (no state: full chain walk)  {cold['seconds']:8.2f} s  rows_visited "
           f"{cold['rows_visited']:,}  peak {cold['peak_mib']:,.0f} MiB")
+    if cold_only:
+        return 0
     copy = work / (src.name + "-warm")
     if not copy.exists():
         shutil.copytree(src, copy)
@@ -229,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold-warm", type=Path, default=None, metavar="STORE")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--cold-only", action="store_true",
+                        help="with --cold-warm: the cold digest only (no warm copy)")
     parser.add_argument("--capsules", default="100k", help="store size: 100k (default), 1M, 10M")
     parser.add_argument("--headlines", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cold_warm is not None:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-digest-"))
-        return cold_warm(args.cold_warm, work)
+        return cold_warm(args.cold_warm, work, args.cold_only)
     size = parse_size(args.capsules)
 
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "bench-store"
