@@ -951,12 +951,26 @@ def _fold_inputs(name: str) -> list[str]:
 
 def _narrow(view: StoreView, name: str) -> pl.DataFrame:
     """Every row of source ``name`` that the fold keeps, narrowed to its capsule number
-    and the columns the fold reads (one streaming pass)."""
+    and the columns the fold reads (one streaming pass), sorted by number (a range of
+    numbers is then a slice); their text columns (kinds, tiers, modes, actions, verdicts:
+    a few values each) held as categoricals, which the fold's partials cast back to
+    text."""
     _columns, keep, _terms, _has = _groups()[name]
     key = _KEY_COLUMN.get(name, "capsule_id")
-    return (view.scan_partitions(name, view.partitions(name)).filter(keep)
-            .select(_num(key).alias(KEY), *_fold_inputs(name))
-            .filter(pl.col(KEY).is_not_null()).collect(engine="streaming"))
+    scan = view.scan_partitions(name, view.partitions(name))
+    schema = scan.collect_schema()
+    inputs = [pl.col(c).cast(pl.Categorical) if schema[c] == pl.String else pl.col(c)
+              for c in _fold_inputs(name)]
+    return (scan.filter(keep).select(_num(key).alias(KEY), *inputs)
+            .filter(pl.col(KEY).is_not_null()).sort(KEY).collect(engine="streaming"))
+
+
+def _slice(frame: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
+    """The rows of ``frame`` (sorted by number) whose number is in ``[lo, hi)``."""
+    numbers = frame.get_column(KEY)
+    start = 0 if lo is None else int(numbers.search_sorted(lo, side="left"))
+    end = frame.height if hi is None else int(numbers.search_sorted(hi, side="left"))
+    return frame.slice(start, max(end - start, 0))
 
 
 def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, int, int]]]:
@@ -1014,9 +1028,8 @@ def _fold_ranges(view: StoreView, tops: tuple[TopRequest, ...] | None
     kept: list[pl.DataFrame] = []
     edges: list[int | None] = [None, *bounds, None]
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        inside = _in_range(pl.col(KEY), lo, hi)
         sources: dict[str, pl.LazyFrame | pl.DataFrame] = {
-            name: frame.filter(inside) for name, frame in narrow.items()}
+            name: _slice(frame, lo, hi) for name, frame in narrow.items()}
         parts = [p for p, first, last in spans
                  if (lo is None or last >= lo) and (hi is None or first < hi)]
         if parts:
