@@ -936,7 +936,7 @@ def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
 #: capsule numbers are folded, reduced to what the digest reads and let go before the
 #: next range is folded, so the peak follows the range, not the store (measured at 10M
 #: capsules: benchmarks/bench_digest.py --cold-warm)
-FOLD_RANGE = 1_000_000
+FOLD_RANGE = 500_000
 
 #: a top-N request of the digest: (n, order, keep), as `WarmState.top_rows` takes them
 TopRequest = tuple[int, str, pl.Expr]
