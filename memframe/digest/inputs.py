@@ -350,8 +350,9 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     With ``fast`` (one fence, not ``"full"``), the capsule sections are answered from the
     digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
     the stored ones plus the rows above the watermark when the journal checkpoint holds,
-    else folded now from every source row by the state's own fold (the cold digest: the
-    streaming engine over narrow column groups, in bounded memory); ``state`` then holds
+    else folded now from every source row by the state's own fold, one range of capsule
+    numbers at a time (the cold digest, `memframe.projections.digest_state.fold_warm`:
+    its peak follows the range, not the store); ``state`` then holds
     only the subset's rows. ``sections`` (the list cap and the fence the capsule
     sections will be answered for) lets that cold fold keep only the candidates of their
     top-N lists rather than every state row.

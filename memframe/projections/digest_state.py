@@ -1008,6 +1008,15 @@ def _in_range(expr: pl.Expr, lo: int | None, hi: int | None) -> pl.Expr:
     return inside
 
 
+def _own(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in buffers of its own. A filtered or gathered frame shares the text
+    buffers of the frame it was taken from: the few rows kept of a range would keep all
+    of that range's text alive."""
+    own = pl.from_arrow(frame.to_arrow())
+    assert isinstance(own, pl.DataFrame)
+    return own.cast(dict(frame.schema))
+
+
 def _fold_ranges(view: StoreView, tops: tuple[TopRequest, ...] | None
                  ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
     """Fold every source row range by range of capsule numbers (every partial is keyed by
@@ -1039,12 +1048,12 @@ def _fold_ranges(view: StoreView, tops: tuple[TopRequest, ...] | None
                                    .select(_columns("capsules")))
         rows = fold_state(sources, engine="streaming")
         del sources
-        aggregates.append(aggregates_of(rows))
-        subset.append(rows.filter(subset_expr()))
+        aggregates.append(_own(aggregates_of(rows)))
+        subset.append(_own(rows.filter(subset_expr())))
         if tops is None:
             kept.append(rows)
         else:
-            kept.extend(_first(rows, n, order, keep) for n, order, keep in tops if n > 0)
+            kept.extend(_own(_first(rows, n, order, keep)) for n, order, keep in tops if n > 0)
         del rows
     merged = pl.concat(kept, how="vertical") if kept else pl.DataFrame(schema=STATE_SCHEMA)
     if tops is not None:  # a row may be a candidate of several requests
