@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -1012,8 +1012,7 @@ def _own(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` in buffers of its own. A filtered or gathered frame shares the text
     buffers of the frame it was taken from: the few rows kept of a range would keep all
     of that range's text alive."""
-    own = pl.from_arrow(frame.to_arrow())
-    assert isinstance(own, pl.DataFrame)
+    own = cast(pl.DataFrame, pl.from_arrow(frame.to_arrow()))
     return own.cast(dict(frame.schema))
 
 
