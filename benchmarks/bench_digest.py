@@ -201,7 +201,7 @@ def cold_warm(src: Path, work: Path, cold_only: bool = False) -> int:
     cold = _phase(["cold", str(src)])
     print(f"  cold digest (no state: full chain walk)  {cold['seconds']:8.2f} s  rows_visited "
           f"{cold['rows_visited']:,}  peak {cold['peak_mib']:,.0f} MiB  (cpu "
-          f"{cold['cpu']:.1f} s: a figure less moved by a busy machine)")
+          f"{cold['cpu']:.1f} s: a figure less moved by a busy machine)  hash {cold['hash'][:16]}")
     if cold_only:
         return 0
     copy = work / (src.name + "-warm")

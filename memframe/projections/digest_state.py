@@ -981,8 +981,9 @@ def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, in
     parts = list(view.partitions("capsules"))
     if not parts:
         return [], []
+    # the in-memory engine: the rows in the order of the files, as the spans read them
     nums = (view.scan_partitions("capsules", parts).select(_num("id").alias(KEY))
-            .collect(engine="streaming").get_column(KEY))
+            .collect(engine="in-memory").get_column(KEY))
     spans: list[tuple[Partition, int, int]] = []
     if nums.len() == sum(p.rows for p in parts):  # the files' rows, in the log's order
         offset = 0
