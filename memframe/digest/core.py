@@ -39,13 +39,14 @@ def _check_known_hash(known_hash: object) -> None:
 
 
 def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental",
-                fast: bool = False) -> DigestInputs:
+                fast: bool = False, sections: tuple[int, str | None] | None = None
+                ) -> DigestInputs:
     view = _pin(store)
     now = validate_now(view.now() if now is None else now)
     mode = validate_verify(verify)
     if isinstance(store, Store):  # re-pinned if a vacuum removes what it pinned
-        return store.read(lambda v: read_inputs(v, now, mode, fast))
-    return read_inputs(view, now, mode, fast)
+        return store.read(lambda v: read_inputs(v, now, mode, fast, sections))
+    return read_inputs(view, now, mode, fast, sections)
 
 
 def digest(
@@ -99,7 +100,7 @@ def digest(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
-    inputs = read_pinned(store, now, verify, fast=True)
+    inputs = read_pinned(store, now, verify, fast=True, sections=(n, prefix))
     body = assemble(inputs, n, prefix)
     if inputs.warm is not None:  # the rows its top-N readers read
         inputs.rows_visited += inputs.warm.rows_visited

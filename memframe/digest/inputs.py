@@ -299,18 +299,24 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
     return build
 
 
-def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False
+def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
+                 sections: tuple[int, str | None] | None = None,
                  ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The subset's capsule state, the aggregates and the top-N readers (into
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
-    never recorded them."""
+    never recorded them. A cold fold keeps the candidates of the top-N lists of
+    ``sections`` (the list cap and the fence) only, when given."""
+    from memframe.digest.warm import top_requests
     from memframe.projections import digest_state
+
+    tops = top_requests(*sections) if sections is not None else None
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
-            found = digest_state.fold_warm(view) if cold else digest_state.read_warm(view)
+            found = (digest_state.fold_warm(view, tops) if cold
+                     else digest_state.read_warm(view))
             if found is None:  # the job never recorded the aggregates: fold them now
-                found = digest_state.fold_warm(view)
+                found = digest_state.fold_warm(view, tops)
             warm, unfolded = found
             for name, frame in unfolded.items():
                 problem = digest_state.check_rows(name, frame)
@@ -330,7 +336,8 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False
 
 
 def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental",
-                fast: bool = False) -> DigestInputs:
+                fast: bool = False, sections: tuple[int, str | None] | None = None
+                ) -> DigestInputs:
     """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
 
     With ``verify="incremental"`` the per-capsule tables (capsules, recalls,
@@ -343,9 +350,12 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     With ``fast`` (one fence, not ``"full"``), the capsule sections are answered from the
     digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
     the stored ones plus the rows above the watermark when the journal checkpoint holds,
-    else folded now from every source row by the state's own fold (the cold digest: the
-    streaming engine over narrow column groups, in bounded memory); ``state`` then holds
-    only the subset's rows.
+    else folded now from every source row by the state's own fold, one range of capsule
+    numbers at a time (the cold digest, `memframe.projections.digest_state.fold_warm`:
+    its peak follows the range, not the store); ``state`` then holds
+    only the subset's rows. ``sections`` (the list cap and the fence the capsule
+    sections will be answered for) lets that cold fold keep only the candidates of their
+    top-N lists rather than every state row.
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -375,7 +385,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     kept_rows = 0
     optional_names = FAIL_OPEN
     if fast and verify != "full":  # stored state only when the checkpoint holds
-        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm)
+        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm,
+                                                                sections)
         if warm:
             kept, kept_rows = _kept_families(view)
             skip = {t for family in kept for t in digest_globals.FAMILIES[family]}

@@ -26,7 +26,8 @@ from memframe.projections import digest_state as ds
 from memframe.schema import TIERS
 from memframe.text import rfc3339
 
-__all__ = ["warm_capsule_sections", "warm_tiers", "warm_out_of_band", "warm_archive"]
+__all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_band",
+           "warm_archive"]
 
 
 def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
@@ -54,13 +55,10 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: i
     total = int(table["count"].sum() or 0)
     recalled_total = int(table["recalled"].sum() or 0)
 
-    keep = ds.population_expr()
-    if prefix is not None:
-        keep = keep & fence_expr(prefix)
+    (_n, _newest, keep), (_n, _recalled, recalled_keep) = top_requests(n, prefix)
     # the aggregates say how many rows qualify: a reader stops once it has them all
     newest = _capsule_rows(warm.top_rows(keep, n, "newest", total))
-    recalled = _capsule_rows(warm.top_rows(keep & pl.col("last_recalled_at").is_not_null(), n,
-                                           "recalled", recalled_total))
+    recalled = _capsule_rows(warm.top_rows(recalled_keep, n, "recalled", recalled_total))
     handoffs = handoff_rows(scoped)
     scope = "" if prefix is None else prefix
     handoff_list = _lists(handoffs.head(n), now, attach=attach).get(scope, [])
@@ -82,6 +80,21 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: i
     if recalled_total:
         section["most_recalled_total"] = recalled_total
     return section
+
+
+def top_requests(n: int, prefix: str | None) -> tuple[ds.TopRequest, ...]:
+    """The top-N requests of `warm_capsule_sections` (``newest``, ``most_recalled``) for
+    the list cap ``n`` and the fence ``prefix``: what a cold fold keeps candidates of.
+
+    Examples:
+        >>> [order for _n, order, _keep in top_requests(3, "team")]
+        ['newest', 'recalled']
+    """
+    keep = ds.population_expr()
+    if prefix is not None:
+        keep = keep & fence_expr(prefix)
+    return ((n, "newest", keep),
+            (n, "recalled", keep & pl.col("last_recalled_at").is_not_null()))
 
 
 def warm_tiers(warm: ds.WarmState) -> dict:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -243,9 +243,14 @@ _KEY_COLUMN = {"capsules": "id", "journal": "subject", "relations": "to_id"}
 
 
 def _partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
-    """Rows of source ``name`` -> narrow partials (``num`` + that source's columns)."""
+    """Rows of source ``name`` -> narrow partials (``num`` + that source's columns).
+
+    Rows may carry their capsule number (``num``) in place of the key column it is read
+    from (the cold fold's narrowed rows, `_narrow`)."""
     columns, keep, _terms, _has = _groups()[name]
-    num = _num(_KEY_COLUMN.get(name, "capsule_id")).alias(KEY)
+    key = _KEY_COLUMN.get(name, "capsule_id")
+    have = frame.collect_schema().names()
+    num = (pl.col(KEY) if KEY in have and key not in have else _num(key)).alias(KEY)
     return (frame.filter(keep).select(
         num, *[expr.cast(STATE_SCHEMA[c]).alias(c) for c, expr in columns.items()])
         .filter(pl.col(KEY).is_not_null()))
@@ -948,8 +953,13 @@ class WarmState:
         touched: capsule numbers whose stored rows are stale (rows above the watermark).
         merged: their current state rows.
         rows_visited: Parquet rows read so far (the top-N readers add theirs).
-        in_memory: ``merged`` holds every state row (folded now, nothing stored is read).
+        in_memory: ``merged`` holds the state rows folded now (nothing stored is read):
+            every row, or (``tops``) the candidates of the top-N lists only.
         mark: the state's watermark (every stored row has a lower ``seq``).
+        tops: with ``in_memory``, the top-N requests (``(n, order, keep)``) ``merged``
+            was reduced to: the first ``n`` rows of each range of capsule numbers in
+            ``order`` under ``keep`` (`fold_warm`); a request they cannot answer is
+            refused. None: ``merged`` holds every state row.
 
     ``leaders`` (read on first use): the kept first rows of the newest and most-recalled
     lists (see `leaders_first`), or None when the job has not kept them.
@@ -963,6 +973,7 @@ class WarmState:
     rows_visited: int
     in_memory: bool = False
     mark: int = 0
+    tops: tuple[tuple[int, str, pl.Expr], ...] | None = None
     _leaders: Any = dataclasses.field(default=None, repr=False)
 
     @property
@@ -987,6 +998,10 @@ class WarmState:
         if n <= 0:
             return self.merged.clear()
         if self.in_memory:
+            if self.tops is not None and not any(
+                    n <= m and order == o and keep.meta.eq(k) for m, o, k in self.tops):
+                raise ValueError(f"the cold digest state holds the candidates of {self.tops}"
+                                 f" only; asked for the first {n} {order!r} rows of {keep}")
             return _first(self.merged, n, order, keep)
         # rows at hand settle the list when they are all the qualifying rows, or (newest)
         # when n of them are new since the watermark (newer than every stored row)
@@ -1050,17 +1065,162 @@ def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
     return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
 
 
-def fold_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.LazyFrame]]:
+#: capsules per range of the cold fold (`fold_warm`): the state rows of one range of
+#: capsule numbers are folded, reduced to what the digest reads and let go before the
+#: next range is folded, so the peak follows the range, not the store (measured at 10M
+#: capsules: benchmarks/bench_digest.py --cold-warm)
+FOLD_RANGE = 500_000
+
+#: a top-N request of the digest: (n, order, keep), as `WarmState.top_rows` takes them
+TopRequest = tuple[int, str, pl.Expr]
+
+
+def _fold_inputs(name: str) -> list[str]:
+    """The columns of source ``name`` the fold reads, beside its key column."""
+    columns, keep, _terms, _has = _groups()[name]
+    names = {n for expr in [*columns.values(), keep] for n in expr.meta.root_names()}
+    return sorted(names - {_KEY_COLUMN.get(name, "capsule_id")})
+
+
+def _narrow(view: StoreView, name: str) -> pl.DataFrame:
+    """Every row of source ``name`` that the fold keeps, narrowed to its capsule number
+    and the columns the fold reads (one streaming pass), sorted by number (a range of
+    numbers is then a slice); their text columns (kinds, tiers, modes, actions, verdicts:
+    a few values each; not ids) held as categoricals, which the fold's partials cast
+    back to text."""
+    _columns, keep, _terms, _has = _groups()[name]
+    key = _KEY_COLUMN.get(name, "capsule_id")
+    scan = view.scan_partitions(name, view.partitions(name))
+    schema = scan.collect_schema()
+    # ids (a part_of edge's from-id: read as text by the fold) stay text: nearly every
+    # value is distinct, and the fold parses them
+    inputs = [pl.col(c).cast(pl.Categorical)
+              if schema[c] == pl.String and not c.endswith("_id") else pl.col(c)
+              for c in _fold_inputs(name)]
+    return (scan.filter(keep).select(_num(key).alias(KEY), *inputs)
+            .filter(pl.col(KEY).is_not_null()).sort(KEY).collect(engine="streaming"))
+
+
+def _slice(frame: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
+    """The rows of ``frame`` (sorted by number) whose number is in ``[lo, hi)``."""
+    numbers = frame.get_column(KEY)
+    start = 0 if lo is None else int(numbers.search_sorted(lo, side="left"))
+    end = frame.height if hi is None else int(numbers.search_sorted(hi, side="left"))
+    return frame.slice(start, max(end - start, 0))
+
+
+def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, int, int]]]:
+    """The first capsule number of each range after the first (every ``FOLD_RANGE``-th
+    number of the capsules table, sorted) and the span of numbers of each ``capsules``
+    partition (a range reads only the partitions whose span meets it). One pass over the
+    ``id`` column."""
+    parts = list(view.partitions("capsules"))
+    if not parts:
+        return [], []
+    # the in-memory engine: the rows in the order of the files, as the spans read them
+    nums = (view.scan_partitions("capsules", parts).select(_num("id").alias(KEY))
+            .collect(engine="in-memory").get_column(KEY))
+    spans: list[tuple[Partition, int, int]] = []
+    if nums.len() == sum(p.rows for p in parts):  # the files' rows, in the log's order
+        offset = 0
+        for part in parts:
+            piece = nums.slice(offset, part.rows).drop_nulls()
+            offset += part.rows
+            if piece.len():
+                spans.append((part, int(piece.min()), int(piece.max())))  # type: ignore[arg-type]
+    else:  # not what the log says: every range reads every partition
+        spans = [(part, -(2**63), 2**63 - 1) for part in parts]
+    ordered = nums.drop_nulls().sort()
+    bounds = ordered.gather_every(FOLD_RANGE).slice(1).unique(maintain_order=True).to_list()
+    return bounds, spans
+
+
+def _in_range(expr: pl.Expr, lo: int | None, hi: int | None) -> pl.Expr:
+    """``lo <= expr < hi`` (an open end when None)."""
+    inside = pl.lit(True)
+    if lo is not None:
+        inside = inside & (expr >= lo)
+    if hi is not None:
+        inside = inside & (expr < hi)
+    return inside
+
+
+def _own(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in buffers of its own. A filtered or gathered frame shares the text
+    buffers of the frame it was taken from: the few rows kept of a range would keep all
+    of that range's text alive."""
+    own = cast(pl.DataFrame, pl.from_arrow(frame.to_arrow()))
+    return own.cast(dict(frame.schema))
+
+
+def _fold_ranges(view: StoreView, tops: tuple[TopRequest, ...] | None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+    """Fold every source row range by range of capsule numbers (every partial is keyed by
+    its number, so a range's state rows depend only on the rows naming its numbers) and
+    keep of each range its aggregates, its subset rows and, given ``tops``, the first N
+    rows of each request (the first N of the whole are among them); without ``tops``,
+    every state row. Returns the aggregates, the subset, the rows kept and the Parquet
+    rows read."""
+    bounds, spans = _capsule_spans(view)
+    visited = sum(p.rows for p in view.partitions("capsules"))  # the ``id`` pass
+    narrow: dict[str, pl.DataFrame] = {}
+    for name in SOURCES:
+        if name != "capsules" and view.partitions(name):
+            visited += sum(p.rows for p in view.partitions(name))
+            narrow[name] = _narrow(view, name)
+    aggregates: list[pl.DataFrame] = []
+    subset: list[pl.DataFrame] = []
+    kept: list[pl.DataFrame] = []
+    edges: list[int | None] = [None, *bounds, None]
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        sources: dict[str, pl.LazyFrame | pl.DataFrame] = {
+            name: _slice(frame, lo, hi) for name, frame in narrow.items()}
+        parts = [p for p, first, last in spans
+                 if (lo is None or last >= lo) and (hi is None or first < hi)]
+        if parts:
+            visited += sum(p.rows for p in parts)
+            sources["capsules"] = (view.scan_partitions("capsules", parts)
+                                   .filter(_in_range(_num("id"), lo, hi))
+                                   .select(_columns("capsules")))
+        rows = fold_state(sources, engine="streaming")
+        del sources
+        aggregates.append(_own(aggregates_of(rows)))
+        subset.append(_own(rows.filter(subset_expr())))
+        if tops is None:
+            kept.append(rows)
+        else:
+            kept.extend(_own(_first(rows, n, order, keep)) for n, order, keep in tops if n > 0)
+        del rows
+    merged = pl.concat(kept, how="vertical") if kept else pl.DataFrame(schema=STATE_SCHEMA)
+    if tops is not None:  # a row may be a candidate of several requests
+        merged = merged.unique(KEY, keep="first", maintain_order=True)
+    return (merge_aggregates(*aggregates), pl.concat(subset, how="vertical"), merged,
+            visited)
+
+
+def fold_warm(view: StoreView, tops: tuple[TopRequest, ...] | None = None
+              ) -> tuple[WarmState, dict[str, pl.LazyFrame]]:
     """A `WarmState` folded now from every source row at ``view``, trusting nothing
-    stored (the cold digest): the state is folded in narrow column groups by the
-    streaming engine, then reduced to the aggregates and the subset. Also returns the
-    source rows (lazily) for the digest's fail-closed checks."""
-    sources, visited, _top = scan_all(view)
-    state = fold_state(sources, engine="streaming")
-    aggregates = aggregates_of(state)
-    subset = state.filter(subset_expr())
-    return (WarmState(view, aggregates, subset, pl.Series(KEY, [], dtype=pl.Int64), state,
-                      visited, in_memory=True), sources)
+    stored (the cold digest): `fold_state` folds the rows of one range of ``FOLD_RANGE``
+    capsule numbers at a time (the streaming engine over narrow column groups), and each
+    range is reduced to its aggregates, its subset rows and the candidates of the top-N
+    requests ``tops`` (`WarmState.top_rows`; None keeps every state row) before the next
+    is folded. Also returns the source rows (lazily) for the digest's fail-closed checks.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"}
+        ...                   for i in range(3)])
+        >>> newest = (1, "newest", population_expr())
+        >>> warm, _sources = fold_warm(store.pinned(), (newest,))
+        >>> warm.top_rows(population_expr(), 1, "newest").get_column("num").to_list()
+        [3]
+    """
+    sources, _visited, _top = scan_all(view)
+    aggregates, subset, merged, visited = _fold_ranges(view, tops)
+    return (WarmState(view, aggregates, subset, pl.Series(KEY, [], dtype=pl.Int64), merged,
+                      visited, in_memory=True, tops=tops), sources)
 
 
 def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
