@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import polars as pl
+
+if TYPE_CHECKING:  # imported where used: loading it costs a warm digest more than its work
+    import networkx as nx
 
 __all__ = [
     "find_cycle",
@@ -65,6 +68,7 @@ def kahn_leftover(graph: nx.DiGraph) -> set[str]:
         ['a', 'b', 'c']
     """
     seeds: set[str] = set()
+    import networkx as nx  # on use: a digest answered from kept values never needs it
     for component in nx.strongly_connected_components(graph):
         if len(component) > 1:
             seeds |= component
@@ -173,6 +177,7 @@ def blocks_projection(
     live_blocks = blocks.filter(
         pl.col("from_id").is_in(active.implode()) & pl.col("to_id").is_in(active.implode())
     )
+    import networkx as nx  # on use: a digest answered from kept values never needs it
     graph = nx.DiGraph()
     graph.add_nodes_from(active.to_list())
     graph.add_edges_from(live_blocks.iter_rows())
@@ -287,6 +292,7 @@ def mission_graph(
         .sort("id")
     )
     live = grounded.filter(~pl.col("from_id").is_in(dead_list) & ~pl.col("to_id").is_in(dead_list))
+    import networkx as nx  # on use: a digest answered from kept values never needs it
     graph = nx.DiGraph()
     graph.add_edges_from(live.iter_rows())
     return MissionGraph(

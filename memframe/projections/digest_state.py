@@ -906,13 +906,14 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
     one row group holding it (the row groups' instant ranges say which)."""
     groups = []  # every row group, in order: the rows were sorted before they were split
     for part in view.partitions(ARCHIVE_TABLE):
-        mins, _maxs, counts = view.row_group_ranges(part, "at")
+        mins, _maxs, counts = view.row_group_ranges(part, "at", physical=True)
         groups += [(part, g, lo, counts[g]) for g, lo in enumerate(mins)]
+    now_ns = pl.Series([now]).cast(TIMESTAMP).cast(pl.Int64).item()
     read = 0
     # the last group starting at or before now holds the answer (a group without
     # statistics is read to find out)
     for part, g, lo, count in reversed(groups):
-        if lo is not None and lo > now:
+        if lo is not None and lo > now_ns:
             continue
         read += count
         rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(

@@ -213,13 +213,14 @@ class StoreView:
         return sorted(t for t, parts in self._snap.tables.items()
                       if parts and t.startswith(prefix))
 
-    def row_group_ranges(self, partition: Partition, column: str
+    def row_group_ranges(self, partition: Partition, column: str, *, physical: bool = False
                          ) -> tuple[list[Any], list[Any], list[int]]:
         """Per row group of one partition: the min and max of ``column`` (None without
         statistics) and its row count, from the footer (nothing else read), so a lookup
-        can plan which groups to read."""
+        can plan which groups to read. ``physical``: the values as stored (a timestamp's
+        integer count of nanoseconds)."""
         _meta, mins, maxs, counts = tables.row_group_ranges(self._log.root / partition.path,
-                                                            column)
+                                                            column, physical)
         return mins, maxs, counts
 
     def read_row_groups(self, partition: Partition, groups: Sequence[int],

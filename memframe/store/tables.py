@@ -165,14 +165,17 @@ _RANGES: dict[tuple[str, str], tuple[pq.FileMetaData, list, list, list[int]]] = 
 _RANGES_KEEP = 64
 
 
-def row_group_ranges(path: Path, column: str) -> tuple[pq.FileMetaData, list, list, list[int]]:
+def row_group_ranges(path: Path, column: str, physical: bool = False
+                     ) -> tuple[pq.FileMetaData, list, list, list[int]]:
     """A partition's footer and, per row group, the min and max of ``column`` (None when
-    the group has no statistics) and its row count.
+    the group has no statistics) and its row count. With ``physical``, the values as
+    stored (a timestamp's integer count of its unit): converting a timestamp statistic to
+    a Python value loads a dataframe library of its own, which a lookup need not pay.
 
     Parsed once per process and partition: a partition's name is never reused and its file
     never changes, so a cached footer cannot be stale.
     """
-    key = (str(path), column)
+    key = (str(path), column, physical)
     found = _RANGES.get(key)
     if found is not None:
         return found
@@ -189,8 +192,8 @@ def row_group_ranges(path: Path, column: str) -> tuple[pq.FileMetaData, list, li
         rg = meta.row_group(g)
         stats = rg.column(col).statistics if col >= 0 else None
         has = stats is not None and stats.has_min_max
-        mins.append(stats.min if has else None)
-        maxs.append(stats.max if has else None)
+        mins.append((stats.min_raw if physical else stats.min) if has else None)
+        maxs.append((stats.max_raw if physical else stats.max) if has else None)
         rows.append(rg.num_rows)
     if len(_RANGES) >= _RANGES_KEEP:
         _RANGES.pop(next(iter(_RANGES)))
@@ -202,7 +205,8 @@ def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Sc
                     ) -> pl.DataFrame:
     """The given row groups of one partition (its footer parsed once per process)."""
     path = root / part.path
-    meta = row_group_ranges(path, list(schema)[0])[0]
+    # only the footer is wanted: the statistics as stored (no conversion)
+    meta = row_group_ranges(path, list(schema)[0], physical=True)[0]
     try:
         table = pq.ParquetFile(path, metadata=meta).read_row_groups(list(groups),
                                                                      columns=list(schema))
