@@ -392,8 +392,11 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
     if family == "graph" and _fails_closed(tables["relations"]):
         # the digest fails closed on these rows: never keep values computed over them
         return _report(visited)
-    values = family_values(family, tables)
-    rows = encode(family, values)
+    try:
+        values = family_values(family, tables)
+        rows = encode(family, values)
+    except Exception:  # noqa: BLE001 - keep nothing: the digest computes (and fails) itself
+        return _report(visited)
     commit.write_derived(table_of(family), rows, replace=True)
     written = rows.height
     if family == "graph":

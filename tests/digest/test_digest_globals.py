@@ -269,3 +269,18 @@ def test_a_warm_digest_loads_no_graph_or_dataframe_library_of_its_own(tmp_path):
                          capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
     assert store.pinned().row_count("projections/digest_archive") > 0
+
+
+def test_a_family_that_cannot_be_computed_is_not_kept_and_the_cycle_goes_on(tmp_path,
+                                                                          monkeypatch):
+    store, _ids = _populated(tmp_path / "s")
+
+    def broken(relations, tombstoned):
+        raise RuntimeError("graph cannot be built")
+
+    monkeypatch.setattr(dg, "graph_values", broken)
+    report = store.memory.run_cycle()
+    assert report.generation is not None  # the rest of the cycle landed
+    assert report.projections["digest_capsules"]["rows_written"] > 0
+    assert dg.watermark_of(store.pinned(), "graph") is None
+    assert dg.read_valid(store.pinned(), "misses") is not None
