@@ -5,10 +5,12 @@ them had changed: the blocks-DAG and the mission graph (every ``relations`` row 
 ``forgets`` row, then networkx), the git-witness ``sources`` tally (every
 ``corroborations`` row), the recall-miss telemetry and the lane-override total. Their
 answers depend on their own tables only, so the digest job keeps each family's values,
-computed from every row of its tables, with a watermark: the highest ``seq`` among those
-tables' partitions, and (in the stored rows) each table's row count. A digest reuses a
-family's values while no partition of its tables lies above that watermark and the row
-counts are the log's; otherwise it reads the tables, as before. Cost follows what was
+computed from every row of its tables, with watermarks: the highest ``seq`` among those
+tables' partitions, and each table's row count. A digest reuses a family's values while no
+partition of its tables lies above that watermark and the row counts are the log's;
+otherwise it reads the tables, as before. One exception: new ``forgets`` rows leave the
+graph current when none tombstones an endpoint of a blocks, witnesses or grounded_in edge
+(the endpoints are kept, and looked up for the new rows only). Cost follows what was
 written, at the grain of a table: a digest after new capsules reads none of these tables,
 and the job recomputes a family only in a cycle that wrote to its tables.
 
@@ -17,8 +19,9 @@ Families (table -> what the digest reads from it):
 * ``graph`` (``relations``, ``forgets``): ``relations``, the uncapped blocks-DAG projection
   (`memframe.graph.blocks_projection`), the mission graph's anchoring, child counts and
   cycle (`memframe.graph.mission_graph`), and what the ``open_efforts`` board reads of the
-  relations (`memframe.digest.efforts.EffortGraph`: witnessed ids, per-epic member stats,
-  and the ``part_of`` edges in their own table, looked up for the epics shown only);
+  relations (`memframe.digest.efforts.EffortGraph`): the witnessed ids, and the
+  ``part_of`` edges in their own table, looked up for the epics shown only (the per-epic
+  member counts are folded per capsule by the digest state);
 * ``sources`` (``source_cursors``, ``corroborations``): the ``sources`` section;
 * ``misses`` (``recall_misses``): ``recall_misses`` and ``recent_failures``;
 * ``lanes`` (``lane_overrides``): ``lane_overrides_total``.
