@@ -22,7 +22,8 @@ import polars as pl
 from memframe.digest.staged import annotate
 from memframe.errors import MemframeError
 from memframe.projections import digest_globals
-from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
+from memframe.projections.digest_state import check_rows
+from memframe.schema import REVIEW_VERDICTS
 from memframe.state import capsule_state
 
 __all__ = [
@@ -136,16 +137,11 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     ) if caps is not None else pl.DataFrame()
     if bad.height:
         raise digest_failed(f"corrupt capsule row at seq {bad['seq'][0]}")
-    rel = tables.get("relations")
-    if rel is None:  # the graph's values were kept by the digest job: checked then
-        rel = pl.DataFrame(schema={"seq": pl.Int64, "kind": pl.String, "from_id": pl.String,
-                                   "to_id": pl.String})
-    unknown = rel.filter(~pl.col("kind").is_in(list(RELATION_KINDS)) | pl.col("kind").is_null())
-    if unknown.height:
-        raise digest_failed(f"unknown relation kind {unknown['kind'][0]!r}")
-    nulls = rel.filter(pl.col("from_id").is_null() | pl.col("to_id").is_null())
-    if nulls.height:
-        raise digest_failed(f"relation row at seq {nulls['seq'][0]} has no endpoint")
+    # (no relations read: the graph's values were kept by the digest job, checked then)
+    problem = (check_rows("relations", tables["relations"]) if "relations" in tables
+               else None)
+    if problem:
+        raise digest_failed(problem)
     journal = tables.get("journal")
     bad_at = journal.filter(
         pl.col("at").is_null() | pl.col("audit_seq").is_null()

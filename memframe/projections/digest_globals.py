@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.projections.digest_state import check_rows
+
 if TYPE_CHECKING:
     from memframe.store import StoreView
     from memframe.store.capture import Commit
@@ -392,7 +394,7 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
         tables, visited = _read_tables(view, family)
     except Exception:  # noqa: BLE001 - an unreadable table: the digest reads it itself
         return _report()
-    if family == "graph" and _fails_closed(tables["relations"]):
+    if family == "graph" and check_rows("relations", tables["relations"]):
         # the digest fails closed on these rows: never keep values computed over them
         return _report(visited)
     try:
@@ -420,14 +422,6 @@ def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
     edges = relations.filter(pl.col("kind").is_in(["blocks", "witnesses", "grounded_in"]))
     return (pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
             .drop_nulls().unique().sort().alias("id").to_frame())
-
-
-def _fails_closed(relations: pl.DataFrame) -> bool:
-    from memframe.schema import RELATION_KINDS
-
-    return relations.select(
-        (~pl.col("kind").is_in(list(RELATION_KINDS)) | pl.col("kind").is_null()
-         | pl.col("from_id").is_null() | pl.col("to_id").is_null()).any()).item()
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False) -> dict[str, int]:

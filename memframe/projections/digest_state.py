@@ -398,14 +398,30 @@ def state_hash(rows: pl.DataFrame) -> str:
 def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
     """What makes ``frame`` (rows of ``name``) unusable to the digest, or None.
 
-    Mirrors the digest's fail-closed row checks for the tables the state folds.
+    Mirrors the digest's fail-closed row checks for the tables the state folds; the
+    relations check is the digest's own (`memframe.digest.inputs` calls it).
 
     Examples:
         >>> import polars as pl
         >>> check_rows("journal", pl.DataFrame({"seq": [4], "at": [None], "audit_seq": [1]}))
         'journal row at seq 4 has no valid time'
+        >>> check_rows("relations", pl.DataFrame({"seq": [2], "kind": ["likes"],
+        ...                                       "from_id": ["cap-1"], "to_id": ["cap-2"]}))
+        "unknown relation kind 'likes'"
     """
-    if name == "capsules":
+    if name == "relations":
+        from memframe.schema import RELATION_KINDS
+
+        rows = frame.lazy()
+        unknown = (rows.filter(~pl.col("kind").is_in(list(RELATION_KINDS))
+                               | pl.col("kind").is_null())
+                   .select("kind").head(1).collect(engine="streaming"))
+        if unknown.height:
+            return f"unknown relation kind {unknown['kind'][0]!r}"
+        bad = pl.col("from_id").is_null() | pl.col("to_id").is_null()
+        what = "relation row at seq {} has no endpoint"
+        frame = rows
+    elif name == "capsules":
         bad = (pl.col("id").is_null() | capsule_number_expr(pl.col("id")).is_null()
                | pl.col("project_id").is_null() | pl.col("created_at").is_null()
                | pl.col("seq").is_null() | pl.col("instruction_taint").is_null())

@@ -96,9 +96,10 @@ def test_a_virgin_store_keeps_nothing(tmp_path):
 def test_relations_the_digest_fails_closed_on_are_never_kept(tmp_path):
     bad = pl.DataFrame({"seq": [1], "kind": ["befriends"], "from_id": ["cap-1"],
                         "to_id": ["cap-2"]})
-    assert dg._fails_closed(bad)
-    assert dg._fails_closed(bad.with_columns(kind=pl.lit("blocks"), to_id=pl.lit(None)))
-    assert not dg._fails_closed(bad.with_columns(kind=pl.lit("blocks")))
+    assert dg.check_rows("relations", bad) == "unknown relation kind 'befriends'"
+    assert dg.check_rows("relations", bad.with_columns(
+        kind=pl.lit("blocks"), to_id=pl.lit(None))) == "relation row at seq 1 has no endpoint"
+    assert dg.check_rows("relations", bad.with_columns(kind=pl.lit("blocks"))) is None
 
 
 def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
