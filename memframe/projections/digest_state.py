@@ -6,8 +6,9 @@ journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls
 ``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
 ``pins``. Recomputing them on every digest reads and joins every row of those tables;
 this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
-key-sorted levels (`memframe.projections.levels`) under
-``projections/digest_capsules/L<k>``, plus aggregates and a subset derived from those
+versioned sorted runs (`memframe.projections.keyed`: a cycle appends the rows it changed,
+the newest version of a number wins, the runs merge a budgeted amount per cycle) under
+``projections/digest_capsules/T<k>``, plus aggregates and a subset derived from those
 rows (see the section further down).
 
 **One fold, two callers.** Every canonical row maps to a *partial* keyed by the capsule
@@ -49,7 +50,8 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 
 from memframe.ids import capsule_number_expr
-from memframe.projections import levels
+from memframe.projections import keyed, levels
+from memframe.projections.runs import Budget, merge_budget
 from memframe.schema import TIMESTAMP
 from memframe.text import headline_expr
 
@@ -79,12 +81,12 @@ NAME = "digest_capsules"
 KEY = "num"
 #: versioned with the state's columns: a store whose state has other columns rebuilds it
 #: (the digest folds every row until then)
-WATERMARK = "projections/digest/capsules@2"
+WATERMARK = "projections/digest/capsules@3"
 THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
 ERASING = ("redact", "purge")
-#: rows per row group of the state's levels: a digest reads them whole (large groups read
+#: rows per row group of the state's runs: a digest reads them whole (large groups read
 #: fast), a cycle looks a few capsule numbers up (small groups read little); measured
 ROW_GROUP_ROWS = 4_096
 
@@ -526,10 +528,6 @@ def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
     return pl.concat(nums).unique().sort().to_list()
 
 
-def _stored_levels(view: StoreView) -> list[int]:
-    return levels.levels(view, NAME)
-
-
 def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFrame]]:
     """The exact state at ``view``: stored rows plus the rows above the watermark.
 
@@ -542,7 +540,7 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
         sources, visited, _top = scan_all(view)
         return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
-    stored, visited = levels.read_all(view, NAME, STATE_SCHEMA, KEY)
+    stored, visited = state_runs().read_all(view)
     delta, n, _top = read_above(view, mark)
     visited += n
     touched = _touched(delta)
@@ -623,12 +621,16 @@ def _report(visited: int, folded: int, written: int) -> dict[str, int]:
     return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
 
 
-def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
+def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None
+                ) -> dict[str, int]:
     """Fold the rows written since the watermark into the state (staged on ``commit``).
 
     Reads only the parts committed above the watermark and the stored rows of the
-    capsule numbers they touch; nothing new reads and writes nothing. The first cycle of
-    a store without state builds it from scratch (`stage_rebuild`).
+    capsule numbers they touch (a new capsule's number lies above every stored run's, so
+    it reads nothing), appends the changed rows as runs and advances the runs' merges
+    within ``budget`` (`merge_budget` of the rows appended when None); nothing new reads
+    and writes nothing. The first cycle of a store without state builds it from scratch
+    (`stage_rebuild`).
     """
     mark = watermark_of(view)
     if mark is None:
@@ -644,11 +646,8 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
     touched = _touched(delta)
     written = 0
     if touched:
-        existing, n, level0 = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched,
-                                               full_level0=True)
+        existing, n = state_runs().read_keys(view, touched)
         visited += n
-        if not existing.width:
-            existing = pl.DataFrame(schema=STATE_SCHEMA)
         merged = fold_state(delta, existing if existing.height else None)
         if existing.height:
             changed = merged.join(existing.select(list(STATE_SCHEMA)), on=list(STATE_SCHEMA),
@@ -656,10 +655,14 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
         else:
             changed = merged
         if changed.height:
-            visited += levels.stage_merge(commit, view, NAME, STATE_SCHEMA, KEY, changed,
-                                          level0, row_group_rows=ROW_GROUP_ROWS)
-            written = changed.height
             old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
+            sub = _subset_rows(changed, old)
+            if budget is None:
+                budget = merge_budget(changed.height + sub.height)
+            visited += state_runs().stage_put(commit, view, changed, top, budget)
+            if sub.height:
+                visited += subset_runs().stage_put(commit, view, sub, top, budget)
+            written = changed.height
             visited += _stage_derived(commit, view, changed, old)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, folded_in, written)
@@ -667,17 +670,10 @@ def stage_cycle(commit: Commit, view: StoreView) -> dict[str, int]:
 
 def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
                    old: pl.DataFrame) -> int:
-    """Stage the subset rows, the aggregates, the archive instants and the leaders for
-    state rows that changed (``old``: their stored rows, absent for new numbers). Returns
+    """Stage the aggregates, the archive instants and the leaders for state rows that
+    changed (``old``: their stored rows, absent for new numbers). Returns
     the Parquet rows read."""
     stored, visited = _read_aggregates(view)
-    sub = _subset_rows(changed, old)
-    if sub.height:
-        _rows, n, level0 = levels.read_keys(view, SUBSET, SUBSET_SCHEMA, KEY, [],
-                                            full_level0=True)
-        visited += n
-        visited += levels.stage_merge(commit, view, SUBSET, SUBSET_SCHEMA, KEY, sub, level0,
-                                      row_group_rows=ROW_GROUP_ROWS)
     aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
@@ -699,10 +695,8 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame) -> in
     stored, visited = _read_leaders(view)
     leaders = update_leaders(stored, changed) if stored is not None else None
     if leaders is None:
-        rows, n = levels.read_all(view, NAME, STATE_SCHEMA, KEY)
+        rows, n = state_runs().read_all(view)
         visited += n
-        if not rows.width:
-            rows = pl.DataFrame(schema=STATE_SCHEMA)
         current = pl.concat([rows.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
@@ -718,9 +712,11 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
         if check_rows(name, frame):  # never fold what the digest fails closed on
             return _report(visited, 0, 0)
     rows = fold_state(sources, engine="streaming")
-    levels.stage_replace(commit, NAME, rows, KEY, row_group_rows=ROW_GROUP_ROWS)
-    levels.stage_replace(commit, SUBSET, _subset_rows(rows, None), KEY,
-                         row_group_rows=ROW_GROUP_ROWS)
+    state_runs().stage_replace(commit, view, rows, top)
+    subset_runs().stage_replace(commit, view, _subset_rows(rows, None), top)
+    for name in (NAME, SUBSET):  # the key-sorted levels of the earlier layout
+        for k in levels.levels(view, name):
+            commit.write_derived(levels.level_table(name, k), rows.clear(), replace=True)
     aggregates = aggregates_of(rows)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
@@ -760,12 +756,12 @@ def state_door(view: StoreView) -> Any:
 #   (``archive``: a later "now" is answered by summing the instants at or before it).
 #   Each capsule *contributes* rows to them; a change is applied by subtracting the old
 #   row's contribution and adding the new one's, so the sums stay exact.
-# * **the subset** (``projections/digest_subset/L<k>``): the state rows of the capsules
+# * **the subset** (``projections/digest_subset/T<k>``, versioned runs as the state): the state rows of the capsules
 #   the handoff, mission, unanchored, pinned and open-effort sections can name (handoff
 #   markers, ACTIVE() threads, epics, tasks, pinned capsules); a capsule leaving it is
 #   written with ``member = false``.
 #
-# The ``newest`` and ``most_recalled`` lists are read from the state levels themselves,
+# The ``newest`` and ``most_recalled`` lists are read from the state runs themselves,
 # row group by row group in the order of their statistics, until the top N are certain.
 
 AGG_TABLE = "projections/digest_aggregates"
@@ -773,6 +769,19 @@ SUBSET = "digest_subset"
 AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
                         "n": pl.Int64()})
 SUBSET_SCHEMA = pl.Schema({**STATE_SCHEMA, "member": pl.Boolean()})
+
+
+def state_runs() -> keyed.KeyedRuns:
+    """Where the state rows live: ``projections/digest_capsules/T<k>``, one current row
+    per capsule number (its newest version), written by `stage_cycle` as runs."""
+    return keyed.KeyedRuns(f"projections/{NAME}", STATE_SCHEMA, KEY,
+                           row_group_rows=ROW_GROUP_ROWS)
+
+
+def subset_runs() -> keyed.KeyedRuns:
+    """Where the subset rows live (``member`` False: a former member, read as absent)."""
+    return keyed.KeyedRuns(f"projections/{SUBSET}", SUBSET_SCHEMA, KEY,
+                           row_group_rows=ROW_GROUP_ROWS)
 #: a superseded capsule this many whole days old with no recall is an archive candidate
 ARCHIVE_AFTER_DAYS = 180
 _TIERS = ("active", "archived", "quarantined")
@@ -1007,7 +1016,7 @@ class WarmState:
         """The first ``n`` state rows satisfying ``keep``, ``order`` being ``"newest"``
         (seq descending) or ``"recalled"`` (recall count desc, last recall desc, seq asc).
 
-        Row groups of the state levels are read in the order of their statistics (the
+        Row groups of the state runs are read in the order of their statistics (the
         largest ``seq``, or the largest ``recall_count``, first) until no unread group can
         hold a row that would rank among the first ``n``, or until all ``total`` rows
         satisfying ``keep`` (when the caller knows how many there are) have been found.
@@ -1034,37 +1043,37 @@ class WarmState:
             if found is not None:
                 return found
         column = "seq" if order == "newest" else "recall_count"
+        runs = state_runs()
         groups = []
-        for k in levels.levels(self.view, NAME):
-            for part in self.view.partitions(levels.level_table(NAME, k)):
-                _mins, maxs, counts = self.view.row_group_ranges(part, column)
-                for g, hi in enumerate(maxs):
-                    groups.append((hi, k, part, g, counts[g]))
+        for part in runs.partitions(self.view):
+            _mins, maxs, counts = self.view.row_group_ranges(part, column)
+            for g, hi in enumerate(maxs):
+                groups.append((hi, part, g, counts[g]))
         # a group without statistics could hold anything: read it first
         groups.sort(key=lambda x: (x[0] is not None, -(x[0] or 0)))
         read: list[pl.DataFrame] = []
         stale = self.touched.implode()
-        pool0 = self.merged.with_columns(pl.lit(-1, dtype=pl.Int64).alias("_level"))
+        # the rows at hand are current: they rank above every stored version
+        pool0 = self.merged.with_columns(pl.lit(2**62, dtype=pl.Int64).alias(keyed.VERSION))
         i = 0
         while True:
             exhausted = i >= len(groups)
-            # the current row of each number read (the lowest level wins), then the filter
+            # the current row of each number read (its newest version), then the filter
             rows = pl.concat([pool0, *read], how="vertical") if read else pool0
             if read:
-                rows = rows.sort("_level").unique(KEY, keep="first", maintain_order=True)
+                rows = keyed.newest_rows(rows, KEY)
             rows = rows.filter(keep)
             if total is not None and rows.height >= total:
                 exhausted = True  # every row that qualifies is at hand
             final = rows if exhausted else rows.filter(pl.col(column) > groups[i][0])
             if exhausted or final.height >= n:
-                return _first(final.drop("_level"), n, order)
+                return _first(final.drop(keyed.VERSION), n, order)
             batch = groups[i:i + 4]
             i += len(batch)
-            for _hi, k, part, g, count in batch:
+            for _hi, part, g, count in batch:
                 self.rows_visited += count
-                frame = self.view.read_row_groups(part, [g], STATE_SCHEMA)
-                frame = frame.filter(~pl.col(KEY).is_in(stale))
-                read.append(frame.with_columns(pl.lit(k, dtype=pl.Int64).alias("_level")))
+                frame = self.view.read_row_groups(part, [g], runs.stored_schema)
+                read.append(frame.filter(~pl.col(KEY).is_in(stale)))
 
 
 def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
@@ -1249,11 +1258,8 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
         return None
     delta, visited, _top = read_above(view, mark)
     touched = _touched(delta)
-    old, n, _ = levels.read_keys(view, NAME, STATE_SCHEMA, KEY, touched) if touched else (
-        pl.DataFrame(schema=STATE_SCHEMA), 0, None)
+    old, n = state_runs().read_keys(view, touched)
     visited += n
-    if not old.width:
-        old = pl.DataFrame(schema=STATE_SCHEMA)
     merged = fold_state(delta, old if old.height else None) if delta else \
         pl.DataFrame(schema=STATE_SCHEMA)
     stored, n = _read_aggregates(view)
@@ -1263,10 +1269,8 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
                if rows.height]
     aggregates = pl.concat([stored, *pl.collect_all(changes, engine="in-memory")],
                            how="vertical") if changes else stored
-    subset, n = levels.read_all(view, SUBSET, SUBSET_SCHEMA, KEY)
+    subset, n = subset_runs().read_all(view)
     visited += n
-    if not subset.width:
-        subset = pl.DataFrame(schema=SUBSET_SCHEMA)
     wanted = pl.Series(touched, dtype=pl.Int64)
     subset = pl.concat([
         subset.filter(pl.col("member") & ~pl.col(KEY).is_in(wanted.implode()))

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.projections import digest_state as ds
-from memframe.projections import levels
 from memframe.projections.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
@@ -22,10 +21,9 @@ from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
 
 def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """State rows, subset members and aggregates as stored at ``view``."""
-    rows, _ = levels.read_all(view, ds.NAME, ds.STATE_SCHEMA, ds.KEY)
-    sub, _ = levels.read_all(view, ds.SUBSET, ds.SUBSET_SCHEMA, ds.KEY)
-    sub = sub.filter(pl.col("member")).select(list(ds.STATE_SCHEMA)) if sub.width else \
-        pl.DataFrame(schema=ds.STATE_SCHEMA)
+    rows, _ = ds.state_runs().read_all(view)
+    sub, _ = ds.subset_runs().read_all(view)
+    sub = sub.filter(pl.col("member")).select(list(ds.STATE_SCHEMA))
     agg = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
     # the archive instants live in their own table, with a running total
     archive = view.derived(ds.ARCHIVE_TABLE, ds.ARCHIVE_SCHEMA).collect()

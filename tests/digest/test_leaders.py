@@ -34,13 +34,13 @@ def test_tiny_leaders_answer_the_full_bytes(monkeypatch):
 
 def _state_groups_read(monkeypatch) -> list[str]:
     seen: list[str] = []
-    real = ds.levels.read_all
+    real = ds.keyed.KeyedRuns.read_all
 
-    def counting(view, name, *args, **kwargs):
-        seen.append(name)
-        return real(view, name, *args, **kwargs)
+    def counting(self, view, *args, **kwargs):
+        seen.append(self.prefix)
+        return real(self, view, *args, **kwargs)
 
-    monkeypatch.setattr(ds.levels, "read_all", counting)
+    monkeypatch.setattr(ds.keyed.KeyedRuns, "read_all", counting)
     return seen
 
 
@@ -55,10 +55,11 @@ def test_the_lists_come_from_the_leaders(tmp_path, monkeypatch):
     view = store.pinned()
     before = ds.read_warm(view)[0]
     read: list = []
-    monkeypatch.setattr(view, "read_row_groups",
-                        lambda *a, **k: read.append(a) or pl.DataFrame())
+    real = ds.keyed.KeyedRuns.partitions
+    monkeypatch.setattr(ds.keyed.KeyedRuns, "partitions",
+                        lambda self, v: read.append(self.prefix) or real(self, v))
     body = mf.digest(view, now=NOW, headlines=10).to_dict()
-    assert read == []  # no state row group was read: the leaders proved both lists
+    assert read == []  # no state row group was scanned: the leaders proved both lists
     assert [r["id"] for r in body["newest"][:3]] == ["cap-603", "cap-602", "cap-601"]
     assert body["most_recalled"][0]["id"] == "cap-1"  # recalled twice (ids[::7], ids[::50])
     # newest: K rows and a floor; most recalled: every recalled capsule (fewer than K), so
@@ -79,7 +80,7 @@ def test_a_list_run_low_is_refilled_from_every_state_row(tmp_path, monkeypatch):
         store.forget(cid)
     seen = _state_groups_read(monkeypatch)
     store.memory.run_cycle()
-    assert ds.NAME in seen  # refilled from the stored state rows
+    assert ds.state_runs().prefix in seen  # refilled from the stored state rows
     leaders = store.pinned().derived(ds.LEADERS, ds.LEADERS_SCHEMA).collect()
     newest = leaders.filter((pl.col("list") == "newest") & ~pl.col("floor"))
     assert newest.get_column("num").to_list() == [16, 15, 14, 13]
