@@ -1,10 +1,10 @@
 """The two callers of the session fold: the incremental cycle and the rebuild door.
 
 * ``run_cycle`` reads only the canonical rows whose ``seq`` is above the projection's
-  watermark (the partitions committed after it), folds them with the stored rows of the
-  conversations they touch (found by key lookup, never by scanning the projection), and
-  lands the changed rows and the new watermark in ONE commit. Nothing is stamped on a
-  canonical row; a cycle with nothing new writes nothing.
+  watermark (the partitions committed after it), folds them into one partial row per
+  conversation they touch and lands those (appended as a run: no stored row is read,
+  `memframe.projections.session_rows`) and the new watermark in ONE commit. Nothing is
+  stamped on a canonical row; a cycle with nothing new writes nothing.
 * ``rebuild`` folds every canonical row and replaces the projection, with its watermark,
   in one commit. It is a door, never run on a timer.
 
@@ -19,8 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections import digest_globals, digest_state, forgotten, journal, levels
-from memframe.projections.session import SESSION_SCHEMA, fold_sessions, session_row_model
+from memframe.projections import digest_globals, digest_state, forgotten, journal, session_rows
+from memframe.projections.runs import Budget
+from memframe.projections.session import (
+    capsule_partials,
+    combine_partials,
+    fold_sessions,
+    summary_partials,
+)
 from memframe.store import StoreView
 
 if TYPE_CHECKING:
@@ -47,7 +53,8 @@ class CycleReport:
             row groups, the live-count indexes and the digest's journal checkpoint).
         rows_folded: canonical rows folded into the session projection (capsules with a
             conversation and summaries).
-        rows_written: session rows written (changed or new ones; all of them for a rebuild).
+        rows_written: session partial rows written (one per conversation touched; every
+            row for a rebuild).
         watermark: the highest canonical ``seq`` folded into the session projection.
         generation: the generation that landed them (None when nothing was written).
         projections: per maintained state (``session``; ``forgotten``, the live-count
@@ -76,11 +83,6 @@ def _view_of(store: Store, commit: Commit) -> StoreView:
 def _read_parts(view: StoreView, table: str, parts: list[Partition], columns: list[str]
                 ) -> pl.DataFrame:
     return view.read_partitions(table, parts, columns)
-
-
-def _validated(rows: pl.DataFrame) -> pl.DataFrame:
-    session_row_model().validate(rows, lazy=False)
-    return rows
 
 
 def watermark_of(view: StoreView) -> int:
@@ -117,7 +119,7 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
                                    "digest_globals": digest_globals.stage_cycle(commit, view)})
 
 
-def _session_cycle(view: StoreView, commit: Commit
+def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
                    ) -> tuple[dict[str, int], int, pl.DataFrame | None]:
     mark = watermark_of(view)
     cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
@@ -131,19 +133,15 @@ def _session_cycle(view: StoreView, commit: Commit
         after & pl.col(KEY).is_not_null())
     sums = _read_parts(view, "summaries", sum_parts, _SUMMARY_COLUMNS).filter(after)
     folded_in = caps.height + sums.height
-    touched = pl.concat([caps[KEY], sums[KEY]]).unique().to_list()
-    written = 0
-    if touched:
-        existing, n, level0 = levels.read_keys(view, NAME, SESSION_SCHEMA, KEY, touched,
-                                               full_level0=True)
-        visited += n
-        folded = fold_sessions(caps.lazy(), sums.lazy(), existing.lazy(), engine="in-memory")
-        changed = folded.join(existing.select(KEY, "hash"), on=[KEY, "hash"], how="anti")
-        if changed.height:
-            visited += levels.stage_merge(commit, view, NAME, SESSION_SCHEMA, KEY,
-                                          _validated(changed), level0)
-            written = changed.height
+    # the partials of the rows written since the watermark, one per conversation touched,
+    # appended as a run: no stored row is read (readers combine a conversation's partials)
+    partials = combine_partials(pl.concat([capsule_partials(caps.lazy()),
+                                           summary_partials(sums.lazy())], how="vertical")
+                                ).collect(engine="in-memory")
+    if partials.height:
+        visited += session_rows.stage_append(commit, view, partials, budget)
     commit.set_watermark(WATERMARK, new_mark)
+    written = partials.height
     return _part(visited, folded_in, written), new_mark, caps
 
 
@@ -189,7 +187,7 @@ def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_vi
     ``store`` (the store the commit lands on), the live-count indexes and the digest's
     journal checkpoint are rebuilt in the same commit.
     """
-    levels.stage_replace(commit, NAME, _validated(rows), KEY)
+    session_rows.stage_replace(commit, commit.view, rows)
     commit.set_watermark(WATERMARK, watermark)
     parts = {"session": _part(rows_visited, rows_folded, rows.height)}
     if store is not None:

@@ -31,9 +31,8 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.errors import InvalidInputError
-from memframe.projections import forgotten, levels
-from memframe.projections.cycle import KEY, NAME, watermark_of
-from memframe.projections.session import SESSION_SCHEMA
+from memframe.projections import forgotten, session_rows
+from memframe.projections.cycle import KEY, watermark_of
 from memframe.text import parse_instant, rfc3339
 
 if TYPE_CHECKING:
@@ -145,12 +144,12 @@ def _select(view: StoreView, conversation_id: str | Sequence[str] | None,
     since_at = parse_instant(since, "since")
     limit = _limit(limit)
     if conversation_id is None:
-        rows, visited = levels.read_all(view, NAME, SESSION_SCHEMA, KEY)
+        rows, visited = session_rows.read_all(view)
     else:
         ids = [conversation_id] if isinstance(conversation_id, str) else list(conversation_id)
         if not all(isinstance(i, str) for i in ids):
             raise InvalidInputError("conversation_id takes a string, a list of strings or None")
-        rows, visited, _ = levels.read_keys(view, NAME, SESSION_SCHEMA, KEY, ids)
+        rows, visited = session_rows.read_keys(view, ids)
     rows = rows.filter(pl.col("memory_count") > 0)
     if since_at is not None:
         rows = rows.filter(pl.col("last_at") >= since_at)

@@ -39,6 +39,7 @@ __all__ = [
     "capsule_partials",
     "summary_partials",
     "row_partials",
+    "combine_partials",
     "fold_sessions",
     "canonical_line",
     "with_hash",
@@ -227,7 +228,25 @@ def fold_sessions(
     pieces = [capsule_partials(capsules), summary_partials(summaries)]
     if existing is not None:
         pieces.append(row_partials(existing))
-    partials = pl.concat(pieces, how="vertical")
+    rows = combine_partials(pl.concat(pieces, how="vertical")).collect(engine=engine)
+    return with_hash(rows.drop("last_member_num", "summary_seq")).sort("conversation_id")
+
+
+def combine_partials(partials: pl.LazyFrame) -> pl.LazyFrame:
+    """Partials -> one partial per conversation (the fold's terms; no hash).
+
+    A combined partial is a partial again, so partials may be combined in any grouping
+    and order (the session projection keeps them so: `memframe.projections.session_rows`).
+
+    Examples:
+        >>> import polars as pl, datetime as dt
+        >>> t = dt.datetime(2026, 7, 23, tzinfo=dt.timezone.utc)
+        >>> caps = pl.LazyFrame({"id": ["cap-1", "cap-2"], "created_at": [t, t],
+        ...                      "content_chars": [3, 4], "conversation_id": ["c", "c"]})
+        >>> combine_partials(capsule_partials(caps)).collect().select(
+        ...     "memory_count", "content_chars", "last_member_id").row(0)
+        (2, 7, 'cap-2')
+    """
     folded = partials.group_by("conversation_id").agg(
         pl.col("first_at").min(),
         pl.col("last_at").max(),
@@ -236,15 +255,16 @@ def fold_sessions(
         # arg-max of (created_at, capsule number): ids are cap-<n>, n unique, so no tie is
         # left; partials without a member (null instants) sort first
         pl.col("last_member_id").sort_by("last_at", "last_member_num").last(),
+        pl.col("last_member_num").sort_by("last_at", "last_member_num").last(),
     )
     # the latest summary by seq, folded over the (few) partials that carry one
     summaries_latest = (
         partials.filter(pl.col("summary").is_not_null())
         .group_by("conversation_id")
-        .agg(pl.col("summary").sort_by("summary_seq").last())
+        .agg(pl.col("summary").sort_by("summary_seq").last(), pl.col("summary_seq").max())
     )
-    rows = folded.join(summaries_latest, on="conversation_id", how="left").collect(engine=engine)
-    return with_hash(rows).sort("conversation_id")
+    return folded.join(summaries_latest, on="conversation_id", how="left").select(
+        list(PARTIAL_SCHEMA))
 
 
 # ---- canonical serialisation -------------------------------------------------------------

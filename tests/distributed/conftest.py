@@ -11,8 +11,7 @@ import polars as pl
 import pytest
 
 import memframe as mf
-from memframe.projections import levels
-from memframe.projections.session import SESSION_SCHEMA
+from memframe.projections import session_rows
 from memframe.synth import synthesize
 from tests.conftest import TickingClock
 
@@ -80,7 +79,7 @@ def many_partition_store(path: Path, *, commits: int = 40, rows: int = 60,
 
 def projection_rows(store: mf.Store | mf.StoreView) -> pl.DataFrame:
     """The stored session rows (one per conversation), sorted by conversation_id."""
-    rows, _ = levels.read_all(store.pinned(), "session", SESSION_SCHEMA, "conversation_id")
+    rows, _ = session_rows.read_all(store.pinned())
     return rows.sort("conversation_id")
 
 

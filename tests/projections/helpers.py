@@ -11,8 +11,7 @@ from collections.abc import Iterable
 import polars as pl
 
 import memframe as mf
-from memframe.projections import levels
-from memframe.projections.session import SESSION_SCHEMA
+from memframe.projections import session_rows
 
 T0 = dt.datetime(2026, 7, 23, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -35,7 +34,7 @@ def caps(rows: Iterable[tuple[str | None, float]], tag: str = "m") -> list[dict]
 
 def stored_rows(store: mf.Store | mf.StoreView) -> pl.DataFrame:
     """The projection's current rows (one per conversation), sorted by conversation."""
-    rows, _ = levels.read_all(store.pinned(), "session", SESSION_SCHEMA, "conversation_id")
+    rows, _ = session_rows.read_all(store.pinned())
     return rows.sort("conversation_id")
 
 

@@ -7,7 +7,7 @@ import shutil
 import polars as pl
 
 import memframe as mf
-from memframe.projections import levels
+from memframe.projections import session_rows
 from memframe.projections.cycle import WATERMARK
 from memframe.schema import CANONICAL_TABLES
 from tests.conftest import TickingClock
@@ -71,8 +71,8 @@ def test_cycle_reads_only_partitions_after_the_watermark(mstore):
     mstore.ingest(caps([("new", 9), (None, 9.5), ("new", 10)], tag="fresh"))
     report = mstore.memory.run_cycle()
     session = report.projections["session"]
-    # 3 new capsule rows + level 0 of the projection (5 rows, rewritten with the new one)
-    assert session["rows_visited"] == 3 + 5
+    # the 3 new capsule rows only: the new partial is appended, no stored row is read
+    assert session["rows_visited"] == 3
     assert session["rows_folded"] == 2 and session["rows_written"] == 1
     # the digest's journal checkpoint: the 5 recorded parts + the 3 new journal rows
     assert report.projections["digest"]["rows_visited"] == 5 + 3
@@ -94,9 +94,9 @@ def test_cycle_cost_does_not_follow_the_store_size(tmp_path):
         written.append(report["rows_written"])
         assert stored_rows(store).to_dicts() == model_rows(store)
     assert written == [2, 2]
-    # the touched row is found by key (row-group statistics), never by scanning the projection
-    assert visited[1] <= 2 + levels.ROW_GROUP_ROWS
-    assert visited[1] < 5_000
+    # the cycle reads the new capsule rows only: a partial row per conversation is
+    # appended, no stored row is read, however many conversations are stored
+    assert visited == [2, 2]
 
 
 def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
@@ -111,9 +111,9 @@ def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(mstore.path, copy)
     other = mf.Store.open(copy, clock=TickingClock())
-    other.commit(lambda c: [c.write_derived(levels.level_table("session", k),
+    other.commit(lambda c: [c.write_derived(session_rows.PARTIALS.table(k),
                                             pl.DataFrame(), replace=True)
-                            for k in levels.levels(c.view, "session")], operation="drop")
+                            for k in session_rows.PARTIALS.tiers(c.view)], operation="drop")
     assert stored_rows(other).height == 0
     other.memory.rebuild_projections()
     assert stored_rows(other).equals(incremental)
@@ -144,3 +144,29 @@ def test_frozen_views_refuse_the_jobs(mstore):
         except mf.errors.ReadOnlyStoreError:
             continue
         raise AssertionError(f"{call} wrote through a frozen view")
+
+
+def test_a_store_of_the_level_layout_is_read_then_moved_into_runs(mstore):
+    """A store whose session rows are in the earlier key-sorted levels answers from them,
+    and its next cycle moves them into one run, with the new rows, to the same rows."""
+    from memframe.projections import levels
+
+    mstore.ingest(caps([("a", 1), ("b", 2), ("a", 3)]))
+    mstore.memory.run_cycle()
+    before = stored_rows(mstore)
+    # rewrite the projection in the earlier layout: finished rows in level 1
+    mstore.commit(lambda c: [c.write_derived(session_rows.PARTIALS.table(k), pl.DataFrame(),
+                                             replace=True)
+                             for k in session_rows.PARTIALS.tiers(c.view)]
+                  + [c.write_derived(levels.level_table("session", 1), before, replace=True)],
+                  operation="layout")
+    view = mstore.pinned()
+    assert not session_rows.PARTIALS.tiers(view) and levels.levels(view, "session") == [1]
+    assert stored_rows(mstore).equals(before)
+    assert mstore.memory.sessions(conversation_id="a").rows["memory_count"].to_list() == [2]
+    mstore.ingest(caps([("a", 4), ("c", 5)], tag="late"))
+    mstore.memory.run_cycle()
+    view = mstore.pinned()
+    assert levels.levels(view, "session") == []  # moved: the levels are gone
+    assert session_rows.PARTIALS.tiers(view)
+    assert stored_rows(mstore).to_dicts() == model_rows(mstore)

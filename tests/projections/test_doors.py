@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import memframe as mf
-from memframe.projections import doors, levels
+from memframe.projections import doors, session_rows
 from memframe.projections.doors import DIGEST_SCHEMA, SESSIONS_SCHEMA
 from tests.conftest import TickingClock
 from tests.projections.helpers import at, bulk_capsules, caps
@@ -118,8 +118,7 @@ def test_rows_visited_is_the_real_count(mstore):
     mstore.memory.run_cycle()
     mstore.forget("cap-3")
     view = mstore.pinned()
-    stored = sum(view.row_count(levels.level_table("session", k))
-                 for k in levels.levels(view, "session"))
+    stored = sum(part.rows for part in session_rows.PARTIALS.runs(view))
     page = mstore.memory.sessions()
     # every projection row + the forget rows + the capsule row group that holds cap-3
     capsule_rows = view.row_count("capsules")
@@ -136,7 +135,8 @@ def test_one_conversation_lookup_on_100k_sessions_is_bounded(tmp_path):
     for conv in ("conv-00000000", "conv-00054321", "conv-00099999", "conv-00100049"):
         page = store.memory.sessions(conversation_id=conv)
         assert page.rows["conversation_id"].to_list() == [conv]
-        assert page.rows_visited <= 3 * levels.ROW_GROUP_ROWS  # a few thousand, not 100k
+        # a row group per run that can hold it: a few hundred rows, not 100k
+        assert page.rows_visited <= 3 * session_rows.PARTIALS.row_group_rows
     full = store.memory.sessions(limit=1)
     assert full.total == 100_050 and full.rows_visited >= 100_050
     page = store.memory.sessions(conversation_id="conv-00054321")

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import cycle, levels, session
+from memframe.projections import cycle, runs, session
 from tests.conftest import TickingClock
 from tests.projections.helpers import caps, model_rows, stored_rows
 
@@ -43,8 +43,8 @@ def _play(store: mf.Store, steps) -> None:
             store.append("summaries", {"conversation_id": [arg], "summary": [f"summary {k}"]})
 
 
-@pytest.mark.parametrize("tiny_levels", [False, True], ids=["default-levels", "tiny-levels"])
-def test_rebuild_equals_incremental(tiny_levels):
+@pytest.mark.parametrize("tiny_runs", [False, True], ids=["default-runs", "tiny-runs"])
+def test_rebuild_equals_incremental(tiny_runs):
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(step, min_size=1, max_size=14))
     def law(steps):
@@ -62,22 +62,28 @@ def test_rebuild_equals_incremental(tiny_levels):
             assert store.memory.run_cycle().generation is None
 
     with pytest.MonkeyPatch.context() as mp:
-        if tiny_levels:  # force level merges (the LSM cascade) on small stores
-            mp.setattr(levels, "BASE_CAP", 1)
-            mp.setattr(levels, "FACTOR", 2)
+        if tiny_runs:  # force merges of the partials' runs, a chunk at a time
+            mp.setattr(runs, "TIER_RUNS", 2)
+            mp.setattr(runs, "BASE_RUN", 2)
         law()
 
 
 def test_both_callers_run_the_same_fold(mstore, monkeypatch):
     calls = []
-    real = session.fold_sessions
+    real = session.combine_partials
 
-    def spy(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
+    def spy(caller):
+        def call(*args, **kwargs):
+            calls.append(caller)
+            return real(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(cycle, "fold_sessions", spy)
+    # the cycle combines the new rows' partials; the rebuild folds every row (through
+    # fold_sessions); both with the one group-by
+    monkeypatch.setattr(cycle, "combine_partials", spy("cycle"))
+    monkeypatch.setattr(session, "combine_partials", spy("rebuild"))
     mstore.ingest(caps([("a", 1)]))
     mstore.memory.run_cycle()
+    assert calls == ["cycle"]
     mstore.memory.rebuild_projections()
-    assert len(calls) == 2
+    assert calls == ["cycle", "rebuild"]
