@@ -100,37 +100,49 @@ def _part(visited: int, folded: int, written: int) -> dict[str, int]:
     return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
 
 
-def _digest_cycle(view: StoreView, commit: Commit, *, full: bool = False) -> dict[str, int]:
-    """Advance the digest's state: the journal's verified checkpoint."""
+def _digest_cycle(view: StoreView, commit: Commit, *, full: bool = False,
+                  shared: dict[str, Any] | None = None) -> dict[str, int]:
+    """Advance the digest's state: the journal's verified checkpoint (the journal parts it
+    read, with their rows, are added to ``shared``)."""
     report = journal.stage_checkpoint(commit, view, full=full)
+    if shared is not None and report.read is not None:
+        shared["journal"] = report.read
     return _part(report.rows_visited, 0, report.parts_recorded)
 
 
 def _cycle(store: Store, commit: Commit) -> CycleReport:
     view = _view_of(store, commit)
     old_mark = watermark_of(view)
-    session, mark, caps = _session_cycle(view, commit)
+    session, mark, caps, shared = _session_cycle(view, commit)
     # the live-count indexes advance with the session projection's new watermark (sharing
-    # the capsule rows it read when both start from the same mark)
+    # the capsule rows it read when both start from the same mark), and the digest's state
+    # takes the capsule parts it needs from the ones read here when it can
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
+    checkpoint = _digest_cycle(view, commit, shared=shared)
+    state = digest_state.stage_cycle(commit, view, shared=shared)
     return _combine(commit, mark, {"session": session, "forgotten": dead,
-                                   "digest": _digest_cycle(view, commit),
-                                   "digest_capsules": digest_state.stage_cycle(commit, view),
+                                   "digest": checkpoint,
+                                   "digest_capsules": state,
                                    "digest_globals": digest_globals.stage_cycle(commit, view)})
 
 
 def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
-                   ) -> tuple[dict[str, int], int, pl.DataFrame | None]:
+                   ) -> tuple[dict[str, int], int, pl.DataFrame | None, dict[str, Any]]:
     mark = watermark_of(view)
     cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
     sum_parts = [p for p in view.partitions("summaries") if (p.seq_hi or 0) > mark]
     if not cap_parts and not sum_parts:
-        return _part(0, 0, 0), mark, None
+        return _part(0, 0, 0), mark, None, {}
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     new_mark = max(p.seq_hi or 0 for p in [*cap_parts, *sum_parts])
     after = pl.col("seq") > mark
-    caps = _read_parts(view, "capsules", cap_parts, _CAPSULE_COLUMNS).filter(
-        after & pl.col(KEY).is_not_null())
+    # the parts' rows, whole, with the digest state's columns too: read once per cycle
+    every = view.scan_partitions("capsules", cap_parts).select(
+        *_CAPSULE_COLUMNS, *digest_state.shared_columns("capsules", _CAPSULE_COLUMNS)
+    ).collect(engine="in-memory") if cap_parts else None
+    shared: dict[str, Any] = {} if every is None else {"capsules": (cap_parts, every)}
+    caps = (every.select(_CAPSULE_COLUMNS) if every is not None
+            else _read_parts(view, "capsules", [], _CAPSULE_COLUMNS)).filter(after & pl.col(KEY).is_not_null())
     sums = _read_parts(view, "summaries", sum_parts, _SUMMARY_COLUMNS).filter(after)
     folded_in = caps.height + sums.height
     # the partials of the rows written since the watermark, one per conversation touched,
@@ -142,7 +154,7 @@ def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
         visited += session_rows.stage_append(commit, view, partials, budget)
     commit.set_watermark(WATERMARK, new_mark)
     written = partials.height
-    return _part(visited, folded_in, written), new_mark, caps
+    return _part(visited, folded_in, written), new_mark, caps, shared
 
 
 def run_cycle(store: Store) -> CycleReport:

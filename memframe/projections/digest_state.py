@@ -44,7 +44,7 @@ watermark and fails closed, as the full computation does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
@@ -484,17 +484,35 @@ def _parts_above(view: StoreView, name: str, mark: int) -> list[Partition]:
     return [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
 
 
-def read_above(view: StoreView, mark: int) -> tuple[dict[str, pl.DataFrame], int, int]:
+#: source parts another reader of the same cycle read already: table -> (the parts, every
+#: row of them with at least the columns of `shared_columns`)
+Shared = Mapping[str, tuple[Sequence["Partition"], pl.DataFrame]]
+
+
+def shared_columns(name: str, have: Sequence[str]) -> list[str | pl.Expr]:
+    """The columns (beside ``have``) a reader sharing its read of source ``name`` with the
+    state adds to it (`read_above` then reads nothing more of those parts)."""
+    return [c for c in _columns(name) if not (isinstance(c, str) and c in have)]
+
+
+def read_above(view: StoreView, mark: int, shared: Shared | None = None
+               ) -> tuple[dict[str, pl.DataFrame], int, int]:
     """The rows of the six source tables with ``seq > mark``, the Parquet rows read, and
-    the highest ``seq`` among the parts read (``mark`` when none)."""
+    the highest ``seq`` among the parts read (``mark`` when none). A table whose parts
+    above ``mark`` are all among ``shared``'s is taken from there (nothing read)."""
     out: dict[str, pl.DataFrame] = {}
     visited, top = 0, mark
     for name in SOURCES:
         parts = _parts_above(view, name, mark)
         if not parts:
             continue
-        visited += sum(p.rows for p in parts)
         top = max(top, *(p.seq_hi or 0 for p in parts))
+        names = [c if isinstance(c, str) else c.meta.output_name() for c in _columns(name)]
+        pre = (shared or {}).get(name)
+        if pre is not None and {p.path for p in parts} <= {p.path for p in pre[0]}:
+            out[name] = pre[1].select(names).filter(pl.col("seq") > mark)
+            continue
+        visited += sum(p.rows for p in parts)
         frame = view.scan_partitions(name, parts).select(_columns(name))
         out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
     return out, visited, top
@@ -621,8 +639,8 @@ def _report(visited: int, folded: int, written: int) -> dict[str, int]:
     return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
 
 
-def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None
-                ) -> dict[str, int]:
+def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
+                shared: Shared | None = None) -> dict[str, int]:
     """Fold the rows written since the watermark into the state (staged on ``commit``).
 
     Reads only the parts committed above the watermark and the stored rows of the
@@ -630,14 +648,15 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None
     it reads nothing), appends the changed rows as runs and advances the runs' merges
     within ``budget`` (`merge_budget` of the rows appended when None); nothing new reads
     and writes nothing. The first cycle of a store without state builds it from scratch
-    (`stage_rebuild`).
+    (`stage_rebuild`). Source parts in ``shared`` (read by another job of the cycle) are
+    not read again.
     """
     mark = watermark_of(view)
     if mark is None:
         if not any(view.partitions(name) for name in SOURCES):
             return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
         return stage_rebuild(commit, view)
-    delta, visited, top = read_above(view, mark)
+    delta, visited, top = read_above(view, mark, shared)
     if top <= mark:
         return _report(0, 0, 0)
     if _check_all(delta):  # the digest fails closed on these rows: never fold them

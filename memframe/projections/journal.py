@@ -144,6 +144,8 @@ class ChainCheck:
         tail: ``(audit_seq, chained_hash)`` of the last verified row when the chain is ok.
         fresh: checkpoint rows for parts verified now and not yet (or no longer) recorded.
         recorded: the checkpoint rows that were confirmed (empty after a full walk).
+        read: after an incremental walk, the parts walked and every row of them (the
+            ``JOURNAL_COLUMNS``), for another reader of the same generation.
     """
 
     section: dict
@@ -153,6 +155,7 @@ class ChainCheck:
     tail: tuple[int, str] | None = None
     fresh: tuple[dict[str, Any], ...] = ()
     recorded: tuple[dict[str, Any], ...] = ()
+    read: tuple[tuple[Partition, ...], pl.DataFrame] | None = None
 
 
 def watermark_of(view: StoreView) -> dict[str, Any] | None:
@@ -285,7 +288,8 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
                          slice_rows=slice_rows)
     rows = tuple(recorded.to_dicts())
     return ChainCheck(section, visited, "incremental", None,
-                      _tail(section, frame, (audit_seq, chained)), tuple(fresh), rows)
+                      _tail(section, frame, (audit_seq, chained)), tuple(fresh), rows,
+                      (tuple(new_parts), frame))
 
 
 def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:
@@ -313,12 +317,14 @@ def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> s
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointReport:
-    """What one recording did: rows read, parts recorded, the verified tail."""
+    """What one recording did: rows read, parts recorded, the verified tail (and the parts
+    an incremental walk read, with their rows: `ChainCheck.read`)."""
 
     rows_visited: int
     parts_recorded: int
     audit_seq: int
     walked: str
+    read: tuple[tuple[Partition, ...], pl.DataFrame] | None = None
 
 
 def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
@@ -371,4 +377,4 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
         "seq": max((p.seq_hi or 0 for p in parts), default=0),
         "parts": len(parts),
     })
-    return CheckpointReport(check.rows_visited, len(fresh), audit_seq, check.walked)
+    return CheckpointReport(check.rows_visited, len(fresh), audit_seq, check.walked, check.read)
