@@ -9,11 +9,13 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.projections import digest_state as ds
+from memframe.projections import runs
 from memframe.projections.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
@@ -49,7 +51,8 @@ def test_the_registry_names_the_digest_fold_and_door():
     assert FOLDS["digest"] is ds.fold_state and DOORS["digest"] is ds.state_door
 
 
-def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold():
+@pytest.mark.parametrize("tiny_runs", [False, True], ids=["default-runs", "tiny-runs"])
+def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(tiny_runs):
     @settings(max_examples=LAW_EXAMPLES + 5, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(step, min_size=1, max_size=16))
@@ -75,7 +78,12 @@ def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(
                 assert _same(got, want, key) and _same(rebuild, want, key)
             assert ds.state_hash(incremental[0]) == ds.state_hash(rebuilt[0])
 
-    law()
+    with pytest.MonkeyPatch.context() as mp:
+        if tiny_runs:  # the state's versioned runs merge, a chunk of 2-row groups at a time
+            mp.setattr(runs, "TIER_RUNS", 2)
+            mp.setattr(runs, "BASE_RUN", 2)
+            mp.setattr(ds, "ROW_GROUP_ROWS", 2)
+        law()
 
 
 def test_a_virgin_store_answers_zero(tmp_path):

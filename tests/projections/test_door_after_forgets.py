@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, levels, runs
+from memframe.projections import forgotten, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0, caps
 from tests.projections.test_forgotten import play
@@ -170,8 +170,6 @@ def test_merge_on_read_equals_the_rebuild_for_any_history(path):
         _force(mp, path)
         mp.setattr(runs, "TIER_RUNS", 2)
         mp.setattr(runs, "BASE_RUN", 2)
-        mp.setattr(levels, "BASE_CAP", 1)
-        mp.setattr(levels, "FACTOR", 2)
         law()
 
 
@@ -224,8 +222,8 @@ def test_a_door_lookup_before_the_cycle_reads_rows_that_do_not_grow_with_the_sto
         assert after.rows.equals(page.rows) and after.hash == page.hash
     # the forgets above the watermark, plus a few row groups per level, run and key
     new_forgets = FORGETS
-    assert visited[3_000] <= new_forgets + 8 * levels.ROW_GROUP_ROWS
-    assert visited[3_000] <= visited[300] + 2 * levels.ROW_GROUP_ROWS
+    assert visited[3_000] <= new_forgets + 8 * runs.SortedRuns.row_group_rows
+    assert visited[3_000] <= visited[300] + 2 * runs.SortedRuns.row_group_rows
     # mapping every new forget by capsule number would have read a row group per forget,
     # growing with the store until every row group is read
     assert by_number[3_000] > 4 * visited[3_000]

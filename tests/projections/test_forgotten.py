@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, levels, runs
+from memframe.projections import forgotten, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps
 
@@ -67,7 +67,7 @@ def play(store: mf.Store, steps) -> None:
                                      "mode": [arg[1]] * len(arg[0])})
 
 
-@pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny-levels-and-tiers"])
+@pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny-tiers"])
 def test_indexed_live_counts_equal_the_full_read(tiny):
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(step, min_size=1, max_size=16))
@@ -89,8 +89,6 @@ def test_indexed_live_counts_equal_the_full_read(tiny):
 
     with pytest.MonkeyPatch.context() as mp:
         if tiny:
-            mp.setattr(levels, "BASE_CAP", 1)
-            mp.setattr(levels, "FACTOR", 2)
             mp.setattr(runs, "TIER_RUNS", 2)
             mp.setattr(runs, "BASE_RUN", 2)
         law()
@@ -117,8 +115,8 @@ def test_a_lookup_after_many_forgets_reads_a_bounded_number_of_rows(tmp_path):
         assert slow.rows.equals(page.rows)
         assert slow.rows_visited > len(gone)
     # the session row and its forgotten count, by key: a few row groups per level
-    assert visited[2_000] <= 4 * levels.ROW_GROUP_ROWS
-    assert visited[2_000] <= visited[200] + 2 * levels.ROW_GROUP_ROWS
+    assert visited[2_000] <= 4 * runs.SortedRuns.row_group_rows
+    assert visited[2_000] <= visited[200] + 2 * runs.SortedRuns.row_group_rows
 
 
 def test_forgets_written_after_the_cycle_are_counted_from_the_members_index(mstore):

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, levels, runs
+from memframe.projections import forgotten, runs
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0
 
@@ -222,6 +222,4 @@ def test_incremental_indexes_equal_the_rebuilt_ones_for_any_history():
 
     with pytest.MonkeyPatch.context() as mp:
         _tiny(mp, base=2, tiers=2, group=2)
-        mp.setattr(levels, "BASE_CAP", 1)
-        mp.setattr(levels, "FACTOR", 2)
         law()
