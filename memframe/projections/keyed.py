@@ -40,7 +40,8 @@ def newest_rows(rows: pl.DataFrame, key: str) -> pl.DataFrame:
     """Each key's row of the highest ``VERSION`` (rows of several runs, in any order).
 
     Examples:
-        >>> rows = pl.DataFrame({"k": [1, 1, 2], "v": ["old", "new", "x"], VERSION: [3, 7, 1]})
+        >>> rows = pl.DataFrame({"k": [1, 1, 2], "v": ["old", "new", "x"],
+        ...                      VERSION: [3, 7, 1]})
         >>> newest_rows(rows, "k").sort("k").rows()
         [(1, 'new', 7), (2, 'x', 1)]
     """
@@ -62,9 +63,13 @@ class KeyedRuns:
     Examples:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-        >>> p = KeyedRuns("projections/example", pl.Schema({"k": pl.Int64(), "v": pl.String()}), "k")
-        >>> _ = store.commit(lambda c: p.stage_put(c, c.view, pl.DataFrame({"k": [1, 2], "v": ["a", "b"]}), 1))
-        >>> _ = store.commit(lambda c: p.stage_put(c, c.view, pl.DataFrame({"k": [2], "v": ["c"]}), 2))
+        >>> schema = pl.Schema({"k": pl.Int64(), "v": pl.String()})
+        >>> p = KeyedRuns("projections/example", schema, "k")
+        >>> def put(keys, values, version):
+        ...     rows = pl.DataFrame({"k": keys, "v": values})
+        ...     return lambda c: p.stage_put(c, c.view, rows, version)
+        >>> _ = store.commit(put([1, 2], ["a", "b"], 1), operation="example")
+        >>> _ = store.commit(put([2], ["c"], 2), operation="example")
         >>> rows, _visited = p.read_keys(store.pinned(), [2])
         >>> rows.rows()
         [(2, 'c')]

@@ -69,8 +69,8 @@ def read_keys(view: StoreView, ids: Sequence[str]) -> tuple[pl.DataFrame, int]:
     Examples:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-        >>> _ = store.ingest([{"content": "hi", "source": "s", "anchor": "a",
-        ...                    "conversation_id": c} for c in ("c1", "c2", "c1")])
+        >>> _ = store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a",
+        ...                    "conversation_id": c} for i, c in enumerate(("c1", "c2", "c1"))])
         >>> _ = store.memory.run_cycle()
         >>> rows, _visited = read_keys(store.pinned(), ["c1"])
         >>> rows.select("conversation_id", "memory_count").rows()
