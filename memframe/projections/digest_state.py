@@ -730,13 +730,15 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     for name, frame in sources.items():
         if check_rows(name, frame):  # never fold what the digest fails closed on
             return _report(visited, 0, 0)
-    rows = fold_state(sources, engine="streaming")
+    # folded range by range of capsule numbers (as the cold digest): the peak follows a
+    # range's source rows, not the store's
+    aggregates, subset, rows, _n = _fold_ranges(view, None)
     state_runs().stage_replace(commit, view, rows, top)
-    subset_runs().stage_replace(commit, view, _subset_rows(rows, None), top)
+    subset_runs().stage_replace(commit, view, subset.with_columns(
+        pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
     for name in (NAME, SUBSET):  # the key-sorted levels of the earlier layout
         for k in levels.levels(view, name):
             commit.write_derived(levels.level_table(name, k), rows.clear(), replace=True)
-    aggregates = aggregates_of(rows)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),
