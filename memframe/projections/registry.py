@@ -22,7 +22,10 @@ MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")
 
 #: name -> the projection's fold (used by both the cycle and the rebuild)
 FOLDS: dict[str, Callable[..., Any]] = {
-    "session": session.fold_sessions,
+    # the group-by over partial rows: the cycle combines the new rows' partials with it,
+    # the rebuild folds every row through it (`session.fold_sessions`), readers combine
+    # the stored partials with it
+    "session": session.combine_partials,
     "digest": digest_state.fold_state,
 }
 

@@ -80,6 +80,9 @@ def test_both_callers_run_the_same_fold(mstore, monkeypatch):
 
     # the cycle combines the new rows' partials; the rebuild folds every row (through
     # fold_sessions); both with the one group-by
+    from memframe.projections.registry import FOLDS
+
+    assert FOLDS["session"] is session.combine_partials
     monkeypatch.setattr(cycle, "combine_partials", spy("cycle"))
     monkeypatch.setattr(session, "combine_partials", spy("rebuild"))
     mstore.ingest(caps([("a", 1)]))
