@@ -1,4 +1,10 @@
-"""Where a projection's rows live: key-sorted levels, newest level first.
+"""The earlier layout of the projections: key-sorted levels, newest level first.
+
+The session projection and the digest's state now live in sorted runs
+(`memframe.projections.session_rows`, `memframe.projections.keyed`): a level merge read
+the next level whole, so a cycle's cost grew with the store every few cycles. This module
+stays to read a store written in the level layout until its next cycle or rebuild moves
+the rows, and to drop the levels then.
 
 A projection is stored as a few derived tables ``projections/<name>/L<k>`` (k = 0, 1, ...).
 Each level is one partition sorted by the projection's key, written with modest row groups

@@ -165,3 +165,25 @@ def test_a_state_of_another_layout_is_rebuilt_not_read(tmp_path, monkeypatch):
     assert report["rows_written"] == 5  # rebuilt from every row
     assert ds.watermark_of(store.pinned()) is not None
     assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+
+
+def test_a_cycle_reads_what_was_written_not_the_state(tmp_path):
+    """New capsules' numbers lie above every stored run: a cycle appends their rows and
+    reads no stored state row; merges read at most their budget (and a whole row group
+    to make progress), however large the state."""
+    visited: dict[int, list[int]] = {}
+    for n in (300, 3_000):
+        store = mf.Store.create(tmp_path / f"s{n}", clock=TickingClock())
+        store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(n)])
+        store.memory.rebuild_projections()
+        for k in range(12):
+            store.ingest([{"content": f"new {k} {i}", "source": "s", "anchor": "a"}
+                          for i in range(5)])
+            report = store.memory.run_cycle().projections["digest_capsules"]
+            visited.setdefault(n, []).append(report["rows_visited"])
+        assert ds.state_runs().read_all(store.pinned())[0].height == n + 60
+    # before the first merge (8 runs in tier 0) both stores read the same rows: the
+    # leaders and the aggregates, nothing that grows with the state
+    assert visited[300][:7] == visited[3_000][:7]
+    bound = visited[3_000][0] + runs.merge_budget(5).total + ds.ROW_GROUP_ROWS
+    assert max(visited[3_000]) <= bound
