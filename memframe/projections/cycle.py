@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.projections import digest_globals, digest_state, forgotten, journal, session_rows
-from memframe.projections.runs import Budget
 from memframe.projections.session import (
     capsule_partials,
     combine_partials,
@@ -126,7 +125,7 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
                                    "digest_globals": digest_globals.stage_cycle(commit, view)})
 
 
-def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
+def _session_cycle(view: StoreView, commit: Commit
                    ) -> tuple[dict[str, int], int, pl.DataFrame | None, dict[str, Any]]:
     mark = watermark_of(view)
     cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
@@ -142,7 +141,8 @@ def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
     ).collect(engine="in-memory") if cap_parts else None
     shared: dict[str, Any] = {} if every is None else {"capsules": (cap_parts, every)}
     caps = (every.select(_CAPSULE_COLUMNS) if every is not None
-            else _read_parts(view, "capsules", [], _CAPSULE_COLUMNS)).filter(after & pl.col(KEY).is_not_null())
+            else _read_parts(view, "capsules", [], _CAPSULE_COLUMNS))
+    caps = caps.filter(after & pl.col(KEY).is_not_null())
     sums = _read_parts(view, "summaries", sum_parts, _SUMMARY_COLUMNS).filter(after)
     folded_in = caps.height + sums.height
     # the partials of the rows written since the watermark, one per conversation touched,
@@ -151,7 +151,7 @@ def _session_cycle(view: StoreView, commit: Commit, budget: Budget | None = None
                                            summary_partials(sums.lazy())], how="vertical")
                                 ).collect(engine="in-memory")
     if partials.height:
-        visited += session_rows.stage_append(commit, view, partials, budget)
+        visited += session_rows.stage_append(commit, view, partials)
     commit.set_watermark(WATERMARK, new_mark)
     written = partials.height
     return _part(visited, folded_in, written), new_mark, caps, shared

@@ -777,10 +777,10 @@ def state_door(view: StoreView) -> Any:
 #   (``archive``: a later "now" is answered by summing the instants at or before it).
 #   Each capsule *contributes* rows to them; a change is applied by subtracting the old
 #   row's contribution and adding the new one's, so the sums stay exact.
-# * **the subset** (``projections/digest_subset/T<k>``, versioned runs as the state): the state rows of the capsules
-#   the handoff, mission, unanchored, pinned and open-effort sections can name (handoff
-#   markers, ACTIVE() threads, epics, tasks, pinned capsules); a capsule leaving it is
-#   written with ``member = false``.
+# * **the subset** (``projections/digest_subset/T<k>``, versioned runs as the state): the
+#   state rows of the capsules the handoff, mission, unanchored, pinned and open-effort
+#   sections can name (handoff markers, ACTIVE() threads, epics, tasks, pinned capsules);
+#   a capsule leaving it is written with ``member = false``.
 #
 # The ``newest`` and ``most_recalled`` lists are read from the state runs themselves,
 # row group by row group in the order of their statistics, until the top N are certain.
