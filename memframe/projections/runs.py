@@ -135,6 +135,16 @@ class _Merge:
     done: list[int]  # per input, its leading row groups whose rows are all merged
 
 
+def _outside(wanted: list[Any], mins: list[Any], maxs: list[Any]) -> bool:
+    """Whether every (sorted) value in ``wanted`` lies outside the span of a partition's
+    row groups (False when a group lacks statistics: it could hold anything)."""
+    if not mins or None in mins or None in maxs:
+        return False
+    lo, hi = min(mins), max(maxs)
+    i = bisect.bisect_left(wanted, lo)
+    return i == len(wanted) or wanted[i] > hi
+
+
 def _key(value: tuple[Any, ...] | None) -> tuple[Any, ...]:
     """A sort key for lower bounds that may be unknown (None sorts first)."""
     if value is None:
@@ -256,6 +266,8 @@ class SortedRuns:
         cursors = self.cursors(view)
         for part in self.runs(view):
             mins, maxs, counts = view.row_group_ranges(part, self.column)
+            if _outside(wanted, mins, maxs):
+                continue  # no value sought lies within the partition's bounds
             done = cursors.get(part.path)
             groups = []
             for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True)):
