@@ -223,3 +223,19 @@ def test_incremental_indexes_equal_the_rebuilt_ones_for_any_history():
     with pytest.MonkeyPatch.context() as mp:
         _tiny(mp, base=2, tiers=2, group=2)
         law()
+
+
+@given(wanted=st.lists(st.integers(0, 60), max_size=6),
+       groups=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10)), min_size=1,
+                       max_size=5))
+def test_a_run_is_skipped_only_when_no_group_could_hold_a_value(wanted, groups):
+    """The partition-level shortcut of `SortedRuns.plan` agrees with asking every row
+    group: a run is skipped exactly when no value lies within its groups' span (and never
+    when it could hold one)."""
+    wanted = sorted(set(wanted))
+    mins = [lo for lo, _ in groups]
+    maxs = [lo + width for lo, width in groups]
+    in_span = any(min(mins) <= v <= max(maxs) for v in wanted)
+    assert runs._outside(wanted, mins, maxs) == (not in_span)
+    # a group without statistics could hold anything: never skipped
+    assert not runs._outside(wanted, [None, *mins], [None, *maxs])
