@@ -737,8 +737,7 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
     for name in (NAME, SUBSET):  # the key-sorted levels of the earlier layout
-        for k in levels.levels(view, name):
-            commit.write_derived(levels.level_table(name, k), rows.clear(), replace=True)
+        levels.stage_drop(commit, view, name)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),

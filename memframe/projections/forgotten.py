@@ -291,8 +291,7 @@ def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[st
             .select(_num(pl.col("capsule_id")).alias("num")).unique().collect())
     dead = members.join(gone, on="num", how="semi")
     counts = dead.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-    for k in levels.levels(view, NAME):  # the key-sorted levels of layout 1
-        commit.write_derived(levels.level_table(NAME, k), counts.clear(), replace=True)
+    levels.stage_drop(commit, view, NAME)  # the key-sorted levels of layout 1
     FORGOTTEN.stage_replace(commit, view, counts)
     MEMBERS.stage_replace(commit, view, members)
     MEMBERS_BY_CONVERSATION.stage_replace(commit, view, members)

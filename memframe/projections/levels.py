@@ -39,6 +39,7 @@ __all__ = [
     "levels",
     "read_all",
     "read_keys",
+    "stage_drop",
     "stage_merge",
     "stage_replace",
 ]
@@ -122,6 +123,12 @@ def read_keys(view: StoreView, name: str, schema: pl.Schema, key: str, values: S
         visited += n
     out = _newest_wins(frames, key)
     return (out if out.width else pl.DataFrame(schema=schema)), visited, level0
+
+
+def stage_drop(commit: Commit, view: StoreView, name: str) -> None:
+    """Stage the removal of every level of projection ``name`` (a store moving to runs)."""
+    for k in levels(view, name):
+        commit.write_derived(level_table(name, k), pl.DataFrame(), replace=True)
 
 
 def stage_replace(commit: Commit, name: str, rows: pl.DataFrame, key: str, *,

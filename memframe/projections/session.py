@@ -229,7 +229,7 @@ def fold_sessions(
     if existing is not None:
         pieces.append(row_partials(existing))
     rows = combine_partials(pl.concat(pieces, how="vertical")).collect(engine=engine)
-    return with_hash(rows.drop("last_member_num", "summary_seq")).sort("conversation_id")
+    return with_hash(rows).sort("conversation_id")  # the stored row: partial terms dropped
 
 
 def combine_partials(partials: pl.LazyFrame) -> pl.LazyFrame:

@@ -124,5 +124,4 @@ def stage_replace(commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
 
 def _stage_whole(commit: Commit, view: StoreView, partials: pl.DataFrame) -> None:
     PARTIALS.stage_replace(commit, view, partials)
-    for k in levels.levels(view, _LEVELS):
-        commit.write_derived(levels.level_table(_LEVELS, k), partials.clear(), replace=True)
+    levels.stage_drop(commit, view, _LEVELS)
