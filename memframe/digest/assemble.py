@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import polars as pl
 
 from memframe.digest import counters, ledger, warm
-from memframe.digest.capsules import capsule_sections
+from memframe.digest.capsules import _lists, _totals, capsule_sections, handoff_rows
 from memframe.digest.efforts import EffortGraph, open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
 from memframe.digest.planning import (
     mission_sections,
     unanchored_sections,
 )
-from memframe.digest.scope import explode_roots, fence, population, subtree_roots
+from memframe.digest.scope import (
+    explode_roots,
+    fence,
+    population,
+    subtree_roots,
+    top_per_scope,
+)
 from memframe.digest.staged import pinned_sections, staged_section
 from memframe.errors import MemframeError
 from memframe.graph import cap_projection
 from memframe.projections import digest_globals
 
-__all__ = ["LABEL", "FRAMING", "global_sections", "compose", "assemble", "assemble_roots"]
+__all__ = ["LABEL", "FRAMING", "global_sections", "graph_sections", "subset_sections",
+           "kept_values", "cap_kept", "compose", "assemble", "assemble_roots"]
 
 LABEL = "ADVISORY_NOT_AUTHORITY"
 FRAMING = "DATA"
@@ -44,7 +52,8 @@ def _family(inputs: DigestInputs, family: str) -> dict:
     kept = inputs.globals.get(family)
     if kept is not None:
         if family == "graph":
-            return {**kept, "effort_graph": _kept_efforts(inputs, kept)}
+            values = kept.values()  # read on first use
+            return {**values, "effort_graph": _kept_efforts(inputs, values)}
         return kept
     if family == "graph":
         return digest_globals.graph_values(inputs.tables["relations"], _tombstoned(inputs))
@@ -65,30 +74,125 @@ def _kept_efforts(inputs: DigestInputs, kept: dict) -> EffortGraph:
                        members=kept["_reads"])
 
 
+def graph_sections(inputs: DigestInputs, n: int) -> dict:
+    """``relations`` and ``dag``, and what the mission, unanchored and open-effort
+    sections read of the graph (``_mission_graph``, ``_dag_projection``, ``_efforts``;
+    None when the digest answers those sections from the kept ones)."""
+    kept = inputs.kept_sections
+    if kept is not None:
+        return {"relations": kept["relations"], "dag": kept["dag"], "_mission_graph": None,
+                "_dag_projection": None, "_efforts": None}
+    graph = _family(inputs, "graph")
+    projection = graph["dag_projection"]
+    return {"relations": graph["relations"], "dag": cap_projection(projection, n),
+            "_mission_graph": graph["mission_graph"], "_dag_projection": projection,
+            "_efforts": graph["effort_graph"]}
+
+
 def global_sections(inputs: DigestInputs, n: int) -> dict:
     """Every store-global section, computed once (fail-closed ones raise)."""
     try:
         tables = inputs.tables
-        opened, open_ids = counters.open_sessions(tables["brackets"], n)
-        graph = _family(inputs, "graph")
-        projection = graph["dag_projection"]
+        sessions = inputs.globals.get("sessions")
+        if sessions is not None:  # kept by the digest job: every open id, in order
+            opened, open_ids = sessions["open_sessions"], sessions["open_session_ids"][:n]
+        else:
+            opened, open_ids = counters.open_sessions(tables["brackets"], n)
         return {
-            "relations": graph["relations"],
+            **graph_sections(inputs, n),
             "open_sessions": opened,
             "open_session_ids": open_ids,
             "audit_events": _audit_events(inputs),
-            "dag": cap_projection(projection, n),
             **_ledger_sections(inputs),
             "staged": staged_section(tables["reviews"], inputs.now),
-            "_mission_graph": graph["mission_graph"],
-            "_dag_projection": projection,
-            "_efforts": graph["effort_graph"],
             **_fail_open_sections(inputs),
         }
     except MemframeError:
         raise
     except Exception as exc:  # noqa: BLE001 - fail closed with the reference's prefix
         raise digest_failed(exc) from exc
+
+
+def subset_sections(inputs: DigestInputs, glob: dict, scoped: pl.DataFrame,
+                    scopes: Sequence[str], n: int, now, handoff: bool = True
+                    ) -> dict[str, dict]:
+    """The sections that name subset capsules, per scope: ``handoff``/``handoff_total``
+    (with ``handoff``; the full computation takes them from `capsule_sections`),
+    ``mission``, ``unanchored`` and ``curated`` (``pinned``, ``pinned_total``,
+    ``open_efforts``, ``open_efforts_total``). ``now`` None defers the ``expired`` flags
+    (`memframe.digest.capsules.resolve_expired`)."""
+    graph = glob["_mission_graph"]
+    attach = inputs.attach
+    try:
+        lists: dict[str, list] = {}
+        totals: dict[str, int] = {}
+        if handoff:
+            handoffs = handoff_rows(scoped)
+            totals = _totals(handoffs)
+            lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
+        missions = mission_sections(scoped, graph, scopes, n, now, attach)
+        pinned = pinned_sections(scoped, scopes, now, attach)
+        alive = inputs.state.filter(pl.col("status") != "tombstoned")
+        efforts = open_efforts_sections(
+            scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n, now, attach,
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise digest_failed(exc) from exc
+    try:
+        unanchored = unanchored_sections(scoped, graph, scopes)
+    except Exception:  # noqa: BLE001 - advisory nudge: fail open
+        unanchored = dict.fromkeys(scopes)
+    return {scope: {"handoff": lists.get(scope, []), "handoff_total": totals.get(scope, 0),
+                    "mission": missions[scope], "unanchored": unanchored[scope],
+                    "curated": {**pinned[scope], **efforts[scope]}}
+            for scope in scopes}
+
+
+def kept_values(inputs: DigestInputs, cap: int) -> dict:
+    """What the digest job keeps of the unfenced digest
+    (`memframe.projections.digest_sections`): the subset sections and ``dag`` for the
+    list cap ``cap`` with deferred ``expired`` flags, and ``relations``; `cap_kept` turns
+    them into the values for any cap up to ``cap`` and any instant."""
+    scoped = fence(population(inputs.state), None)
+    glob = graph_sections(inputs, cap)
+    values = subset_sections(inputs, glob, scoped, [""], cap, None)[""]
+    return {**values, "dag": glob["dag"], "relations": glob["relations"]}
+
+
+def cap_kept(values: dict, n: int, now) -> dict:
+    """The kept values (`kept_values` for a cap of at least ``n``) as the digest computes
+    them for the cap ``n`` at the instant ``now`` (a new dict; ``values`` is untouched).
+
+    Every list the cap applies to is ordered by a total order, so its first ``n`` rows
+    are the first ``n`` of the longer list; the open efforts' dag slices likewise.
+    """
+    from memframe.digest.capsules import resolve_expired
+    from memframe.digest.efforts import DAG_LISTS
+
+    out = copy.deepcopy(values)
+    out["handoff"] = out["handoff"][:n]
+    mission = out["mission"]
+    if isinstance(mission, dict) and "roots" in mission:
+        mission["roots"] = mission["roots"][:n]
+        if not mission["roots"]:
+            out["mission"] = None
+    curated = out["curated"]
+    if "open_efforts" in curated:
+        rows = curated["open_efforts"][:n]
+        for row in rows:
+            for name in DAG_LISTS:
+                if name in row:
+                    row[name] = row[name][:n]
+        if rows:
+            curated["open_efforts"] = rows
+        else:
+            del curated["open_efforts"]
+    dag = out["dag"]
+    if dag.get("status") == "ok":
+        for name in DAG_LISTS:
+            dag[name] = dag[name][:n]
+    resolve_expired(out, now)
+    return out
 
 
 def _ledger_sections(inputs: DigestInputs) -> dict:
@@ -167,30 +271,24 @@ def _bodies(
     fenced: bool,
 ) -> dict[str, dict]:
     glob = global_sections(inputs, n)
-    graph = glob["_mission_graph"]
+    warm_path = inputs.warm is not None
+    if inputs.kept_sections is not None:  # the unfenced scope, kept by the digest job
+        values = {scopes[0]: inputs.kept_sections}
+    else:
+        values = subset_sections(inputs, glob, scoped, scopes, n, inputs.now,
+                                 handoff=warm_path)
     try:
-        if inputs.warm is not None:
+        if warm_path:
             prefix = scopes[0] if fenced else None
-            caps = {scopes[0]: warm.warm_capsule_sections(inputs, inputs.warm, scoped, n,
-                                                          prefix)}
+            caps = {scopes[0]: warm.warm_capsule_sections(inputs, inputs.warm,
+                                                          values[scopes[0]], n, prefix)}
         else:
             caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
-        missions = mission_sections(scoped, graph, scopes, n, inputs.now, inputs.attach)
-        pinned = pinned_sections(scoped, scopes, inputs.now, inputs.attach)
-        alive = inputs.state.filter(pl.col("status") != "tombstoned")
-        efforts = open_efforts_sections(
-            scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n,
-            inputs.now, inputs.attach,
-        )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
-    try:
-        unanchored = unanchored_sections(scoped, graph, scopes)
-    except Exception:  # noqa: BLE001 - advisory nudge: fail open
-        unanchored = dict.fromkeys(scopes)
     return {
-        scope: compose(caps[scope], glob, missions[scope], unanchored[scope], fenced,
-                       {**pinned[scope], **efforts[scope]})
+        scope: compose(caps[scope], glob, values[scope]["mission"],
+                       values[scope]["unanchored"], fenced, values[scope]["curated"])
         for scope in scopes
     }
 

@@ -16,7 +16,8 @@ from memframe.digest.scope import SCOPE, per_scope, top_per_scope
 from memframe.schema import TIMESTAMP
 from memframe.text import headline, rfc3339
 
-__all__ = ["headline_rows", "capsule_sections", "with_content", "HEADLINE_KEYS"]
+__all__ = ["headline_rows", "capsule_sections", "with_content", "resolve_expired",
+           "HEADLINE_KEYS", "DEFERRED_EXPIRY"]
 
 #: the keys a headline row may carry, in wire order (4.0).
 HEADLINE_KEYS = (
@@ -26,6 +27,42 @@ HEADLINE_KEYS = (
 
 
 Attach = Callable[[pl.DataFrame], pl.DataFrame]
+
+#: the key of a deferred ``expired`` flag (`headline_rows` with ``now=None``)
+DEFERRED_EXPIRY = "valid_to_ns"
+
+
+def resolve_expired(value: object, now: _dt.datetime) -> None:
+    """Settle, in place, every deferred ``expired`` flag under ``value`` (headline rows
+    rendered with ``now=None``, nested in lists and dicts) for the instant ``now``: the
+    flag is kept (``true``) when ``now`` is after the row's ``valid_to``, else dropped, as
+    `headline_rows` would have rendered it at ``now``.
+
+    Examples:
+        >>> import datetime as dt
+        >>> rows = [{"id": "cap-1", "expired": {"valid_to_ns": 0}, "kind": "task"},
+        ...         {"id": "cap-2", "expired": {"valid_to_ns": 2 * 10**18}}]
+        >>> resolve_expired(rows, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+        >>> rows
+        [{'id': 'cap-1', 'expired': True, 'kind': 'task'}, {'id': 'cap-2'}]
+    """
+    now_ns = pl.Series([now]).cast(TIMESTAMP).cast(pl.Int64).item()
+
+    def walk(item: object) -> None:
+        if isinstance(item, list):
+            for element in item:
+                walk(element)
+        elif isinstance(item, dict):
+            flag = item.get("expired")
+            if isinstance(flag, dict) and DEFERRED_EXPIRY in flag:
+                if now_ns > flag[DEFERRED_EXPIRY]:
+                    item["expired"] = True  # same position: the key order is kept
+                else:
+                    del item["expired"]
+            for element in item.values():
+                walk(element)
+
+    walk(value)
 
 
 def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:
@@ -38,7 +75,7 @@ def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:
 
 def headline_rows(
     rows: pl.DataFrame,
-    now: _dt.datetime,
+    now: _dt.datetime | None,
     extra: Sequence[tuple[str, pl.Expr]] = (),
     attach: Attach | None = None,
 ) -> list[dict]:
@@ -46,7 +83,10 @@ def headline_rows(
 
     Args:
         rows: capsule-state rows (at most N: this loops in Python).
-        now: the digest's instant, for the ``expired`` flag.
+        now: the digest's instant, for the ``expired`` flag; None defers the flag: a row
+            with a ``valid_to`` then carries ``expired`` as ``{"valid_to_ns": t}``, which
+            `resolve_expired` turns into the flag for a given instant (the kept sections
+            of `memframe.projections.digest_sections` are rendered once, for any instant).
         extra: ``(key, expression)`` pairs appended after the flags, in order.
         attach: adds ``content`` to rows read without it (the digest of a store reads the
             content of emitted rows only).
@@ -72,7 +112,6 @@ def headline_rows(
     if rows.height == 0:
         return []
     rows = with_content(rows, attach)
-    now_lit = pl.lit(now).cast(TIMESTAMP)
     kept = "headline" in rows.columns  # the digest state's headline, taken as it is
     shaped = rows.select(
         "id",
@@ -81,7 +120,9 @@ def headline_rows(
         rfc3339(pl.col("created_at")).alias("created_at"),
         pl.col("headline") if kept else pl.col("content"),
         "tier",
-        (pl.col("valid_to").is_not_null() & (now_lit > pl.col("valid_to"))).alias("expired"),
+        (pl.col("valid_to").cast(pl.Int64) if now is None else
+         pl.col("valid_to").is_not_null() & (pl.lit(now).cast(TIMESTAMP) > pl.col("valid_to"))
+         ).alias("expired"),
         "kind",
         "superseded",
         (pl.col("pinned") if "pinned" in rows.columns else pl.lit(False)).alias("pinned"),
@@ -98,7 +139,9 @@ def headline_rows(
         }
         if row["tier"] is not None and row["tier"] != "active":
             item["tier"] = row["tier"]
-        if row["expired"]:
+        if now is None and row["expired"] is not None:
+            item["expired"] = {DEFERRED_EXPIRY: row["expired"]}
+        elif now is not None and row["expired"]:
             item["expired"] = True
         if row["kind"] is not None:
             item["kind"] = row["kind"]

@@ -105,8 +105,8 @@ def digest(
     if inputs.warm is not None:  # the rows its top-N readers read
         inputs.rows_visited += inputs.warm.rows_visited
     kept_graph = inputs.globals.get("graph")
-    if kept_graph is not None and kept_graph["_reads"] is not None:  # the board's lookups
-        inputs.rows_visited += kept_graph["_reads"].rows_visited
+    if kept_graph is not None:  # read on first use, with the board's lookups
+        inputs.rows_visited += kept_graph.rows_visited
     return Digest(
         body,
         known_hash=known_hash,

@@ -28,6 +28,7 @@ from memframe.state import capsule_state
 
 __all__ = [
     "DigestInputs",
+    "StateNotWarm",
     "FAIL_CLOSED",
     "FAIL_OPEN",
     "COLUMNS",
@@ -66,6 +67,11 @@ FAIL_CLOSED: tuple[str, ...] = (
 FAIL_OPEN: tuple[str, ...] = ("recall_misses", "lane_overrides", "corroborations", "source_cursors")
 
 
+class StateNotWarm(Exception):
+    """`read_inputs` was asked to trust the stored digest state and cannot (the journal
+    checkpoint does not hold, or the job never recorded the state)."""
+
+
 def digest_failed(detail: object) -> MemframeError:
     """The fail-closed error of the digest (reference 1.1 / 5)."""
     return MemframeError(f"memory_digest failed: {detail}")
@@ -95,7 +101,12 @@ class DigestInputs:
             them; ``state`` then holds the subset's rows only.
         globals: family -> its store-wide values kept by the digest job, for the
             families that were current (`memframe.projections.digest_globals`); their
-            tables were not read.
+            tables were not read. The graph's values are a `KeptGraph` (read on first
+            use).
+        kept_sections: the unfenced subset sections and ``dag`` as the digest job kept
+            them, for this digest's cap and instant (`memframe.digest.assemble.cap_kept`),
+            when current (`memframe.projections.digest_sections`); ``state`` is then
+            empty: no section reads it.
 
     A store's digest reads the per-capsule tables through the digest state
     (`memframe.projections.digest_state`): ``tables`` then holds only ``relations``,
@@ -115,7 +126,29 @@ class DigestInputs:
     tombstoned: pl.Series | None = None
     audit_events: int | None = None
     warm: Any = None
-    globals: dict[str, dict] = field(default_factory=dict)
+    globals: dict[str, Any] = field(default_factory=dict)
+    kept_sections: dict | None = None
+
+
+class KeptGraph:
+    """The graph family's kept values, read on first use: a digest answered from the kept
+    sections (`memframe.projections.digest_sections`) never reads them."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self._values: dict[str, Any] | None = None
+        self._read = 0
+
+    def values(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values, self._read = digest_globals.read_values(self.view, "graph")
+        return self._values
+
+    @property
+    def rows_visited(self) -> int:
+        """Parquet rows read: the values, and the board's member lookups since."""
+        reads = self._values.get("_reads") if self._values is not None else None
+        return self._read + (reads.rows_visited if reads is not None else 0)
 
 
 def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr]
@@ -148,8 +181,8 @@ def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     ) if journal is not None else pl.DataFrame()
     if bad_at.height:
         raise digest_failed(f"journal row at seq {bad_at['seq'][0]} has no valid time")
-    brackets = tables["brackets"]
-    if brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height:
+    # (no brackets read: the open sessions were kept by the digest job, checked then)
+    if "brackets" in tables and digest_globals.bad_brackets(tables["brackets"]):
         raise digest_failed("a session bracket row has no time or id")
     # staged/pinned reads fail closed (reference 5)
     reviews = tables["reviews"]
@@ -297,21 +330,26 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
 
 def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                  sections: tuple[int, str | None] | None = None,
+                 shared: Any = None, kept: bool = False, require: bool = False,
                  ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The subset's capsule state, the aggregates and the top-N readers (into
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
     never recorded them. A cold fold keeps the candidates of the top-N lists of
-    ``sections`` (the list cap and the fence) only, when given."""
+    ``sections`` (the list cap and the fence) only, when given. With ``kept`` (the graph's
+    kept values are current, or there is no graph), an unfenced digest takes the subset sections the job kept
+    when they are current (into ``holder["kept"]``), and reads no subset row."""
     from memframe.digest.warm import top_requests
-    from memframe.projections import digest_state
+    from memframe.projections import digest_sections, digest_state
 
     tops = top_requests(*sections) if sections is not None else None
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
             found = (digest_state.fold_warm(view, tops) if cold
-                     else digest_state.read_warm(view))
+                     else digest_state.read_warm(view, shared))
             if found is None:  # the job never recorded the aggregates: fold them now
+                if require:
+                    raise StateNotWarm("the digest job never recorded the state")
                 found = digest_state.fold_warm(view, tops)
             warm, unfolded = found
             for name, frame in unfolded.items():
@@ -322,6 +360,14 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
             if warm.in_memory:  # every source row was read: counted here
                 visited, warm.rows_visited = warm.rows_visited, 0
                 return digest_state.state_frame(warm.subset), visited
+            if kept and sections is not None and sections[1] is None \
+                    and not warm.subset_changed():
+                values, n = digest_sections.read_current(view, sections[0])
+                warm.rows_visited += n
+                if values is not None:  # no section reads the state
+                    holder["kept"] = values
+                    empty = pl.DataFrame(schema=digest_state.STATE_SCHEMA)
+                    return digest_state.state_frame(empty), 0
             return digest_state.state_frame(warm.subset), 0
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
@@ -332,8 +378,8 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
 
 
 def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental",
-                fast: bool = False, sections: tuple[int, str | None] | None = None
-                ) -> DigestInputs:
+                fast: bool = False, sections: tuple[int, str | None] | None = None,
+                kept: bool = True, trust_state: bool | None = None) -> DigestInputs:
     """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
 
     With ``verify="incremental"`` the per-capsule tables (capsules, recalls,
@@ -351,7 +397,11 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     its peak follows the range, not the store); ``state`` then holds
     only the subset's rows. ``sections`` (the list cap and the fence the capsule
     sections will be answered for) lets that cold fold keep only the candidates of their
-    top-N lists rather than every state row.
+    top-N lists rather than every state row. With ``kept`` (and no fence), the subset
+    sections come from what the digest job kept when it is current
+    (`memframe.projections.digest_sections`): ``kept_sections``. ``trust_state`` True
+    raises `StateNotWarm` rather than fold every row when the stored state cannot be
+    trusted; False folds every row whatever is stored (the rebuild door's reads).
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -376,15 +426,26 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check.walked == "incremental"
+    if trust_state is True and not warm:
+        raise StateNotWarm(f"the journal checkpoint does not hold ({check.reason})")
+    if trust_state is False:
+        warm = False
     holder: dict[str, Any] = {}
-    kept: dict[str, dict] = {}
+    use_kept = kept
+    kept: dict[str, Any] = {}
     kept_rows = 0
     optional_names = FAIL_OPEN
     if fast and verify != "full":  # stored state only when the checkpoint holds
-        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(view, holder, not warm,
-                                                                sections)
         if warm:
             kept, kept_rows = _kept_families(view)
+        # the journal parts the chain check walked are the state's new journal rows
+        shared = {"journal": check.read} if check.read is not None else None
+        from memframe.projections.digest_sections import graph_settled
+
+        names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(
+            view, holder, not warm, sections, shared,
+            use_kept and graph_settled(view, "graph" in kept), trust_state is True)
+        if warm:
             skip = {t for family in kept for t in digest_globals.FAMILIES[family]}
             names = tuple(t for t in names if t not in skip)
             optional_names = tuple(t for t in FAIL_OPEN if t not in skip)
@@ -406,6 +467,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     inputs.rows_visited += kept_rows
     if fast and verify != "full":
         inputs.warm = holder["warm"]
+        if "kept" in holder:
+            from memframe.digest.assemble import cap_kept
+
+            inputs.kept_sections = cap_kept(holder["kept"], sections[0], now)
         # the journal's rows as the log records them, or (when the verified parts could
         # not be confirmed) as the files hold them
         inputs.audit_events = int(view.row_count("journal")) if warm else int(
@@ -420,12 +485,18 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     return inputs
 
 
-def _kept_families(view: Any) -> tuple[dict[str, dict], int]:
-    """The store-wide values the digest job kept and that are current at ``view``."""
-    kept, visited = {}, 0
+def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
+    """The store-wide values the digest job kept and that are current at ``view`` (the
+    graph's as a `KeptGraph`, read on first use)."""
+    kept: dict[str, Any] = {}
+    visited = 0
     for family in digest_globals.FAMILIES:
         try:
-            found = digest_globals.read_valid(view, family)
+            if family == "graph":
+                current, n = digest_globals.is_current(view, family)
+                found = (KeptGraph(view), n) if current else None
+            else:
+                found = digest_globals.read_valid(view, family)
         except Exception:  # noqa: BLE001 - unreadable kept values: read the tables instead
             found = None
         if found is not None:

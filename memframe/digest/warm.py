@@ -8,7 +8,8 @@ capsule row.
   aggregates (archive candidates by the instant each became one);
 * ``handoff``, ``mission``, ``unanchored``, ``pinned`` and ``open_efforts``: the section
   functions of the full computation, run over the subset (every row those sections can
-  name is in it);
+  name is in it), or, unfenced, as the digest job kept them
+  (`memframe.projections.digest_sections`) while nothing they read has changed;
 * ``newest`` and ``most_recalled``: the first N rows read from the state levels in the
   order of their row-group statistics.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from memframe.digest.capsules import _lists, handoff_rows, headline_rows
+from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import fence, fence_expr, population
 from memframe.projections import digest_state as ds
 from memframe.schema import TIERS
@@ -35,9 +36,10 @@ def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.select(ds.state_columns())
 
 
-def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: int,
+def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
                           prefix: str | None) -> dict:
-    """The five fenced capsule sections (keys and omissions as `capsule_sections`)."""
+    """The five fenced capsule sections (keys and omissions as `capsule_sections`);
+    ``subset``: the scope's `memframe.digest.assemble.subset_sections` (its handoffs)."""
     now, attach = inputs.now, inputs.attach
     per_project = warm.aggregates.filter(
         pl.col("metric").is_in(["count", "live", "recalled"])).rename({"key": "project_id"})
@@ -59,15 +61,11 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, scoped: pl.DataFrame, n: i
     # the aggregates say how many rows qualify: a reader stops once it has them all
     newest = _capsule_rows(warm.top_rows(keep, n, "newest", total))
     recalled = _capsule_rows(warm.top_rows(recalled_keep, n, "recalled", recalled_total))
-    handoffs = handoff_rows(scoped)
-    scope = "" if prefix is None else prefix
-    handoff_list = _lists(handoffs.head(n), now, attach=attach).get(scope, [])
-
     section: dict = {"total": total, "by_project": by_project}
-    if handoff_list:
-        section["handoff"] = handoff_list
-    if handoffs.height:
-        section["handoff_total"] = handoffs.height
+    if subset["handoff"]:
+        section["handoff"] = subset["handoff"]
+    if subset["handoff_total"]:
+        section["handoff_total"] = subset["handoff_total"]
     section["newest"] = headline_rows(newest, now, attach=attach)
     if total:
         section["newest_total"] = total

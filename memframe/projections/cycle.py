@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections import digest_globals, digest_state, forgotten, journal, session_rows
+from memframe.projections import (
+    digest_globals,
+    digest_sections,
+    digest_state,
+    forgotten,
+    journal,
+    session_rows,
+)
 from memframe.projections.session import (
     capsule_partials,
     combine_partials,
@@ -119,10 +126,13 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
     checkpoint = _digest_cycle(view, commit, shared=shared)
     state = digest_state.stage_cycle(commit, view, shared=shared)
+    kept = digest_globals.stage_cycle(commit, view)
+    # last: the kept sections follow the marks the state and the families just staged
     return _combine(commit, mark, {"session": session, "forgotten": dead,
                                    "digest": checkpoint,
                                    "digest_capsules": state,
-                                   "digest_globals": digest_globals.stage_cycle(commit, view)})
+                                   "digest_globals": kept,
+                                   "digest_sections": digest_sections.stage_cycle(commit, view)})
 
 
 def _session_cycle(view: StoreView, commit: Commit
@@ -208,6 +218,7 @@ def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_vi
         parts["digest"] = _digest_cycle(view, commit, full=True)
         parts["digest_capsules"] = digest_state.stage_rebuild(commit, view)
         parts["digest_globals"] = digest_globals.stage_cycle(commit, view, full=True)
+        parts["digest_sections"] = digest_sections.stage_cycle(commit, view, full=True)
     return _combine(commit, watermark, parts)
 
 

@@ -24,7 +24,10 @@ Families (table -> what the digest reads from it):
   member counts are folded per capsule by the digest state);
 * ``sources`` (``source_cursors``, ``corroborations``): the ``sources`` section;
 * ``misses`` (``recall_misses``): ``recall_misses`` and ``recent_failures``;
-* ``lanes`` (``lane_overrides``): ``lane_overrides_total``.
+* ``lanes`` (``lane_overrides``): ``lane_overrides_total``;
+* ``sessions`` (``brackets``): ``open_sessions`` and every open session id, oldest-open
+  first (a digest takes the first N); bracket rows the digest fails closed on are never
+  kept, as for the relations.
 
 `family_values` is the one function that computes a family's values from its tables; the
 full digest calls it directly, the job stores what it returns (`encode`), and a warm
@@ -60,6 +63,9 @@ __all__ = [
     "table_of",
     "watermark_of",
     "read_valid",
+    "is_current",
+    "read_values",
+    "version_name",
     "stage_cycle",
 ]
 
@@ -69,6 +75,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "sources": ("source_cursors", "corroborations"),
     "misses": ("recall_misses",),
     "lanes": ("lane_overrides",),
+    "sessions": ("brackets",),
 }
 
 #: the stored rows of one family: ``part`` names what a row holds
@@ -83,6 +90,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
     "recall_misses": ("seq", "at", "term", "outcome"),
     "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+    "brackets": ("seq", "at", "session_id", "event"),
 }
 
 _DAG_LISTS = ("ready", "blocked", "done")
@@ -105,6 +113,14 @@ FORMAT = 4
 
 def _mark_name(family: str) -> str:
     return f"projections/digest/globals/{family}@{FORMAT}"
+
+
+def version_name(family: str) -> str:
+    """The watermark naming the family's kept values: the highest ``seq`` of its tables
+    when they were last computed (unlike the family's own watermark, it does not move
+    when new rows leave the values as they were); what is computed from the values
+    (`memframe.projections.digest_sections`) is current while it holds."""
+    return f"{_mark_name(family)}/version"
 
 
 def watermark_of(view: StoreView, family: str) -> int | None:
@@ -148,6 +164,13 @@ def family_values(family: str, tables: Mapping[str, pl.DataFrame | None]) -> dic
     if family == "lanes":
         return {"lane_overrides_total": _guarded(
             lambda: telemetry.lane_overrides_total(tables["lane_overrides"]))}
+    if family == "sessions":  # every open id, oldest-open first: a digest takes its first N
+        from memframe.digest.counters import open_sessions
+
+        brackets = tables["brackets"]
+        assert brackets is not None  # a fail-closed table
+        count, ids = open_sessions(brackets, brackets.height)
+        return {"open_sessions": count, "open_session_ids": ids}
     raise ValueError(f"unknown family {family!r}; the families are {', '.join(FAMILIES)}")
 
 
@@ -344,14 +367,28 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
     return hit.height == 0, visited + n, True
 
 
+def is_current(view: StoreView, family: str) -> tuple[bool, int]:
+    """Are the family's kept values current at ``view`` (see `_current`), and the Parquet
+    rows read to find out (the values themselves are not read)."""
+    current, visited, _new = _current(view, family)
+    return current and bool(view.partitions(table_of(family))), visited
+
+
+def read_values(view: StoreView, family: str) -> tuple[dict[str, Any], int]:
+    """The family's stored values (`decode`) and the Parquet rows read; call it once
+    `is_current` said they are current."""
+    rows = view.derived(table_of(family), MEMO_SCHEMA).collect(engine="in-memory")
+    return decode(family, rows, view), view.row_count(table_of(family))
+
+
 def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | None:
     """The family's stored values and the Parquet rows read, when they are current at
     ``view`` (see `_current`); None otherwise (the digest then reads the tables)."""
-    current, visited, _new = _current(view, family)
-    if not current or not view.partitions(table_of(family)):
+    current, visited = is_current(view, family)
+    if not current:
         return None
-    rows = view.derived(table_of(family), MEMO_SCHEMA).collect(engine="in-memory")
-    return decode(family, rows, view), visited + view.row_count(table_of(family))
+    values, n = read_values(view, family)
+    return values, visited + n
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
@@ -394,7 +431,8 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
         tables, visited = _read_tables(view, family)
     except Exception:  # noqa: BLE001 - an unreadable table: the digest reads it itself
         return _report()
-    if family == "graph" and check_rows("relations", tables["relations"]):
+    if family == "graph" and check_rows("relations", tables["relations"]) or \
+            family == "sessions" and bad_brackets(tables["brackets"]):
         # the digest fails closed on these rows: never keep values computed over them
         return _report(visited)
     try:
@@ -413,7 +451,13 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
                              row_group_rows=MEMBERS_GROUP_ROWS)
         written += members.height + ends.height
     _set_marks(commit, view, family)
+    commit.set_watermark(version_name(family), _top(view, family))
     return _report(visited, visited, written)
+
+
+def bad_brackets(brackets: pl.DataFrame) -> bool:
+    """Does a bracket row lack its time or session id (the digest fails closed on it)?"""
+    return bool(brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height)
 
 
 def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:

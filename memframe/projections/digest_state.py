@@ -82,6 +82,9 @@ KEY = "num"
 #: versioned with the state's columns: a store whose state has other columns rebuilds it
 #: (the digest folds every row until then)
 WATERMARK = "projections/digest/capsules@3"
+#: the watermark of the last cycle that changed the subset (wrote a subset row): what is
+#: kept from the subset (`memframe.projections.digest_sections`) is current while it holds
+SUBSET_MARK = "projections/digest/subset"
 THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
@@ -681,6 +684,7 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
             visited += state_runs().stage_put(commit, view, changed, top, budget)
             if sub.height:
                 visited += subset_runs().stage_put(commit, view, sub, top, budget)
+                commit.set_watermark(SUBSET_MARK, top)
             written = changed.height
             visited += _stage_derived(commit, view, changed, old)
     commit.set_watermark(WATERMARK, top)
@@ -720,7 +724,7 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame) -> in
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
         leaders = leaders_of(current)
-    commit.write_derived(LEADERS, leaders, replace=True)
+    commit.write_derived(LEADERS, leaders, replace=True, row_group_rows=LEADERS_GROUP_ROWS)
     return visited
 
 
@@ -742,8 +746,10 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),
                          replace=True, row_group_rows=ARCHIVE_GROUP_ROWS)
-    commit.write_derived(LEADERS, leaders_of(rows), replace=True)
+    commit.write_derived(LEADERS, leaders_of(rows), replace=True,
+                         row_group_rows=LEADERS_GROUP_ROWS)
     commit.set_watermark(WATERMARK, top)
+    commit.set_watermark(SUBSET_MARK, top)
     return _report(visited, visited, rows.height)
 
 
@@ -914,7 +920,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 #: sorted by instant, with the running total, so "how many at ``now``" reads one row group
 ARCHIVE_TABLE = "projections/digest_archive"
 ARCHIVE_SCHEMA = pl.Schema({"at": TIMESTAMP, "n": pl.Int64(), "cum": pl.Int64()})
-ARCHIVE_GROUP_ROWS = 256
+ARCHIVE_GROUP_ROWS = 16
 
 
 def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataFrame:
@@ -995,7 +1001,8 @@ class WarmState:
         aggregates: aggregate rows whose sums, per (metric, key, at), are the aggregates at
             ``view`` (the stored rows and the changes of the rows above the watermark, not
             summed: readers sum what they select).
-        subset: the subset's state rows at ``view`` (members only).
+        subset_rows: the subset's state rows at ``view`` (members only), or None until
+            `subset` reads them.
         touched: capsule numbers whose stored rows are stale (rows above the watermark).
         merged: their current state rows.
         rows_visited: Parquet rows read so far (the top-N readers add theirs).
@@ -1007,29 +1014,79 @@ class WarmState:
             ``order`` under ``keep`` (`fold_warm`); a request they cannot answer is
             refused. None: ``merged`` holds every state row.
 
-    ``leaders`` (read on first use): the kept first rows of the newest and most-recalled
-    lists (see `leaders_first`), or None when the job has not kept them.
+    ``subset`` (read on first use): the subset's state rows at ``view``, members only.
+    ``leaders(order, keep, n)``: the kept first rows of the newest or most-recalled list,
+    as far as a request needs them (see `leaders_first`), or None when the job has not
+    kept them.
     """
 
     view: Any
     aggregates: pl.DataFrame
-    subset: pl.DataFrame
+    subset_rows: pl.DataFrame | None
     touched: pl.Series
     merged: pl.DataFrame
     rows_visited: int
     in_memory: bool = False
     mark: int = 0
     tops: tuple[tuple[int, str, pl.Expr], ...] | None = None
-    _leaders: Any = dataclasses.field(default=None, repr=False)
+    old: pl.DataFrame | None = dataclasses.field(default=None, repr=False)
+    _leader_groups: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
-    def leaders(self) -> pl.DataFrame | None:
-        """The kept leaders (read on first use, counted in ``rows_visited``)."""
-        if self._leaders is None:
-            found, n = _read_leaders(self.view)
+    def subset(self) -> pl.DataFrame:
+        """The subset's state rows at ``view``: the stored members not touched since the
+        watermark and the touched rows that are members now (read on first use, counted
+        in ``rows_visited``)."""
+        if self.subset_rows is None:
+            stored, n = subset_runs().read_all(self.view)
             self.rows_visited += n
-            self._leaders = (found,)
-        return self._leaders[0]
+            self.subset_rows = pl.concat([
+                stored.filter(pl.col("member") & ~pl.col(KEY).is_in(self.touched.implode()))
+                .select(list(STATE_SCHEMA)),
+                self.merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
+            ], how="vertical")
+        return self.subset_rows
+
+    def subset_changed(self) -> bool:
+        """Did a row written since the watermark change the subset (a touched capsule that
+        is, or was, a member)? Nothing is read: the touched rows' stored versions were."""
+        if self.in_memory:
+            return True
+        return bool(self.merged.filter(subset_expr()).height
+                    or (self.old is not None and self.old.filter(subset_expr()).height))
+
+    def leaders(self, order: str, keep: pl.Expr, n: int) -> pl.DataFrame | None:
+        """The kept leaders of list ``order`` as far as the first ``n`` rows satisfying
+        ``keep`` need them, or None when the job has not kept them. Row groups are read in
+        order (a list's rows are stored by rank, its floor last) until the floor, or
+        until ``n + 1`` untouched entries satisfy ``keep``: the last entry read then
+        stands for the floor (every entry left unread ranks below it). Counted in
+        ``rows_visited``."""
+        parts = self.view.partitions(LEADERS)
+        if not parts:
+            return None
+        wanted = keep & qualifies_expr(order) & ~pl.col(KEY).is_in(self.touched.implode())
+        read: list[pl.DataFrame] = []
+        found = 0
+        for part in parts:
+            mins, maxs, counts = self.view.row_group_ranges(part, "list")
+            for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True)):
+                if lo is not None and hi is not None and not lo <= order <= hi:
+                    continue
+                if (part.path, g) not in self._leader_groups:  # a group both lists share
+                    self.rows_visited += counts[g]
+                    self._leader_groups[part.path, g] = self.view.read_row_groups(
+                        part, [g], LEADERS_SCHEMA)
+                rows = self._leader_groups[part.path, g].filter(pl.col("list") == order)
+                read.append(rows)
+                if rows.filter(pl.col("floor")).height:
+                    return pl.concat(read, how="vertical")  # the whole list
+                found += rows.filter(~pl.col("floor")).filter(wanted).height
+                if found > n:
+                    mine = pl.concat(read, how="vertical")
+                    last = pl.int_range(pl.len()) == pl.len() - 1
+                    return mine.with_columns(last.alias("floor"))
+        return pl.concat(read, how="vertical") if read else None
 
     def top_rows(self, keep: pl.Expr, n: int, order: str, total: int | None = None
                  ) -> pl.DataFrame:
@@ -1058,8 +1115,9 @@ class WarmState:
             new = at_hand.filter(pl.col("seq") > self.mark)
             if new.height >= n:
                 return _first(new, n, order)
-        if self.leaders is not None:
-            found = leaders_first(self.leaders, self.merged, self.touched, keep, n, order)
+        leaders = self.leaders(order, keep, n)
+        if leaders is not None:
+            found = leaders_first(leaders, self.merged, self.touched, keep, n, order)
             if found is not None:
                 return found
         column = "seq" if order == "newest" else "recall_count"
@@ -1269,14 +1327,16 @@ def fold_warm(view: StoreView, tops: tuple[TopRequest, ...] | None = None
                       visited, in_memory=True, tops=tops), sources)
 
 
-def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
-    """The aggregates and the subset at ``view`` (and the rows read above the watermark,
-    for the digest's fail-closed checks), or None when the job never recorded them (the
-    digest then reads every state row)."""
+def read_warm(view: StoreView, shared: Shared | None = None
+              ) -> tuple[WarmState, dict[str, pl.DataFrame]] | None:
+    """The aggregates at ``view``, with the subset read on first use (and the rows read
+    above the watermark, for the digest's fail-closed checks), or None when the job never
+    recorded them (the digest then reads every state row). ``shared``: source parts the
+    caller read already (the journal parts its chain check walked), as `read_above`."""
     mark = watermark_of(view)
     if mark is None or not view.partitions(AGG_TABLE):
         return None
-    delta, visited, _top = read_above(view, mark)
+    delta, visited, _top = read_above(view, mark, shared)
     touched = _touched(delta)
     old, n = state_runs().read_keys(view, touched)
     visited += n
@@ -1289,16 +1349,9 @@ def read_warm(view: StoreView) -> tuple[WarmState, dict[str, pl.DataFrame]] | No
                if rows.height]
     aggregates = pl.concat([stored, *pl.collect_all(changes, engine="in-memory")],
                            how="vertical") if changes else stored
-    subset, n = subset_runs().read_all(view)
-    visited += n
     wanted = pl.Series(touched, dtype=pl.Int64)
-    subset = pl.concat([
-        subset.filter(pl.col("member") & ~pl.col(KEY).is_in(wanted.implode()))
-        .select(list(STATE_SCHEMA)),
-        merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
-    ], how="vertical")
-    warm = WarmState(view, aggregates, subset, wanted, merged.select(list(STATE_SCHEMA)),
-                     visited, mark=mark)
+    warm = WarmState(view, aggregates, None, wanted, merged.select(list(STATE_SCHEMA)),
+                     visited, mark=mark, old=old)
     return warm, delta
 
 
@@ -1321,6 +1374,8 @@ LEADERS = "projections/digest_leaders"
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256
 LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
+#: rows per row group: a digest reads a list's first groups, until its first N are certain
+LEADERS_GROUP_ROWS = 16
 _ORDERS: dict[str, tuple[list[str], list[bool]]] = {
     "newest": (["seq"], [True]),
     "recalled": (["recall_count", "last_recalled_at", "seq"], [True, True, False]),

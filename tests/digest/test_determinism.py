@@ -113,10 +113,10 @@ def test_rows_visited_counts_the_partitions_read(store):
                 if t.startswith("projections/digest_capsules/"))
     assert state == view.row_count("capsules")
     per_capsule = ["capsules", "recalls", "classifications", "tiers", "journal"]
-    # the store-wide families (graph, sources, misses, lanes) are read from their kept
-    # values instead of their tables: only the brackets are read whole
+    # the store-wide families (graph, sources, misses, lanes, sessions) are read from their
+    # kept values instead of their tables
     families = ["relations", "forgets", "recall_misses", "lane_overrides", "corroborations",
-                "source_cursors"]
+                "source_cursors", "brackets"]
     # (the part_of edges and the graph's endpoints are looked up, never read whole: no
     # epic is shown and no forget was written since)
     kept = sum(view.row_count(t) for t in view.snapshot.tables
@@ -124,8 +124,8 @@ def test_rows_visited_counts_the_partitions_read(store):
                and not t.endswith(("_members", "_endpoints")))
     assert kept > 0
     rest = tables - sum(view.row_count(name) for name in per_capsule + families) + kept
-    # the warm digest reads the aggregates, the subset and the leaders; headlines come
-    # with the state rows, so no content is read
+    # the warm digest reads the aggregates and the leaders; headlines come with the state
+    # rows, so no content is read
     aggregates = view.row_count("projections/digest_aggregates")
     subset = sum(view.row_count(t) for t in view.snapshot.tables
                  if t.startswith("projections/digest_subset/"))
@@ -133,8 +133,17 @@ def test_rows_visited_counts_the_partitions_read(store):
     # the newest and most-recalled lists come from the kept leaders (every row here)
     leaders = view.row_count("projections/digest_leaders")
     assert 0 < leaders <= 2 * state
+    # the subset sections and the dag come from the kept sections (every row here: the
+    # lists are shorter than the cap), so neither the subset nor the graph's values
+    # are read
+    sections = view.row_count("projections/digest_sections")
+    graph = view.row_count("projections/digest_globals/graph")
+    assert sections > 1 and graph > 0
     warm = mf.digest(view, now=NOW)
-    assert warm.rows_visited == rest + aggregates + subset + leaders + checkpoint
+    assert warm.rows_visited == rest - graph + aggregates + sections + leaders + checkpoint
+    # fenced, the subset and the graph's kept values are read (and the kept sections not)
+    fenced = mf.digest(view, now=NOW, project_prefix="team")
+    assert fenced.rows_visited == rest + aggregates + subset + leaders + checkpoint
     assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 

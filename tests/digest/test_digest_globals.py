@@ -37,6 +37,7 @@ def _populated(path):
     store.record_lane_override("term", "fused")
     store.record_git_scan("git:/repo", "sha1", [{"capsule_id": ids[1], "kind": "mention",
                                                  "ref": "a.py", "verdict": "corroborated"}])
+    store.session_start("p")
     return store, ids
 
 

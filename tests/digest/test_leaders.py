@@ -64,10 +64,20 @@ def test_the_lists_come_from_the_leaders(tmp_path, monkeypatch):
     assert body["most_recalled"][0]["id"] == "cap-1"  # recalled twice (ids[::7], ids[::50])
     # newest: K rows and a floor; most recalled: every recalled capsule (fewer than K), so
     # no floor (the list is complete)
-    leaders = before.leaders
+    leaders = view.derived(ds.LEADERS, ds.LEADERS_SCHEMA).collect()
     recalled = len(set(ids[::7] + ids[::50]))
     assert leaders.group_by("list", "floor").len().sort("list", "floor").rows() == [
         ("newest", False, ds.LEADERS_K), ("newest", True, 1), ("recalled", False, recalled)]
+    # a digest reads a list's first row groups only: until N + 1 untouched entries qualify
+    # (the last one read then stands for the floor)
+    base = before.rows_visited
+    head = before.leaders("newest", ds.population_expr(), 10)
+    assert before.rows_visited - base == ds.LEADERS_GROUP_ROWS == head.height
+    assert head.get_column("floor").to_list() == [False] * 15 + [True]
+    assert head.get_column("num").to_list() == list(range(600, 584, -1))
+    # the most-recalled list: its own first group
+    assert before.leaders("recalled", ds.population_expr(), 0).height >= 1
+    assert before.rows_visited - base <= 2 * ds.LEADERS_GROUP_ROWS
 
 
 def test_a_list_run_low_is_refilled_from_every_state_row(tmp_path, monkeypatch):

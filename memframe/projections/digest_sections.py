@@ -1,0 +1,229 @@
+"""The digest's subset sections, kept for the unfenced digest.
+
+A warm digest answers ``handoff``, ``mission``, ``unanchored``, ``pinned``,
+``open_efforts`` and ``dag`` by running the section functions over the subset (every state
+row those sections can name) and the graph's kept values: at 10M capsules that read
+5.6k subset rows and 11k graph rows although a thousand plain new capsules change none of
+them. Their answers depend on the subset and the graph only (and on the instant, through
+the ``expired`` flags alone), so the job keeps them: the values of
+`memframe.digest.assemble.kept_values` for the list cap `CAP`, with deferred ``expired``
+flags, one table row per list item (``projections/digest_sections``).
+
+**Current.** The kept values are current at a generation when
+
+* the subset has not changed since they were computed: the digest state records, in the
+  watermark ``SUBSET_MARK``, the last cycle that wrote a subset row
+  (`memframe.projections.digest_state`), and the kept values record the one they saw;
+* the graph's kept values are the ones they were computed from (the family's version
+  watermark, `memframe.projections.digest_globals.version_name`, moves only when the job
+  recomputes them) and are current (`memframe.projections.digest_globals.is_current`), or
+  there is no graph at all;
+* no row written since the state's watermark touches a capsule that is, or was, in the
+  subset (`memframe.projections.digest_state.WarmState.subset_changed`: the digest reads
+  those rows anyway).
+
+Then a digest with no fence and a cap ``n <= CAP`` reads the first ``n`` items of each list
+(the row groups that hold them: ``k`` orders the rows by list, then position) and
+`memframe.digest.assemble.cap_kept` gives the exact values for ``n`` and ``now``. Any
+other digest (a fence, a larger cap, stale or missing values) reads the subset, as
+before; the answer is the same either way (the law tests compare the bytes).
+
+**Kept.** `stage_cycle` runs last in the job's commit, once the state and the store-wide
+families have staged theirs: when the marks they leave differ from the recorded ones (the
+cycle changed the subset or the graph, or nothing is kept yet), it computes the values at
+the commit's view with the warm digest's own reads, which fold the same rows above the
+state's watermark the cycle folds, so they are the values of the state the commit lands;
+in the same commit, so a crash keeps the old values and their old marks together. A cycle
+that changes neither reads nothing here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe.projections import digest_globals, digest_state
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+
+__all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
+           "stage_cycle", "graph_settled"]
+
+TABLE = "projections/digest_sections"
+#: the marks of the kept values (`marks_of`), as the job last recorded them
+MARK = "projections/digest/sections"
+#: ``k``: the list's number (0 for the scalars) times 2**32 plus the item's position
+SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
+#: the largest list cap answered from the kept values (larger caps read the subset)
+CAP = 32
+FORMAT = 1
+#: rows per row group: a digest reads about one group per list for caps up to it
+GROUP_ROWS = 8
+_SHIFT = 32
+
+#: list -> where it sits in the kept values; ``pinned`` has its own cap (every item read)
+LISTS: dict[str, tuple[str, ...]] = {
+    "handoff": ("handoff",),
+    "mission_roots": ("mission", "roots"),
+    "open_efforts": ("curated", "open_efforts"),
+    "pinned": ("curated", "pinned"),
+    "dag_ready": ("dag", "ready"),
+    "dag_blocked": ("dag", "blocked"),
+    "dag_done": ("dag", "done"),
+}
+_UNCAPPED = ("pinned",)
+
+
+def marks_of(watermarks: Mapping[str, Any]) -> dict[str, Any]:
+    """What kept values record, from a generation's watermarks (they are current while
+    these are unchanged): the layout, the cap, the subset's last change and the graph's
+    kept values."""
+    return {"format": FORMAT, "cap": CAP,
+            "subset": watermarks.get(digest_state.SUBSET_MARK),
+            "graph": watermarks.get(digest_globals.version_name("graph"))}
+
+
+def graph_settled(view: StoreView, kept: bool) -> bool:
+    """Can the kept values' graph be trusted at ``view``: the graph's kept values are
+    current (``kept``; `marks_at` then names their partitions), or there is no graph at
+    all (no relation and no forget row, and nothing kept)."""
+    return kept or (view.row_count("relations") == 0 and view.row_count("forgets") == 0)
+
+
+def _get(values: dict, path: tuple[str, ...]) -> Any:
+    node: Any = values
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def encode(values: dict, marks: dict[str, Any]) -> pl.DataFrame:
+    """Kept values -> the stored rows: row 0 the values with every list emptied (and the
+    ``marks``), then one row per list item (`decode` gives the values back).
+
+    Examples:
+        >>> v = {"handoff": [{"id": "cap-2"}, {"id": "cap-1"}], "handoff_total": 2,
+        ...      "mission": None, "unanchored": None, "curated": {}, "relations": 0,
+        ...      "dag": {"status": "ok", "ready": [], "ready_total": 0, "blocked": [],
+        ...              "blocked_total": 0, "done": [], "done_total": 0}}
+        >>> rows = encode(v, {"cap": 32})
+        >>> rows.height, decode(rows)[0] == v
+        (3, True)
+    """
+    head = json.loads(json.dumps(values))
+    keys, texts = [0], []
+    present = []
+    for i, (name, path) in enumerate(LISTS.items(), start=1):
+        items = _get(values, path)
+        if not isinstance(items, list):
+            continue
+        present.append(name)
+        _get(head, path[:-1])[path[-1]] = []
+        for position, item in enumerate(items):
+            keys.append((i << _SHIFT) | position)
+            texts.append(json.dumps(item, ensure_ascii=False))
+    texts.insert(0, json.dumps({"marks": marks, "lists": present, "values": head},
+                               ensure_ascii=False))
+    return pl.DataFrame({"k": keys, "text": texts}, schema=SCHEMA)
+
+
+def decode(rows: pl.DataFrame) -> tuple[dict, dict[str, Any]]:
+    """Stored rows (row 0 and any items of each list, in ``k`` order) -> the values, with
+    each list holding the items read, and the marks."""
+    rows = rows.sort("k")
+    head = json.loads(rows.get_column("text")[0])
+    values = head["values"]
+    numbers = {name: i for i, name in enumerate(LISTS, start=1)}
+    items: dict[int, list] = {}
+    for k, text in rows.slice(1).iter_rows():
+        items.setdefault(k >> _SHIFT, []).append(json.loads(text))
+    for name in head["lists"]:
+        path = LISTS[name]
+        _get(values, path[:-1])[path[-1]] = items.get(numbers[name], [])
+    return values, head["marks"]
+
+
+def _wanted(n: int) -> list[tuple[int, int]]:
+    """The ``k`` ranges (inclusive) a digest with cap ``n`` reads."""
+    spans = [(0, 0)]
+    for i, name in enumerate(LISTS, start=1):
+        last = (1 << _SHIFT) - 1 if name in _UNCAPPED else n - 1
+        if last >= 0:
+            spans.append((i << _SHIFT, (i << _SHIFT) | last))
+    return spans
+
+
+def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
+    """The kept values with each capped list's first ``n`` items, when their marks are the
+    ones at ``view`` (None otherwise), and the Parquet rows read. The caller checks the
+    rest of what `marks_at` cannot see (the graph is current, no new row touches the
+    subset)."""
+    parts = view.partitions(TABLE)
+    if n > CAP or not parts:
+        return None, 0
+    spans = _wanted(n)
+    read, frames = 0, []
+    for part in parts:
+        mins, maxs, counts = view.row_group_ranges(part, "k")
+        groups = [g for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True))
+                  if lo is None or hi is None or any(lo <= b and a <= hi for a, b in spans)]
+        if groups:
+            read += sum(counts[g] for g in groups)
+            frames.append(view.read_row_groups(part, groups, SCHEMA))
+    if not frames:
+        return None, read
+    rows = pl.concat(frames, how="vertical")
+    keep = pl.any_horizontal([pl.col("k").is_between(a, b) for a, b in spans])
+    rows = rows.filter(keep)
+    if rows.filter(pl.col("k") == 0).height != 1:
+        return None, read
+    values, marks = decode(rows)
+    if marks != marks_of(view.watermarks):
+        return None, read
+    return values, read
+
+
+def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False) -> dict[str, int]:
+    """Stage the kept values after the other digest states staged theirs on ``commit``,
+    when its watermarks say they changed (see the module docstring); nothing is read when
+    they did not. The values are computed at ``view`` by the warm digest's own reads
+    (the state plus the rows the cycle folds), or, with ``full`` (the rebuild door) or in
+    the cycle that builds the state, folded from every source row: either is the state
+    ``commit`` lands. Nothing is kept when the
+    journal checkpoint does not hold (the warm reads would fold every row) or the digest
+    would fail."""
+    from memframe.digest.assemble import kept_values
+    from memframe.digest.inputs import StateNotWarm, read_inputs
+
+    report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    marks = marks_of(commit.watermarks)
+    if digest_state.WATERMARK not in commit.watermarks:
+        return report  # no state (a virgin store): nothing to keep
+    if not full and commit.watermarks.get(MARK) == marks and view.partitions(TABLE):
+        return report
+    # a state built in this commit (its first cycle) is folded from every row, as the
+    # state itself is
+    trust = not full and digest_state.watermark_of(view) is not None
+    try:
+        inputs = read_inputs(view, view.now(), "incremental", fast=True,
+                             sections=(CAP, None), kept=False, trust_state=trust)
+        values = kept_values(inputs, CAP)
+    except StateNotWarm:
+        return report
+    except Exception:  # noqa: BLE001 - keep nothing: the digest computes (and fails) itself
+        return report
+    graph = inputs.globals.get("graph")
+    report["rows_visited"] = (inputs.rows_visited + inputs.warm.rows_visited
+                              + (graph.rows_visited if graph is not None else 0))
+    rows = encode(values, marks)
+    commit.write_derived(TABLE, rows, replace=True, row_group_rows=GROUP_ROWS)
+    commit.set_watermark(MARK, marks)
+    report["rows_written"] = rows.height
+    return report
