@@ -68,8 +68,8 @@ FAIL_OPEN: tuple[str, ...] = ("recall_misses", "lane_overrides", "corroborations
 
 
 class StateNotWarm(Exception):
-    """`read_inputs` was asked to trust the stored digest state and cannot (the journal
-    checkpoint does not hold, or the job never recorded the state)."""
+    """`read_inputs` was asked to read the stored digest state and there is none (the job
+    never recorded it)."""
 
 
 def digest_failed(detail: object) -> MemframeError:
@@ -336,8 +336,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
     never recorded them. A cold fold keeps the candidates of the top-N lists of
     ``sections`` (the list cap and the fence) only, when given. With ``kept`` (the graph's
-    kept values are current, or there is no graph), an unfenced digest takes the subset sections the job kept
-    when they are current (into ``holder["kept"]``), and reads no subset row."""
+    kept values are current, or there is no graph), an unfenced digest takes the subset
+    sections the job kept when they are current (into ``holder["kept"]``), and reads no
+    subset row. ``require``: raise `StateNotWarm` rather than fold every row."""
     from memframe.digest.warm import top_requests
     from memframe.projections import digest_sections, digest_state
 
@@ -399,9 +400,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     sections will be answered for) lets that cold fold keep only the candidates of their
     top-N lists rather than every state row. With ``kept`` (and no fence), the subset
     sections come from what the digest job kept when it is current
-    (`memframe.projections.digest_sections`): ``kept_sections``. ``trust_state`` True
-    raises `StateNotWarm` rather than fold every row when the stored state cannot be
-    trusted; False folds every row whatever is stored (the rebuild door's reads).
+    (`memframe.projections.digest_sections`): ``kept_sections``. ``trust_state`` (the
+    digest job's own reads): True reads the stored state as the job that keeps it does,
+    whether or not the journal checkpoint holds, and raises `StateNotWarm` when there is
+    none; False folds every row whatever is stored (the rebuild door's reads).
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -426,10 +428,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check.walked == "incremental"
-    if trust_state is True and not warm:
-        raise StateNotWarm(f"the journal checkpoint does not hold ({check.reason})")
-    if trust_state is False:
-        warm = False
+    if trust_state is not None:  # the job's reads: it trusts its own state (or none)
+        warm = trust_state and verify != "full"
     holder: dict[str, Any] = {}
     use_kept = kept
     kept: dict[str, Any] = {}

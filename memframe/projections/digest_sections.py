@@ -196,9 +196,9 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False) -> dict[
     they did not. The values are computed at ``view`` by the warm digest's own reads
     (the state plus the rows the cycle folds), or, with ``full`` (the rebuild door) or in
     the cycle that builds the state, folded from every source row: either is the state
-    ``commit`` lands. Nothing is kept when the
-    journal checkpoint does not hold (the warm reads would fold every row) or the digest
-    would fail."""
+    ``commit`` lands (the job trusts its stored state as the state's own cycle does; a
+    digest uses the kept values only where it trusts that state, when the journal
+    checkpoint holds). Nothing is kept when the digest would fail."""
     from memframe.digest.assemble import kept_values
     from memframe.digest.inputs import StateNotWarm, read_inputs
 
