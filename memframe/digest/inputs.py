@@ -487,21 +487,29 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
 
 def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
     """The store-wide values the digest job kept and that are current at ``view`` (the
-    graph's as a `KeptGraph`, read on first use)."""
+    graph's as a `KeptGraph`, read on first use; the others read in one collect)."""
     kept: dict[str, Any] = {}
     visited = 0
+    current: list[str] = []
     for family in digest_globals.FAMILIES:
         try:
-            if family == "graph":
-                current, n = digest_globals.is_current(view, family)
-                found = (KeptGraph(view), n) if current else None
-            else:
-                found = digest_globals.read_valid(view, family)
+            ok, n = digest_globals.is_current(view, family)
         except Exception:  # noqa: BLE001 - unreadable kept values: read the tables instead
-            found = None
-        if found is not None:
-            kept[family], n = found
-            visited += n
+            continue
+        visited += n
+        if ok and family == "graph":
+            kept[family] = KeptGraph(view)
+        elif ok:
+            current.append(family)
+    try:
+        frames = pl.collect_all([
+            view.derived(digest_globals.table_of(f), digest_globals.MEMO_SCHEMA)
+            for f in current], engine="in-memory") if current else []
+    except Exception:  # noqa: BLE001 - read the tables instead
+        return kept, visited
+    for family, rows in zip(current, frames, strict=True):
+        kept[family] = digest_globals.decode(family, rows, view)
+        visited += view.row_count(digest_globals.table_of(family))
     return kept, visited
 
 

@@ -125,14 +125,16 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
     # takes the capsule parts it needs from the ones read here when it can
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
     checkpoint = _digest_cycle(view, commit, shared=shared)
-    state = digest_state.stage_cycle(commit, view, shared=shared)
+    rebuilt: dict[str, Any] = {}  # the subset, when this cycle builds the state
+    state = digest_state.stage_cycle(commit, view, shared=shared, keep=rebuilt)
     kept = digest_globals.stage_cycle(commit, view)
     # last: the kept sections follow the marks the state and the families just staged
+    sections = digest_sections.stage_cycle(commit, view, subset=rebuilt.get("subset"))
     return _combine(commit, mark, {"session": session, "forgotten": dead,
                                    "digest": checkpoint,
                                    "digest_capsules": state,
                                    "digest_globals": kept,
-                                   "digest_sections": digest_sections.stage_cycle(commit, view)})
+                                   "digest_sections": sections})
 
 
 def _session_cycle(view: StoreView, commit: Commit
@@ -216,9 +218,11 @@ def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_vi
         view = _view_of(store, commit)
         parts["forgotten"] = forgotten.stage_rebuild(commit, view, watermark)
         parts["digest"] = _digest_cycle(view, commit, full=True)
-        parts["digest_capsules"] = digest_state.stage_rebuild(commit, view)
+        rebuilt: dict[str, Any] = {}
+        parts["digest_capsules"] = digest_state.stage_rebuild(commit, view, rebuilt)
         parts["digest_globals"] = digest_globals.stage_cycle(commit, view, full=True)
-        parts["digest_sections"] = digest_sections.stage_cycle(commit, view, full=True)
+        parts["digest_sections"] = digest_sections.stage_cycle(
+            commit, view, full=True, subset=rebuilt.get("subset"))
     return _combine(commit, watermark, parts)
 
 

@@ -643,7 +643,8 @@ def _report(visited: int, folded: int, written: int) -> dict[str, int]:
 
 
 def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
-                shared: Shared | None = None) -> dict[str, int]:
+                shared: Shared | None = None, keep: dict[str, Any] | None = None
+                ) -> dict[str, int]:
     """Fold the rows written since the watermark into the state (staged on ``commit``).
 
     Reads only the parts committed above the watermark and the stored rows of the
@@ -651,14 +652,14 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     it reads nothing), appends the changed rows as runs and advances the runs' merges
     within ``budget`` (`merge_budget` of the rows appended when None); nothing new reads
     and writes nothing. The first cycle of a store without state builds it from scratch
-    (`stage_rebuild`). Source parts in ``shared`` (read by another job of the cycle) are
-    not read again.
+    (`stage_rebuild`, handing its subset rows to ``keep``). Source parts in ``shared``
+    (read by another job of the cycle) are not read again.
     """
     mark = watermark_of(view)
     if mark is None:
         if not any(view.partitions(name) for name in SOURCES):
             return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
-        return stage_rebuild(commit, view)
+        return stage_rebuild(commit, view, keep)
     delta, visited, top = read_above(view, mark, shared)
     if top <= mark:
         return _report(0, 0, 0)
@@ -728,8 +729,11 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame) -> in
     return visited
 
 
-def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
-    """The whole state from every source row, replacing what is stored (one commit)."""
+def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None = None
+                  ) -> dict[str, int]:
+    """The whole state from every source row, replacing what is stored (one commit).
+    ``keep`` receives the subset's state rows (``"subset"``) for a later job of the
+    same commit (`memframe.projections.digest_sections`)."""
     sources, visited, top = scan_all(view)
     for name, frame in sources.items():
         if check_rows(name, frame):  # never fold what the digest fails closed on
@@ -737,6 +741,8 @@ def stage_rebuild(commit: Commit, view: StoreView) -> dict[str, int]:
     # folded range by range of capsule numbers (as the cold digest): the peak follows a
     # range's source rows, not the store's
     aggregates, subset, rows, _n = _fold_ranges(view, None)
+    if keep is not None:
+        keep["subset"] = subset
     state_runs().stage_replace(commit, view, rows, top)
     subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
