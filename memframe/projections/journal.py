@@ -10,12 +10,18 @@ was written since the last verification:
   hash and the number of rows verified (the watermark ``projections/digest/journal``),
   and one row per verified journal part (the derived table of the same name): its path,
   row count, audit_seq range, the sha256 of its file bytes, and the file's identity
-  (size, inode, mtime and ctime in ns). A broken chain is never recorded.
+  (size, inode, mtime and ctime in ns). The watermark also carries a *seal*: the sha256
+  of every recorded part's path, row count and identity, and the few rows whose identity
+  is not yet trusted (see below). A broken chain is never recorded.
 * **What a warm call checks.** Every recorded part must still be a part of the pinned
   generation with the same row count, and must be the very file that was verified: its
   identity is unchanged (a write to a file moves its change time, which no user call can
-  set back), or else the sha256 of its bytes equals the recorded one. The parts the
-  checkpoint does not name are read, and their rows are verified from the recorded
+  set back), or else the sha256 of its bytes equals the recorded one. With a seal, the
+  parts at or below the checkpoint's ``seq`` are stat'ed and their identities hashed
+  together (the untrusted few hashed by their bytes): equal to the seal, they are the
+  parts recorded, and no checkpoint row is read; otherwise the rows are read and
+  compared part by part (which names what differs). The parts the checkpoint does not
+  name are read, and their rows are verified from the recorded
   hash on, exactly as the full walk would verify them after the checkpoint's rows.
 * **When it walks in full.** With ``verify="full"``, with no checkpoint, and whenever
   anything above does not hold (a recorded part gone, replaced, rewritten or with other
@@ -33,12 +39,14 @@ tick): such parts are confirmed by their bytes until a later job records them ag
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe import schema as S
+from memframe.store import fingerprint
 from memframe.text import journal_lines, sha256_hex
 
 if TYPE_CHECKING:
@@ -272,12 +280,25 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
         return _full(view, journal, record, None, 0, slice_rows)
     if mark is None:
         return _full(view, journal, record, "no checkpoint", 0, slice_rows)
+    if not record and _sealed(view, mark):  # confirmed without reading the rows
+        return _above(view, journal, record, 0, (), mark, slice_rows,
+                      [p for p in view.partitions("journal")
+                       if (p.seq_hi or 0) > int(mark["seq"])])
     recorded, visited = read_checkpoint(view)
     reason = _confirm(view, recorded, mark)
     if reason is not None:
         return _full(view, journal, record, reason, visited, slice_rows)
     known = set(recorded.get_column("path").to_list())
     new_parts = [p for p in view.partitions("journal") if p.path not in known]
+    return _above(view, journal, record, visited, tuple(recorded.to_dicts()), mark,
+                  slice_rows, new_parts)
+
+
+def _above(view: StoreView, journal: pl.DataFrame | None, record: bool, visited: int,
+           rows: tuple[dict[str, Any], ...], mark: dict[str, Any], slice_rows: int,
+           new_parts: list[Partition]) -> ChainCheck:
+    """The incremental walk once the recorded parts are confirmed: the parts the
+    checkpoint does not name, verified from its hash on."""
     frame, fresh = _read_parts(view, new_parts, record)
     visited += sum(p.rows for p in new_parts)
     audit_seq, chained = int(mark["audit_seq"]), str(mark["hash"])
@@ -286,10 +307,58 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
                      "checkpoint", visited, slice_rows)
     section = chain_walk(frame, previous=chained, verified=int(mark["verified"]),
                          slice_rows=slice_rows)
-    rows = tuple(recorded.to_dicts())
     return ChainCheck(section, visited, "incremental", None,
                       _tail(section, frame, (audit_seq, chained)), tuple(fresh), rows,
                       (tuple(new_parts), frame))
+
+
+#: at most this many parts with an untrusted identity ride in the checkpoint's watermark
+#: beside its seal (more: no seal, the rows are read)
+MAX_RACY = 8
+
+
+def seal_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The seal of recorded checkpoint rows: the sha256 of the path, row count and
+    identity of every part whose identity is trusted (sorted by path), and the rows of
+    the parts whose identity is not (recorded within ``RACY_NS`` of their change time:
+    only their bytes can confirm them), or None when there are more of those than
+    ``MAX_RACY``."""
+    racy = [dict(row) for row in rows if row["ctime_ns"] is None]
+    if len(racy) > MAX_RACY:
+        return None
+    lines = sorted(fingerprint.identity_line(row["path"], row["rows"], row)
+                   for row in rows if row["ctime_ns"] is not None)
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return {"sha256": digest, "racy": racy}
+
+
+def _sealed(view: StoreView, mark: dict[str, Any]) -> bool:
+    """Are the verified parts, as the pinned generation names them (every journal part at
+    or below the checkpoint's ``seq``), the very files sealed? The trusted ones by their
+    identity now (one stat each, hashed together), the few untrusted ones by their bytes;
+    no checkpoint row is read. False sends the caller to the row-by-row confirmation,
+    which says what differs."""
+    seal = mark.get("seal")
+    if not seal:
+        return False
+    racy = {row["path"]: row for row in seal["racy"]}
+    lines, seen = [], 0
+    for part in view.partitions("journal"):
+        if (part.seq_hi or 0) > int(mark["seq"]):
+            continue
+        seen += 1
+        row = racy.get(part.path)
+        if row is not None:
+            if part.rows != row["rows"] or not view.partition_is(part.path, row):
+                return False
+            continue
+        identity = view.partition_identity(part)
+        if identity is None:
+            return False
+        lines.append(fingerprint.identity_line(part.path, part.rows, identity))
+    digest = hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+    return seen == int(mark.get("parts", -1)) == len(lines) + len(racy) \
+        and digest == seal["sha256"]
 
 
 def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:
@@ -376,5 +445,6 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
         "verified": int(check.section["verified"]),
         "seq": max((p.seq_hi or 0 for p in parts), default=0),
         "parts": len(parts),
+        "seal": seal_of(recorded + fresh),
     })
     return CheckpointReport(check.rows_visited, len(fresh), audit_seq, check.walked, check.read)

@@ -72,3 +72,20 @@ def same_file(path: Path, row: dict[str, Any]) -> bool:
             return hashlib.file_digest(fh, "sha256").hexdigest() == row["sha256"]
     except OSError:
         return False
+
+
+def identity_line(path: str, rows: int, identity: dict[str, Any]) -> str:
+    """One part's line of a checkpoint seal: its path, rows and identity."""
+    return (f"{path}\t{rows}\t{identity['size']}\t{identity['inode']}\t"
+            f"{identity['mtime_ns']}\t{identity['ctime_ns']}")
+
+
+def current_identity(path: Path) -> dict[str, Any] | None:
+    """A file's identity now (size, inode, mtime, ctime), untrusted-or-not; None when it
+    cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return {"size": int(st.st_size), "inode": int(st.st_ino), "mtime_ns": int(st.st_mtime_ns),
+            "ctime_ns": int(st.st_ctime_ns)}

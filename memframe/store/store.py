@@ -202,6 +202,12 @@ class StoreView:
         path = partition if isinstance(partition, str) else partition.path
         return fingerprint.file_fingerprint(self._log.root / path)
 
+    def partition_identity(self, partition: Partition | str) -> dict[str, Any] | None:
+        """One partition file's identity now (size, inode, mtime, ctime; nothing read), or
+        None when it cannot be stat'ed."""
+        path = partition if isinstance(partition, str) else partition.path
+        return fingerprint.current_identity(self._log.root / path)
+
     def partition_is(self, partition: Partition | str, recorded: Mapping[str, Any]) -> bool:
         """Whether a partition file is the very file a recorded fingerprint describes."""
         path = partition if isinstance(partition, str) else partition.path
