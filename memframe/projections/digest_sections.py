@@ -62,8 +62,9 @@ SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
 FORMAT = 1
-#: rows per row group: a digest reads about one group per list for caps up to it
-GROUP_ROWS = 8
+#: rows per row group: small (the table is at most a few hundred rows), so that a digest
+#: reads little beyond each list's first N items
+GROUP_ROWS = 4
 _SHIFT = 32
 
 #: list -> where it sits in the kept values; ``pinned`` has its own cap (every item read)

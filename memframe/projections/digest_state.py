@@ -43,6 +43,7 @@ watermark and fails closed, as the full computation does.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -926,7 +927,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 #: sorted by instant, with the running total, so "how many at ``now``" reads one row group
 ARCHIVE_TABLE = "projections/digest_archive"
 ARCHIVE_SCHEMA = pl.Schema({"at": TIMESTAMP, "n": pl.Int64(), "cum": pl.Int64()})
-ARCHIVE_GROUP_ROWS = 16
+ARCHIVE_GROUP_ROWS = 64
 
 
 def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataFrame:
@@ -960,23 +961,22 @@ def _read_archive(view: StoreView) -> tuple[pl.DataFrame | None, int]:
 def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
     """The stored archive candidates at ``now`` (instant at or before it) and the Parquet
     rows read: the running total of the last instant at or before ``now``, read from the
-    one row group holding it (the row groups' instant ranges say which)."""
-    groups = []  # every row group, in order: the rows were sorted before they were split
-    for part in view.partitions(ARCHIVE_TABLE):
-        mins, _maxs, counts = view.row_group_ranges(part, "at", physical=True)
-        groups += [(part, g, lo, counts[g]) for g, lo in enumerate(mins)]
+    one row group holding it (found by bisecting the row groups' first instants: the
+    rows were sorted before they were split)."""
     now_ns = pl.Series([now]).cast(TIMESTAMP).cast(pl.Int64).item()
     read = 0
-    # the last group starting at or before now holds the answer (a group without
-    # statistics is read to find out)
-    for part, g, lo, count in reversed(groups):
-        if lo is not None and lo > now_ns:
-            continue
-        read += count
-        rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(
-            pl.col("at") <= pl.lit(now).cast(TIMESTAMP))
-        if rows.height:
-            return int(rows.get_column("cum").tail(1).item()), read
+    for part in reversed(view.partitions(ARCHIVE_TABLE)):
+        mins, _maxs, counts = view.row_group_ranges(part, "at", physical=True)
+        if any(lo is None for lo in mins):  # no statistics: every group, last first
+            candidates = list(range(len(mins) - 1, -1, -1))
+        else:
+            candidates = list(range(bisect.bisect_right(mins, now_ns) - 1, -1, -1))[:1]
+        for g in candidates:
+            read += counts[g]
+            rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(
+                pl.col("at") <= pl.lit(now).cast(TIMESTAMP))
+            if rows.height:
+                return int(rows.get_column("cum").tail(1).item()), read
     return 0, read
 
 
