@@ -380,7 +380,8 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
 
 def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental",
                 fast: bool = False, sections: tuple[int, str | None] | None = None,
-                kept: bool = True, trust_state: bool | None = None) -> DigestInputs:
+                kept: bool = True, trust_state: bool | None = None,
+                shared: Any = None) -> DigestInputs:
     """Digest inputs from a pinned store view (``table``, ``row_count``, ``now``).
 
     With ``verify="incremental"`` the per-capsule tables (capsules, recalls,
@@ -402,8 +403,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     sections come from what the digest job kept when it is current
     (`memframe.projections.digest_sections`): ``kept_sections``. ``trust_state`` (the
     digest job's own reads): True reads the stored state as the job that keeps it does,
-    whether or not the journal checkpoint holds, and raises `StateNotWarm` when there is
-    none; False folds every row whatever is stored (the rebuild door's reads).
+    whether or not the journal checkpoint holds (the chain is not checked: ``chain`` stays
+    None), and raises `StateNotWarm` when there is none; False folds every row whatever
+    is stored (the rebuild door's reads). ``shared``: source parts the caller read
+    already, with their rows (`memframe.projections.digest_state.read_above`).
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.projections.journal import check_chain
@@ -419,15 +422,17 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         *(c for c in COLUMNS["capsules"] if c != "content"),
         pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
     ]
-    try:
-        check = check_chain(view, verify)
-    except MemframeError as exc:
-        raise digest_failed(f"journal: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
-        raise digest_failed(f"cannot verify the journal: {exc}") from exc
+    check = None
+    if trust_state is not True:  # (the job trusts its own state: no chain check)
+        try:
+            check = check_chain(view, verify)
+        except MemframeError as exc:
+            raise digest_failed(f"journal: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - any read error fails the digest closed
+            raise digest_failed(f"cannot verify the journal: {exc}") from exc
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
-    warm = verify != "full" and check.walked == "incremental"
+    warm = verify != "full" and check is not None and check.walked == "incremental"
     if trust_state is not None:  # the job's reads: it trusts its own state (or none)
         warm = trust_state and verify != "full"
     holder: dict[str, Any] = {}
@@ -439,7 +444,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         if warm:
             kept, kept_rows = _kept_families(view)
         # the journal parts the chain check walked are the state's new journal rows
-        shared = {"journal": check.read} if check.read is not None else None
+        if check is not None:
+            shared = {"journal": check.read} if check.read is not None else None
         from memframe.projections.digest_sections import graph_settled
 
         names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(
@@ -480,8 +486,9 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
                              .get_column("id").unique().sort())
         inputs.audit_events = int(view.row_count("journal"))
     inputs.attach = _content_reader(view, inputs)
-    inputs.chain = check.section
-    inputs.rows_visited += check.rows_visited
+    if check is not None:
+        inputs.chain = check.section
+        inputs.rows_visited += check.rows_visited
     return inputs
 
 

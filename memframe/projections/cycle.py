@@ -129,7 +129,8 @@ def _cycle(store: Store, commit: Commit) -> CycleReport:
     state = digest_state.stage_cycle(commit, view, shared=shared, keep=rebuilt)
     kept = digest_globals.stage_cycle(commit, view)
     # last: the kept sections follow the marks the state and the families just staged
-    sections = digest_sections.stage_cycle(commit, view, subset=rebuilt.get("subset"))
+    sections = digest_sections.stage_cycle(commit, view, subset=rebuilt.get("subset"),
+                                           shared=shared)
     return _combine(commit, mark, {"session": session, "forgotten": dead,
                                    "digest": checkpoint,
                                    "digest_capsules": state,

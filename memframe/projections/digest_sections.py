@@ -192,7 +192,7 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
-                subset: pl.DataFrame | None = None) -> dict[str, int]:
+                subset: pl.DataFrame | None = None, shared: Any = None) -> dict[str, int]:
     """Stage the kept values after the other digest states staged theirs on ``commit``,
     when its watermarks say they changed (see the module docstring); nothing is read when
     they did not. The values are computed at ``view`` by the warm digest's own reads (the
@@ -200,8 +200,9 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     state's own cycle does, and a digest uses the kept values only where it trusts that
     state, when the journal checkpoint holds), or, when this commit rebuilt the state
     (``full``, or a store's first cycle), from the rebuilt ``subset`` rows and the graph's
-    tables: either is the state ``commit`` lands. Nothing is kept when the digest would
-    fail, or when a rebuild kept no state."""
+    tables: either is the state ``commit`` lands. ``shared``: the source parts the cycle
+    read already (not read again). Nothing is kept when the digest would fail, or when a
+    rebuild kept no state."""
     from memframe.digest.assemble import kept_values
     from memframe.digest.inputs import StateNotWarm, read_inputs
 
@@ -218,7 +219,8 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
             inputs = _rebuilt_inputs(view, subset)
         else:
             inputs = read_inputs(view, view.now(), "incremental", fast=True,
-                                 sections=(CAP, None), kept=False, trust_state=True)
+                                 sections=(CAP, None), kept=False, trust_state=True,
+                                 shared=shared)
         values = kept_values(inputs, CAP)
     except StateNotWarm:
         return report
