@@ -62,9 +62,9 @@ SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
 FORMAT = 1
-#: rows per row group: small (the table is at most a few hundred rows), so that a digest
-#: reads little beyond each list's first N items
-GROUP_ROWS = 4
+#: rows per row group: one, so that a digest reads exactly the items it takes (the table
+#: holds at most a few hundred rows: its footer stays small)
+GROUP_ROWS = 1
 _SHIFT = 32
 
 #: list -> where it sits in the kept values; ``pinned`` has its own cap (every item read)
