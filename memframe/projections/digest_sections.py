@@ -23,7 +23,7 @@ flags, one table row per list item (``projections/digest_sections``).
   those rows anyway).
 
 Then a digest with no fence and a cap ``n <= CAP`` reads the first ``n`` items of each list
-(the row groups that hold them: ``k`` orders the rows by list, then position) and
+(a prefix of the table: ``k`` orders the items by position, then list) and
 `memframe.digest.assemble.cap_kept` gives the exact values for ``n`` and ``now``. Any
 other digest (a fence, a larger cap, stale or missing values) reads the subset, as
 before; the answer is the same either way (the law tests compare the bytes).
@@ -57,22 +57,25 @@ __all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "r
 TABLE = "projections/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
 MARK = "projections/digest/sections"
-#: ``k``: the list's number (0 for the scalars) times 2**32 plus the item's position
+#: ``k`` orders the rows so that what a digest with cap N reads is a prefix of the table:
+#: 0 for the scalars, then every ``pinned`` item (its own cap, always read), then the
+#: capped lists' items position-major (``_BASE + position * 16 + list``)
 SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
-FORMAT = 1
-#: rows per row group: one, so that a digest reads exactly the items it takes (the table
-#: holds at most a few hundred rows: its footer stays small)
-GROUP_ROWS = 1
-_SHIFT = 32
+FORMAT = 2
+#: rows per row group: a digest reads the groups of a prefix, at most this many rows
+#: beyond the items it takes
+GROUP_ROWS = 8
+_BASE = 1 << 20
+_LIST_BITS = 4
 
 #: list -> where it sits in the kept values; ``pinned`` has its own cap (every item read)
 LISTS: dict[str, tuple[str, ...]] = {
+    "pinned": ("curated", "pinned"),
     "handoff": ("handoff",),
     "mission_roots": ("mission", "roots"),
     "open_efforts": ("curated", "open_efforts"),
-    "pinned": ("curated", "pinned"),
     "dag_ready": ("dag", "ready"),
     "dag_blocked": ("dag", "blocked"),
     "dag_done": ("dag", "done"),
@@ -105,6 +108,10 @@ def _get(values: dict, path: tuple[str, ...]) -> Any:
     return node
 
 
+def _number(name: str) -> int:
+    return list(LISTS).index(name)
+
+
 def encode(values: dict, marks: dict[str, Any]) -> pl.DataFrame:
     """Kept values -> the stored rows: row 0 the values with every list emptied (and the
     ``marks``), then one row per list item (`decode` gives the values back).
@@ -119,46 +126,44 @@ def encode(values: dict, marks: dict[str, Any]) -> pl.DataFrame:
         (3, True)
     """
     head = json.loads(json.dumps(values))
-    keys, texts = [0], []
+    keys, texts = [], []
     present = []
-    for i, (name, path) in enumerate(LISTS.items(), start=1):
+    for name, path in LISTS.items():
         items = _get(values, path)
         if not isinstance(items, list):
             continue
         present.append(name)
         _get(head, path[:-1])[path[-1]] = []
         for position, item in enumerate(items):
-            keys.append((i << _SHIFT) | position)
+            keys.append(1 + position if name in _UNCAPPED
+                        else _BASE + (position << _LIST_BITS) + _number(name))
             texts.append(json.dumps(item, ensure_ascii=False))
+    keys.insert(0, 0)
     texts.insert(0, json.dumps({"marks": marks, "lists": present, "values": head},
                                ensure_ascii=False))
-    return pl.DataFrame({"k": keys, "text": texts}, schema=SCHEMA)
+    return pl.DataFrame({"k": keys, "text": texts}, schema=SCHEMA).sort("k")
 
 
 def decode(rows: pl.DataFrame) -> tuple[dict, dict[str, Any]]:
-    """Stored rows (row 0 and any items of each list, in ``k`` order) -> the values, with
-    each list holding the items read, and the marks."""
+    """Stored rows (row 0 and any items of each list) -> the values, with each list
+    holding the items read, in order, and the marks."""
     rows = rows.sort("k")
     head = json.loads(rows.get_column("text")[0])
     values = head["values"]
-    numbers = {name: i for i, name in enumerate(LISTS, start=1)}
-    items: dict[int, list] = {}
+    items: dict[str, list] = {}
+    names = list(LISTS)
     for k, text in rows.slice(1).iter_rows():
-        items.setdefault(k >> _SHIFT, []).append(json.loads(text))
+        name = _UNCAPPED[0] if k < _BASE else names[(k - _BASE) & ((1 << _LIST_BITS) - 1)]
+        items.setdefault(name, []).append(json.loads(text))
     for name in head["lists"]:
         path = LISTS[name]
-        _get(values, path[:-1])[path[-1]] = items.get(numbers[name], [])
+        _get(values, path[:-1])[path[-1]] = items.get(name, [])
     return values, head["marks"]
 
 
 def _wanted(n: int) -> list[tuple[int, int]]:
-    """The ``k`` ranges (inclusive) a digest with cap ``n`` reads."""
-    spans = [(0, 0)]
-    for i, name in enumerate(LISTS, start=1):
-        last = (1 << _SHIFT) - 1 if name in _UNCAPPED else n - 1
-        if last >= 0:
-            spans.append((i << _SHIFT, (i << _SHIFT) | last))
-    return spans
+    """The ``k`` ranges (inclusive) a digest with cap ``n`` reads: one prefix."""
+    return [(0, _BASE + (n << _LIST_BITS) - 1)]
 
 
 def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:

@@ -326,12 +326,15 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             folded.append(rows.group_by(KEY).agg(terms))
     if not folded:
         return pl.DataFrame(schema=STATE_SCHEMA)
-    # one group at a time: the peak is the largest group's, not their sum
     collected = []
-    for group in folded:
-        frame = group.collect(engine=engine)  # type: ignore[call-overload]
-        collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
-        del frame
+    if engine == "in-memory":  # the rows since a watermark: every group in one collect
+        for frame in pl.collect_all(folded, engine="in-memory"):
+            collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
+    else:  # one group at a time: the peak is the largest group's, not their sum
+        for group in folded:
+            frame = group.collect(engine=engine)  # type: ignore[call-overload]
+            collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
+            del frame
     out = _join_groups(collected)
     # an erased capsule's content is gone: what was read from it reads as from no content
     # (as a rebuild, which reads the erased content, finds it)
@@ -1472,8 +1475,10 @@ def leaders_first(leaders: pl.DataFrame, merged: pl.DataFrame, touched: pl.Serie
     mine = leaders.filter(pl.col("list") == order)
     floor = mine.filter(pl.col("floor"))
     entries = mine.filter(~pl.col("floor") & ~pl.col(KEY).is_in(touched.implode()))
+    # (only the touched rows that qualify can rank: the others are left out at once)
     candidates = pl.concat([entries.select(list(STATE_SCHEMA)),
-                            merged.select(list(STATE_SCHEMA))], how="vertical")
+                            merged.filter(qualifies_expr(order)).select(list(STATE_SCHEMA))],
+                           how="vertical")
     first = _first(candidates, n, order, keep & qualifies_expr(order))
     if not floor.height:
         return first  # every qualifying row is at hand
