@@ -66,7 +66,9 @@ class CycleReport:
         projections: per maintained state (``session``; ``forgotten``, the live-count
             indexes of `memframe.projections.forgotten`; ``digest``, the journal
             checkpoint; ``digest_capsules``, the digest's per-capsule state of
-            `memframe.projections.digest_state`), its own
+            `memframe.projections.digest_state`; ``digest_globals``, the store-wide
+            families; ``digest_sections``, the kept subset sections of
+            `memframe.projections.digest_sections`), its own
             ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above
             adds up every state's reads.
     """
