@@ -94,7 +94,7 @@ def marks_of(watermarks: Mapping[str, Any]) -> dict[str, Any]:
 
 def graph_settled(view: StoreView, kept: bool) -> bool:
     """Can the kept values' graph be trusted at ``view``: the graph's kept values are
-    current (``kept``; `marks_at` then names their partitions), or there is no graph at
+    current (``kept``: the marks name their version), or there is no graph at
     all (no relation and no forget row, and nothing kept)."""
     return kept or (view.row_count("relations") == 0 and view.row_count("forgets") == 0)
 
@@ -169,7 +169,7 @@ def _wanted(n: int) -> list[tuple[int, int]]:
 def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     """The kept values with each capped list's first ``n`` items, when their marks are the
     ones at ``view`` (None otherwise), and the Parquet rows read. The caller checks the
-    rest of what `marks_at` cannot see (the graph is current, no new row touches the
+    rest of what `marks_of` cannot see (the graph is current, no new row touches the
     subset)."""
     parts = view.partitions(TABLE)
     if n > CAP or not parts:
