@@ -209,7 +209,7 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     read already (not read again). Nothing is kept when the digest would fail, or when a
     rebuild kept no state."""
     from memframe.digest.assemble import kept_values
-    from memframe.digest.inputs import StateNotWarm, read_inputs
+    from memframe.digest.inputs import read_inputs
 
     report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     marks = marks_of(commit.watermarks)
@@ -227,10 +227,8 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
                                  sections=(CAP, None), kept=False, trust_state=True,
                                  shared=shared)
         values = kept_values(inputs, CAP)
-    except StateNotWarm:
-        return report
-    except Exception:  # noqa: BLE001 - keep nothing: the digest computes (and fails) itself
-        return report
+    except Exception:  # noqa: BLE001 - no state (StateNotWarm), or the digest would fail:
+        return report  # keep nothing; the digest computes (and fails) itself
     graph = inputs.globals.get("graph")
     warm = inputs.warm.rows_visited if inputs.warm is not None else 0
     report["rows_visited"] = (inputs.rows_visited + warm

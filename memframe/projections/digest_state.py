@@ -972,8 +972,9 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
         mins, _maxs, counts = view.row_group_ranges(part, "at", physical=True)
         if any(lo is None for lo in mins):  # no statistics: every group, last first
             candidates = list(range(len(mins) - 1, -1, -1))
-        else:
-            candidates = list(range(bisect.bisect_right(mins, now_ns) - 1, -1, -1))[:1]
+        else:  # the last group starting at or before now
+            last = bisect.bisect_right(mins, now_ns) - 1
+            candidates = [last] if last >= 0 else []
         for g in candidates:
             read += counts[g]
             rows = view.read_row_groups(part, [g], ARCHIVE_SCHEMA).filter(

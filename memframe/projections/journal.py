@@ -39,7 +39,6 @@ tick): such parts are confirmed by their bytes until a later job records them ag
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -326,10 +325,8 @@ def seal_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     racy = [dict(row) for row in rows if row["ctime_ns"] is None]
     if len(racy) > MAX_RACY:
         return None
-    lines = sorted(fingerprint.identity_line(row["path"], row["rows"], row)
-                   for row in rows if row["ctime_ns"] is not None)
-    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
-    return {"sha256": digest, "racy": racy}
+    trusted = [(row["path"], row["rows"], row) for row in rows if row["ctime_ns"] is not None]
+    return {"sha256": fingerprint.seal(trusted), "racy": racy}
 
 
 def _sealed(view: StoreView, mark: dict[str, Any]) -> bool:
@@ -342,7 +339,7 @@ def _sealed(view: StoreView, mark: dict[str, Any]) -> bool:
     if not seal:
         return False
     racy = {row["path"]: row for row in seal["racy"]}
-    lines, seen = [], 0
+    trusted, seen = [], 0
     for part in view.partitions("journal"):
         if (part.seq_hi or 0) > int(mark["seq"]):
             continue
@@ -355,10 +352,9 @@ def _sealed(view: StoreView, mark: dict[str, Any]) -> bool:
         identity = view.partition_identity(part)
         if identity is None:
             return False
-        lines.append(fingerprint.identity_line(part.path, part.rows, identity))
-    digest = hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
-    return seen == int(mark.get("parts", -1)) == len(lines) + len(racy) \
-        and digest == seal["sha256"]
+        trusted.append((part.path, part.rows, identity))
+    return seen == int(mark.get("parts", -1)) == len(trusted) + len(racy) \
+        and fingerprint.seal(trusted) == seal["sha256"]
 
 
 def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:

@@ -8,8 +8,10 @@ answers at once when it is old enough to be trusted, else the bytes are hashed a
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,16 @@ from typing import Any
 RACY_NS = 2_000_000_000
 
 
+def _stat_identity(st: os.stat_result) -> dict[str, Any]:
+    return {"size": int(st.st_size), "inode": int(st.st_ino),
+            "mtime_ns": int(st.st_mtime_ns), "ctime_ns": int(st.st_ctime_ns)}
+
+
 def _identity(st: os.stat_result, now_ns: int) -> dict[str, Any]:
-    trusted = st.st_ctime_ns <= now_ns - RACY_NS
-    return {
-        "size": int(st.st_size),
-        "inode": int(st.st_ino) if trusted else None,
-        "mtime_ns": int(st.st_mtime_ns) if trusted else None,
-        "ctime_ns": int(st.st_ctime_ns) if trusted else None,
-    }
+    ident = _stat_identity(st)
+    if st.st_ctime_ns > now_ns - RACY_NS:  # too young to trust: only the size is kept
+        ident.update(inode=None, mtime_ns=None, ctime_ns=None)
+    return ident
 
 
 def read_fingerprinted(path: Path) -> tuple[bytes, dict[str, Any]]:
@@ -74,18 +78,18 @@ def same_file(path: Path, row: dict[str, Any]) -> bool:
         return False
 
 
-def identity_line(path: str, rows: int, identity: dict[str, Any]) -> str:
-    """One part's line of a checkpoint seal: its path, rows and identity."""
-    return (f"{path}\t{rows}\t{identity['size']}\t{identity['inode']}\t"
-            f"{identity['mtime_ns']}\t{identity['ctime_ns']}")
+def seal(parts: Iterable[tuple[str, int, dict[str, Any]]]) -> str:
+    """The sha256 of files' paths, row counts and identities, in path order (a
+    checkpoint's seal: equal only if every path, count and identity is)."""
+    items = sorted([path, rows, ident["size"], ident["inode"], ident["mtime_ns"],
+                    ident["ctime_ns"]] for path, rows, ident in parts)
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()
 
 
 def current_identity(path: Path) -> dict[str, Any] | None:
-    """A file's identity now (size, inode, mtime, ctime), untrusted-or-not; None when it
-    cannot be read."""
+    """A file's identity now (size, inode, mtime, ctime), trusted or not; None when it
+    cannot be stat'ed."""
     try:
-        st = os.stat(path)
+        return _stat_identity(os.stat(path))
     except OSError:
         return None
-    return {"size": int(st.st_size), "inode": int(st.st_ino), "mtime_ns": int(st.st_mtime_ns),
-            "ctime_ns": int(st.st_ctime_ns)}
