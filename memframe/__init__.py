@@ -43,7 +43,7 @@ def __getattr__(name: str) -> Any:
 
         return Digest
     if name == "MEMORY_PROJECTION_NAMES":
-        from memframe.projections import MEMORY_PROJECTION_NAMES
+        from memframe.jobs import MEMORY_PROJECTION_NAMES
 
         return MEMORY_PROJECTION_NAMES
     if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display"):

@@ -48,8 +48,8 @@ from memframe import schema as S
 from memframe.digest.batch import BatchReport, _digest_one, _write, prepare_out_dir
 from memframe.digest.batch import digest_many as _digest_many_processes
 from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
-from memframe.projections import cycle as _cycle
-from memframe.projections.cycle import CycleReport
+from memframe.jobs import cycle as _cycle
+from memframe.jobs.cycle import CycleReport
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions
 from memframe.store import Store, StoreView
 
@@ -215,10 +215,9 @@ def _fold_on_ray(ray: Any, files: list[str], progress: bool) -> list[pa.Table]:
 
 
 def _land(commit: Commit, rows: pl.DataFrame, mark: int, visited: int,
-          folded_in: int, store: Store | None = None) -> CycleReport:
+          folded_in: int) -> CycleReport:
     """Stage the folded projection and its watermark, as the rebuild door stages them."""
-    return _cycle.stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in,
-                                store=store)
+    return _cycle.stage_rebuild(commit, rows, mark, rows_visited=visited, rows_folded=folded_in)
 
 
 def rebuild_sessions(
@@ -294,7 +293,7 @@ def rebuild_sessions(
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
     folded_in = int(rows["memory_count"].sum() or 0) + summaries.height
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
-    return store.commit(lambda c: _land(c, rows, mark, visited, folded_in, store),
+    return store.commit(lambda c: _land(c, rows, mark, visited, folded_in),
                         operation="memory_rebuild_projections")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import polars as pl
@@ -23,12 +22,12 @@ from memframe.digest.scope import (
     top_per_scope,
 )
 from memframe.digest.staged import pinned_sections, staged_section
+from memframe.digest.state import families as digest_globals
 from memframe.errors import MemframeError
 from memframe.graph import cap_projection
-from memframe.projections import digest_globals
 
 __all__ = ["LABEL", "FRAMING", "global_sections", "graph_sections", "subset_sections",
-           "kept_values", "cap_kept", "compose", "assemble", "assemble_roots"]
+           "kept_values", "compose", "assemble", "assemble_roots"]
 
 LABEL = "ADVISORY_NOT_AUTHORITY"
 FRAMING = "DATA"
@@ -48,7 +47,7 @@ def _audit_events(inputs: DigestInputs) -> int:
 
 def _family(inputs: DigestInputs, family: str) -> dict:
     """A family of store-wide values: kept by the digest job and current (see
-    `memframe.projections.digest_globals`), or computed now from the tables read."""
+    `memframe.digest.state.families`), or computed now from the tables read."""
     kept = inputs.globals.get(family)
     if kept is not None:
         if family == "graph":
@@ -150,49 +149,13 @@ def subset_sections(inputs: DigestInputs, glob: dict, scoped: pl.DataFrame,
 
 def kept_values(inputs: DigestInputs, cap: int) -> dict:
     """What the digest job keeps of the unfenced digest
-    (`memframe.projections.digest_sections`): the subset sections and ``dag`` for the
-    list cap ``cap`` with deferred ``expired`` flags, and ``relations``; `cap_kept` turns
+    (`memframe.digest.state.sections`): the subset sections and ``dag`` for the
+    list cap ``cap`` with deferred ``expired`` flags, and ``relations``; `memframe.digest.state.sections.cap_kept` turns
     them into the values for any cap up to ``cap`` and any instant."""
     scoped = fence(population(inputs.state), None)
     glob = graph_sections(inputs, cap)
     values = subset_sections(inputs, glob, scoped, [""], cap, None)[""]
     return {**values, "dag": glob["dag"], "relations": glob["relations"]}
-
-
-def cap_kept(values: dict, n: int, now) -> dict:
-    """The kept values (`kept_values` for a cap of at least ``n``) as the digest computes
-    them for the cap ``n`` at the instant ``now`` (a new dict; ``values`` is untouched).
-
-    Every list the cap applies to is ordered by a total order, so its first ``n`` rows
-    are the first ``n`` of the longer list; the open efforts' dag slices likewise.
-    """
-    from memframe.digest.capsules import resolve_expired
-    from memframe.digest.efforts import DAG_LISTS
-
-    out = copy.deepcopy(values)
-    out["handoff"] = out["handoff"][:n]
-    mission = out["mission"]
-    if isinstance(mission, dict) and "roots" in mission:
-        mission["roots"] = mission["roots"][:n]
-        if not mission["roots"]:
-            out["mission"] = None
-    curated = out["curated"]
-    if "open_efforts" in curated:
-        rows = curated["open_efforts"][:n]
-        for row in rows:
-            for name in DAG_LISTS:
-                if name in row:
-                    row[name] = row[name][:n]
-        if rows:
-            curated["open_efforts"] = rows
-        else:
-            del curated["open_efforts"]
-    dag = out["dag"]
-    if dag.get("status") == "ok":
-        for name in DAG_LISTS:
-            dag[name] = dag[name][:n]
-    resolve_expired(out, now)
-    return out
 
 
 def _ledger_sections(inputs: DigestInputs) -> dict:

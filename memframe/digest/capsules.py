@@ -86,7 +86,7 @@ def headline_rows(
         now: the digest's instant, for the ``expired`` flag; None defers the flag: a row
             with a ``valid_to`` then carries ``expired`` as ``{"valid_to_ns": t}``, which
             `resolve_expired` turns into the flag for a given instant (the kept sections
-            of `memframe.projections.digest_sections` are rendered once, for any instant).
+            of `memframe.digest.state.sections` are rendered once, for any instant).
         extra: ``(key, expression)`` pairs appended after the flags, in order.
         attach: adds ``content`` to rows read without it (the digest of a store reads the
             content of emitted rows only).

@@ -20,9 +20,9 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.staged import annotate
+from memframe.digest.state import families as digest_globals
+from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
-from memframe.projections import digest_globals
-from memframe.projections.digest_state import check_rows
 from memframe.schema import REVIEW_VERDICTS
 from memframe.state import capsule_state
 
@@ -97,19 +97,19 @@ class DigestInputs:
         tombstoned: the tombstoned capsule ids, sorted (None: taken from ``forgets``).
         audit_events: the journal's row count (None: the height of ``tables["journal"]``).
         warm: the digest state's aggregates, subset and top-N readers
-            (`memframe.projections.digest_state.WarmState`) when the digest answers from
+            (`memframe.digest.state.capsules.WarmState`) when the digest answers from
             them; ``state`` then holds the subset's rows only.
         globals: family -> its store-wide values kept by the digest job, for the
-            families that were current (`memframe.projections.digest_globals`); their
+            families that were current (`memframe.digest.state.families`); their
             tables were not read. The graph's values are a `KeptGraph` (read on first
             use).
         kept_sections: the unfenced subset sections and ``dag`` as the digest job kept
-            them, for this digest's cap and instant (`memframe.digest.assemble.cap_kept`),
-            when current (`memframe.projections.digest_sections`); ``state`` is then
+            them, for this digest's cap and instant (`memframe.digest.state.sections.cap_kept`),
+            when current (`memframe.digest.state.sections`); ``state`` is then
             empty: no section reads it.
 
     A store's digest reads the per-capsule tables through the digest state
-    (`memframe.projections.digest_state`): ``tables`` then holds only ``relations``,
+    (`memframe.digest.state.capsules`): ``tables`` then holds only ``relations``,
     ``brackets``, ``reviews`` and ``pins``, and ``state`` carries the journal coverage
     flags (``named``, ``forget_named``).
     """
@@ -132,7 +132,7 @@ class DigestInputs:
 
 class KeptGraph:
     """The graph family's kept values, read on first use: a digest answered from the kept
-    sections (`memframe.projections.digest_sections`) never reads them."""
+    sections (`memframe.digest.state.sections`) never reads them."""
 
     def __init__(self, view: Any) -> None:
         self.view = view
@@ -309,8 +309,8 @@ STATE_TABLES: tuple[str, ...] = ("relations", "brackets", "reviews", "pins")
 
 def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The capsule state of a store from the digest state plus the rows above its
-    watermark (`memframe.projections.digest_state`), checked as the full read is."""
-    from memframe.projections import digest_state
+    watermark (`memframe.digest.state.capsules`), checked as the full read is."""
+    from memframe.digest.state import capsules as digest_state
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
@@ -339,8 +339,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
     kept values are current, or there is no graph), an unfenced digest takes the subset
     sections the job kept when they are current (into ``holder["kept"]``), and reads no
     subset row. ``require``: raise `StateNotWarm` rather than fold every row."""
+    from memframe.digest.state import capsules as digest_state
+    from memframe.digest.state import sections as digest_sections
     from memframe.digest.warm import top_requests
-    from memframe.projections import digest_sections, digest_state
 
     tops = top_requests(*sections) if sections is not None else None
 
@@ -388,28 +389,28 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     classifications, tiers, forgets, journal) are read through the digest state: its
     stored rows plus the rows above its watermark, so the answer is exact whether the
     job ran or not; and the journal chain is checked from the store's verified
-    checkpoint (:func:`memframe.projections.journal.check_chain`). With ``"full"`` no
+    checkpoint (:func:`memframe.digest.state.journal.check_chain`). With ``"full"`` no
     derived state is trusted: every table is read and the whole chain is walked.
 
     With ``fast`` (one fence, not ``"full"``), the capsule sections are answered from the
     digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
     the stored ones plus the rows above the watermark when the journal checkpoint holds,
     else folded now from every source row by the state's own fold, one range of capsule
-    numbers at a time (the cold digest, `memframe.projections.digest_state.fold_warm`:
+    numbers at a time (the cold digest, `memframe.digest.state.capsules.fold_warm`:
     its peak follows the range, not the store); ``state`` then holds
     only the subset's rows. ``sections`` (the list cap and the fence the capsule
     sections will be answered for) lets that cold fold keep only the candidates of their
     top-N lists rather than every state row. With ``kept`` (and no fence), the subset
     sections come from what the digest job kept when it is current
-    (`memframe.projections.digest_sections`): ``kept_sections``. ``trust_state`` (the
+    (`memframe.digest.state.sections`): ``kept_sections``. ``trust_state`` (the
     digest job's own reads): True reads the stored state as the job that keeps it does,
     whether or not the journal checkpoint holds (the chain is not checked: ``chain`` stays
     None), and raises `StateNotWarm` when there is none; False folds every row whatever
     is stored (the rebuild door's reads). ``shared``: source parts the caller read
-    already, with their rows (`memframe.projections.digest_state.read_above`).
+    already, with their rows (`memframe.digest.state.capsules.read_above`).
     """
     from memframe.digest.scope import THREAD_PATTERN
-    from memframe.projections.journal import check_chain
+    from memframe.digest.state.journal import check_chain
 
     if now is None:
         now = view.now()
@@ -446,7 +447,7 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         # the journal parts the chain check walked are the state's new journal rows
         if check is not None:
             shared = {"journal": check.read} if check.read is not None else None
-        from memframe.projections.digest_sections import graph_settled
+        from memframe.digest.state.sections import graph_settled
 
         names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(
             view, holder, not warm, sections, shared,
@@ -474,7 +475,7 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     if fast and verify != "full":
         inputs.warm = holder["warm"]
         if "kept" in holder:
-            from memframe.digest.assemble import cap_kept
+            from memframe.digest.state.sections import cap_kept
 
             inputs.kept_sections = cap_kept(holder["kept"], sections[0], now)
         # the journal's rows as the log records them, or (when the verified parts could

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import polars as pl
 
+from memframe.digest.state.journal import chain_walk
 from memframe.ids import capsule_number_expr
-from memframe.projections.journal import chain_walk
 from memframe.schema import TIERS, TIMESTAMP
 from memframe.taint import has_finding
 
@@ -23,7 +23,7 @@ __all__ = [
     "ARCHIVE_AFTER_DAYS",
 ]
 
-from memframe.projections.digest_state import (  # noqa: E402 - one definition for both
+from memframe.digest.state.capsules import (  # noqa: E402 - one definition for both
     ARCHIVE_AFTER_DAYS,
     FORGET_ACTIONS,
 )
@@ -55,7 +55,7 @@ def verify_chain(journal: pl.DataFrame) -> dict:
     """Walk the whole hash chain in audit order; ``{"chain": "ok", "verified": n}`` or
     ``{"chain": "broken", "broken_seq": s}`` at the first row whose stored hash differs
     from ``sha256(previous stored hash + line)`` (the full walk; see
-    :mod:`memframe.projections.journal` for the checkpointed one).
+    :mod:`memframe.digest.state.journal` for the checkpointed one).
 
     Examples:
         >>> import datetime as dt, hashlib, polars as pl

@@ -1,5 +1,5 @@
 """The warm digest: the sections answered from the digest state's aggregates, its subset
-and its top-N readers (`memframe.projections.digest_state.WarmState`), never from every
+and its top-N readers (`memframe.digest.state.capsules.WarmState`), never from every
 capsule row.
 
 * ``total``, ``by_project``, ``newest_total`` and ``most_recalled_total``: the per-project
@@ -9,7 +9,7 @@ capsule row.
 * ``handoff``, ``mission``, ``unanchored``, ``pinned`` and ``open_efforts``: the section
   functions of the full computation, run over the subset (every row those sections can
   name is in it), or, unfenced, as the digest job kept them
-  (`memframe.projections.digest_sections`) while nothing they read has changed;
+  (`memframe.digest.state.sections`) while nothing they read has changed;
 * ``newest`` and ``most_recalled``: the first N rows read from the state levels in the
   order of their row-group statistics.
 
@@ -23,7 +23,7 @@ import polars as pl
 
 from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import fence, fence_expr, population
-from memframe.projections import digest_state as ds
+from memframe.digest.state import capsules as ds
 from memframe.schema import TIERS
 from memframe.text import rfc3339
 

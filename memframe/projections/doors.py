@@ -32,7 +32,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.errors import InvalidInputError
 from memframe.projections import forgotten, session_rows
-from memframe.projections.cycle import KEY, watermark_of
+from memframe.projections.session_rows import KEY, watermark_of
 from memframe.text import parse_instant, rfc3339
 
 if TYPE_CHECKING:

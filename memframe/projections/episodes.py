@@ -48,8 +48,8 @@ __all__ = ["EPISODE_SCHEMA", "DEFAULT_GAP", "segment", "run_episode_job", "episo
 
 CLOSED = "derived/episodes"
 OPEN = "derived/episodes_open"
-WATERMARK = "episodes"
-GAP_KEY = "episodes/gap_ns"
+WATERMARK = "projections/episodes"
+GAP_KEY = "projections/episodes/gap_ns"
 DEFAULT_GAP = dt.timedelta(minutes=30)
 _ROW_GROUP_ROWS = 2_048
 

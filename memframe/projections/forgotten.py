@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from memframe import schema as S
+from memframe.derived.runs import Plan, SortedRuns, merge_budget, stage_append_together
 from memframe.ids import capsule_number_expr
-from memframe.projections import levels
-from memframe.projections.runs import Plan, SortedRuns, merge_budget, stage_append_together
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
@@ -291,7 +290,6 @@ def stage_rebuild(commit: Commit, view: StoreView, session_mark: int) -> dict[st
             .select(_num(pl.col("capsule_id")).alias("num")).unique().collect())
     dead = members.join(gone, on="num", how="semi")
     counts = dead.group_by(KEY).agg(pl.len().cast(pl.Int64).alias("forgotten"))
-    levels.stage_drop(commit, view, NAME)  # the key-sorted levels of layout 1
     FORGOTTEN.stage_replace(commit, view, counts)
     MEMBERS.stage_replace(commit, view, members)
     MEMBERS_BY_CONVERSATION.stage_replace(commit, view, members)

@@ -4,15 +4,11 @@ The session fold is a group-by over partial rows whose every term is exact and
 order-independent (`memframe.projections.session.combine_partials`), so the projection
 keeps partials, not finished rows: a cycle combines the partials of the rows written since
 the watermark (one per conversation touched) and appends them as a run of
-``projections/session/partials/T<k>`` (`memframe.projections.runs`), reading no stored row;
+``projections/session/partials/T<k>`` (`memframe.derived.runs`), reading no stored row;
 the runs merge, combining a conversation's partials, a budgeted amount per cycle; a reader
 combines the partials of the conversations it names (found by key in each run's row groups)
 and hashes the rows. So a cycle reads what was written, whatever the projection's size and
 however the conversation ids are spread.
-
-A store written by an earlier layout keeps finished rows in key-sorted levels
-(``projections/session/L<k>``): they are read as they are until the next cycle or rebuild
-moves them into one run.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from memframe.projections import levels
-from memframe.projections.runs import Budget, SortedRuns
+from memframe.derived.runs import Budget, SortedRuns
 from memframe.projections.session import (
     PARTIAL_SCHEMA,
     SESSION_SCHEMA,
@@ -37,10 +32,17 @@ if TYPE_CHECKING:
     from memframe.store import StoreView
     from memframe.store.capture import Commit
 
-__all__ = ["PARTIALS", "KEY", "read_all", "read_keys", "stage_append", "stage_replace"]
+__all__ = ["PARTIALS", "KEY", "WATERMARK", "watermark_of", "read_all", "read_keys",
+           "stage_append", "stage_replace"]
 
 KEY = "conversation_id"
-_LEVELS = "session"  # the earlier layout's level tables: projections/session/L<k>
+#: the watermark key of the session projection in the generation log
+WATERMARK = "projections/session"
+
+
+def watermark_of(view: StoreView) -> int:
+    """The highest canonical ``seq`` folded into the session projection at ``view``."""
+    return int(view.watermarks.get(WATERMARK, 0) or 0)
 
 
 def _combine(rows: pl.DataFrame) -> pl.DataFrame:
@@ -59,10 +61,6 @@ def _rows(partials: pl.DataFrame) -> pl.DataFrame:
     return with_hash(_combine(partials))
 
 
-def _legacy(view: StoreView) -> bool:
-    return bool(levels.levels(view, _LEVELS)) and not PARTIALS.tiers(view)
-
-
 def read_keys(view: StoreView, ids: Sequence[str]) -> tuple[pl.DataFrame, int]:
     """The session rows of ``ids`` (absent ids have none) and the Parquet rows read.
 
@@ -76,18 +74,12 @@ def read_keys(view: StoreView, ids: Sequence[str]) -> tuple[pl.DataFrame, int]:
         >>> rows.select("conversation_id", "memory_count").rows()
         [('c1', 2)]
     """
-    if _legacy(view):
-        rows, visited, _ = levels.read_keys(view, _LEVELS, SESSION_SCHEMA, KEY, list(ids))
-        return (rows if rows.width else pl.DataFrame(schema=SESSION_SCHEMA)), visited
     partials, visited = PARTIALS.lookup(view, list(ids))
     return _rows(partials), visited
 
 
 def read_all(view: StoreView) -> tuple[pl.DataFrame, int]:
     """Every session row (sorted by conversation) and the Parquet rows read."""
-    if _legacy(view):
-        rows, visited = levels.read_all(view, _LEVELS, SESSION_SCHEMA, KEY)
-        return (rows if rows.width else pl.DataFrame(schema=SESSION_SCHEMA)), visited
     partials, visited = PARTIALS.read_all(view)
     return _rows(partials).sort(KEY), visited
 
@@ -102,26 +94,13 @@ def stage_append(commit: Commit, view: StoreView, partials: pl.DataFrame,
                  budget: Budget | None = None) -> int:
     """Stage the combined ``partials`` of a cycle (one per conversation) as a run and
     advance the merges within ``budget``. Returns the Parquet rows read.
-
-    A store of the earlier layout has its rows moved into one run with them (read once).
     """
     _validated(partials)
-    if _legacy(view):
-        rows, visited = levels.read_all(view, _LEVELS, SESSION_SCHEMA, KEY)
-        stored = row_partials(rows.lazy()).collect(engine="in-memory") if rows.width else \
-            pl.DataFrame(schema=PARTIAL_SCHEMA)
-        _stage_whole(commit, view, _combine(pl.concat([stored, partials], how="vertical")))
-        return visited
     return PARTIALS.stage_append(commit, view, partials, budget)
 
 
 def stage_replace(commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
-    """Stage finished session ``rows`` as the whole projection (one run; the others and
-    the earlier layout's levels dropped)."""
+    """Stage finished session ``rows`` as the whole projection (one run; the others
+    dropped)."""
     session_row_model().validate(rows, lazy=False)
-    _stage_whole(commit, view, row_partials(rows.lazy()).collect(engine="in-memory"))
-
-
-def _stage_whole(commit: Commit, view: StoreView, partials: pl.DataFrame) -> None:
-    PARTIALS.stage_replace(commit, view, partials)
-    levels.stage_drop(commit, view, _LEVELS)
+    PARTIALS.stage_replace(commit, view, row_partials(rows.lazy()).collect(engine="in-memory"))

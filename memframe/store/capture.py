@@ -21,6 +21,8 @@ from memframe.errors import (
     UnknownCapsuleError,
 )
 from memframe.ids import capsule_number, capsule_number_expr
+from memframe.store import derived
+from memframe.store.tables import constant
 from memframe.text import fold_terms, instants_ns, journal_lines, sha256_hex
 
 if TYPE_CHECKING:
@@ -59,16 +61,6 @@ def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputE
 
 _JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String, "subject": pl.String,
                    "reason": pl.String}
-
-
-def constant(value: Any, n: int, dtype: pl.DataType) -> pl.Series:
-    """``value`` repeated ``n`` times (cheap at any ``n``, also at 1: a commit builds many).
-
-    Examples:
-        >>> constant("x", 3, pl.String).to_list()
-        ['x', 'x', 'x']
-    """
-    return pl.Series("", [value], dtype=dtype).new_from_index(0, n)
 
 
 def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
@@ -116,7 +108,9 @@ class Commit:
         self.derived: dict[str, tuple[list[pl.DataFrame], bool, int | None]] = {}
         # partitions replaced by one new file: key -> (old parts, table, new rows)
         self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
-        self.watermarks: dict[str, Any] = dict(snapshot.watermarks)
+        # derived marks another code wrote are not this commit's to read (store.derived)
+        self._seen_marks = dict(derived.visible(snapshot).watermarks)
+        self.watermarks: dict[str, Any] = dict(self._seen_marks)
         self.operations: list[str] = []
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
@@ -131,7 +125,7 @@ class Commit:
     @property
     def empty(self) -> bool:
         return not (self.frames or self.derived or self.rewrites or self._journal
-                    or self.watermarks != dict(self.snapshot.watermarks))
+                    or self.watermarks != self._seen_marks)
 
     def _take_seq(self, n: int) -> pl.Series:
         start = self.seq + 1

@@ -16,8 +16,8 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.store import tables
-from memframe.store.capture import constant
 from memframe.store.log import Part, Snapshot
+from memframe.store.tables import constant
 
 _TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted frames
 

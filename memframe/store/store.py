@@ -25,7 +25,7 @@ from memframe.errors import (
     MemframeError,
     ReadOnlyStoreError,
 )
-from memframe.store import capture, fingerprint, tables
+from memframe.store import capture, derived, fingerprint, tables
 from memframe.store import log as log_module
 from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot, fsync_dir
@@ -34,7 +34,7 @@ from memframe.text import check_instant, parse_instant
 Partition = Part  # the public name of one partition file's log entry
 
 if TYPE_CHECKING:
-    from memframe.projections import Memory
+    from memframe.jobs import Memory
 
 Clock = Callable[[], datetime.datetime]
 
@@ -64,6 +64,17 @@ class StoreView:
         self._log = log
         self._snap = snapshot
         self._clock = clock
+        self._seen_of: Snapshot | None = None
+        self._seen_snap: Snapshot | None = None
+
+    @property
+    def _seen(self) -> Snapshot:
+        """The pinned generation as this code may read it: derived state that other code
+        wrote is hidden (`memframe.store.derived`)."""
+        snap = self._snap
+        if self._seen_of is not snap:
+            self._seen_snap, self._seen_of = derived.visible(snap), snap
+        return self._seen_snap  # type: ignore[return-value]
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -98,7 +109,7 @@ class StoreView:
 
     @property
     def watermarks(self) -> Mapping[str, Any]:
-        return self._snap.watermarks
+        return self._seen.watermarks
 
     # -- tables ---------------------------------------------------------------------------
     def table(self, name: str) -> pl.LazyFrame:
@@ -117,7 +128,7 @@ class StoreView:
                 f"unknown table {name!r}; the canonical tables are: "
                 f"{', '.join(S.CANONICAL_TABLES)}"
             )
-        return tables.scan(self._log.root, self._snap.parts(name), S.table_schema(name))
+        return tables.scan(self._log.root, self._seen.parts(name), S.table_schema(name))
 
     def tables(self) -> dict[str, pl.LazyFrame]:
         """All canonical tables at this generation (name -> LazyFrame)."""
@@ -125,28 +136,28 @@ class StoreView:
 
     def derived(self, name: str, schema: pl.Schema) -> pl.LazyFrame:
         """A derived table (e.g. ``projections/session``) at this generation."""
-        return tables.scan(self._log.root, self._snap.parts(name), schema)
+        return tables.scan(self._log.root, self._seen.parts(name), schema)
 
     def read_matching(self, name: str, schema: pl.Schema, column: str, values: Sequence[str],
                       columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, int]:
         """Rows of ``name`` whose ``column`` is in ``values`` and the Parquet rows read."""
-        return tables.read_matching(self._log.root, self._snap.parts(name), schema, column,
+        return tables.read_matching(self._log.root, self._seen.parts(name), schema, column,
                                     values, columns)
 
     def read_by_seq(self, name: str, seqs: Sequence[int], columns: Sequence[str]
                     ) -> tuple[pl.DataFrame, int]:
         """Rows of ``name`` whose ``seq`` is in ``seqs`` (reading only the row groups that can
         hold them) and the Parquet rows read."""
-        return tables.read_by_seq(self._log.root, self._snap.parts(name), S.table_schema(name),
+        return tables.read_by_seq(self._log.root, self._seen.parts(name), S.table_schema(name),
                                   seqs, columns)
 
     def row_count(self, name: str) -> int:
         """Rows in a table's partitions at this generation (from the log, nothing read)."""
-        return sum(p.rows for p in self._snap.parts(name))
+        return sum(p.rows for p in self._seen.parts(name))
 
     def files(self, name: str) -> list[Path]:
         """The partition files of a table at this generation."""
-        return [self._log.root / p.path for p in self._snap.parts(name)]
+        return [self._log.root / p.path for p in self._seen.parts(name)]
 
     # -- partitions: the read side of incremental jobs ------------------------------------
     def partitions(self, name: str) -> tuple[Partition, ...]:
@@ -168,7 +179,7 @@ class StoreView:
             >>> view.read_partitions("capsules", new, ["id"])["id"].to_list()
             ['cap-1']
         """
-        return self._snap.parts(name)
+        return self._seen.parts(name)
 
     def read_partitions(self, name: str, partitions: Sequence[Partition],
                         columns: Sequence[str] | None = None, *,
@@ -216,7 +227,7 @@ class StoreView:
     def derived_names(self, prefix: str) -> list[str]:
         """The derived tables under ``prefix`` that hold partitions at this generation
         (e.g. the levels or tiers a projection keeps), sorted."""
-        return sorted(t for t, parts in self._snap.tables.items()
+        return sorted(t for t, parts in self._seen.tables.items()
                       if parts and t.startswith(prefix))
 
     def row_group_ranges(self, partition: Partition, column: str, *, physical: bool = False
@@ -238,7 +249,7 @@ class StoreView:
         """Whether every partition this generation names is present (time travel reaches
         a generation until a vacuum removes files it needs)."""
         return all((self._log.root / p.path).exists()
-                   for parts in self._snap.tables.values() for p in parts)
+                   for parts in self._seen.tables.values() for p in parts)
 
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
@@ -262,7 +273,7 @@ class StoreView:
 
     # -- display --------------------------------------------------------------------------
     def _summary_rows(self) -> list[tuple[str, int, int]]:
-        return [(name, self.row_count(name), len(self._snap.parts(name)))
+        return [(name, self.row_count(name), len(self._seen.parts(name)))
                 for name in S.CANONICAL_TABLES]
 
     def __repr__(self) -> str:
@@ -283,7 +294,7 @@ class StoreView:
     @property
     def memory(self) -> Memory:
         """The projection doors (spec 000): sessions, session_digest, episodes, cycle, ..."""
-        from memframe.projections import Memory  # projections sit above store
+        from memframe.jobs import Memory  # the one import upward: jobs sit above store
 
         return Memory(self)
 
@@ -385,7 +396,7 @@ class Store(StoreView):
 
     @property
     def watermarks(self) -> Mapping[str, Any]:
-        return self._refresh().watermarks
+        return self.pinned().watermarks
 
     def pinned(self) -> StoreView:
         """A frozen view of the newest generation (what one call should read)."""
@@ -611,6 +622,9 @@ class Store(StoreView):
                         synced.add(directory)
                 for directory in sorted(synced):
                     fsync_dir(directory)
+                # derived rows over state other code wrote: drop that state in this commit
+                marks, stale = derived.settle(snap, commit.watermarks, bool(commit.derived))
+                removes.extend(p for p in stale if p not in set(removes))
                 stamp = _commit_stamp(commit.now)
                 if snap.timestamp is not None and stamp < snap.timestamp:
                     stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects)
@@ -625,7 +639,7 @@ class Store(StoreView):
                     "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
                     "remove": removes,
                     "counters": commit.counters(),
-                    "watermarks": commit.watermarks,
+                    "watermarks": marks,
                 }
                 won = self._log.try_commit(entry)
             except BaseException:

@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -243,3 +244,13 @@ def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iter
     if not pieces:
         return pl.DataFrame(schema=sub).select(list(columns)), visited
     return pl.concat(pieces).select(list(columns)), visited
+
+
+def constant(value: Any, n: int, dtype: pl.DataType) -> pl.Series:
+    """``value`` repeated ``n`` times (cheap at any ``n``, also at 1: a commit builds many).
+
+    Examples:
+        >>> constant("x", 3, pl.String).to_list()
+        ['x', 'x', 'x']
+    """
+    return pl.Series("", [value], dtype=dtype).new_from_index(0, n)

@@ -10,7 +10,7 @@ import datetime as dt
 import polars as pl
 
 import memframe as mf
-from memframe.projections import digest_state as ds
+from memframe.digest.state import capsules as ds
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)

@@ -1,5 +1,5 @@
 """The cold digest folds the digest state range by range of capsule numbers
-(`memframe.projections.digest_state.fold_warm`): with ranges of a few capsules, the
+(`memframe.digest.state.capsules.fold_warm`): with ranges of a few capsules, the
 ranges' state rows, subset and aggregates are the one fold's of every row, and the
 digest's bytes are ``verify="full"``'s and the full algorithm's, for several list caps,
 fences and instants."""
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.digest import digest_tables
+from memframe.digest.state import capsules as ds
 from memframe.digest.warm import top_requests
-from memframe.projections import digest_state as ds
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _play, capsule, step
 

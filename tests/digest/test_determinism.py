@@ -12,7 +12,7 @@ import polars as pl
 from conftest import T0, dig, put
 
 import memframe as mf
-from memframe.projections import journal as J
+from memframe.digest.state import journal as J
 
 NOW = T0 + dt.timedelta(days=1)
 

@@ -1,4 +1,4 @@
-"""The store-wide families the digest job keeps (`memframe.projections.digest_globals`):
+"""The store-wide families the digest job keeps (`memframe.digest.state.families`):
 reused while their tables are unchanged, read again as soon as one is written, recomputed
 by the job only for the families whose tables changed, equal value for value to the
 computation over the tables, and never kept over rows the digest fails closed on."""
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import digest_globals as dg
+from memframe.digest.state import families as dg
 from memframe.store import StoreView
 from tests.conftest import TickingClock
 
@@ -206,7 +206,7 @@ def test_values_kept_in_another_layout_are_not_read(tmp_path, monkeypatch):
 
 def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
     from memframe.digest.efforts import effort_graph
-    from memframe.projections import digest_state as ds
+    from memframe.digest.state import capsules as ds
 
     store, ids = _populated(tmp_path / "s")
     store.relate(ids[7], ids[0], "part_of")

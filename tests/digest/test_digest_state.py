@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import digest_state as ds
-from memframe.projections import runs
-from memframe.projections.registry import DOORS, FOLDS
+from memframe.derived import runs
+from memframe.digest.state import capsules as ds
+from memframe.jobs.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
 

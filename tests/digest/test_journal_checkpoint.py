@@ -16,8 +16,8 @@ import pytest
 from conftest import T0, put
 
 import memframe as mf
+from memframe.digest.state import journal as J
 from memframe.errors import InvalidInputError
-from memframe.projections import journal as J
 from memframe.store import fingerprint
 from tests.conftest import verify_chain as reference_walk
 

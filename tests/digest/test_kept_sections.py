@@ -1,4 +1,4 @@
-"""The subset sections the digest job keeps (`memframe.projections.digest_sections`): an
+"""The subset sections the digest job keeps (`memframe.digest.state.sections`): an
 unfenced digest with a cap up to `CAP` reads them instead of the subset and the graph while
 they are current, answers the very bytes of the computation over the subset, and falls
 back to it as soon as a row it cannot see past (a subset capsule touched, the graph
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.digest.assemble import cap_kept
 from memframe.digest.capsules import resolve_expired
-from memframe.projections import digest_sections as dsec
-from memframe.projections import digest_state as ds
+from memframe.digest.state import capsules as ds
+from memframe.digest.state import sections as dsec
+from memframe.digest.state.sections import cap_kept
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _play, step
 
@@ -48,7 +48,7 @@ def spy(monkeypatch):
         return read_all(self, view, *args, **kwargs)
 
     monkeypatch.setattr(ds.keyed.KeyedRuns, "read_all", subset)
-    from memframe.projections import digest_globals
+    from memframe.digest.state import families as digest_globals
 
     read_values = digest_globals.read_values
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import digest_state as ds
+from memframe.digest.state import capsules as ds
 from tests.conftest import TickingClock
 from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _bytes_agree, _play, step
 

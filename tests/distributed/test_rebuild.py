@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe import distributed
 from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
-from memframe.projections.cycle import WATERMARK
 from memframe.projections.session import fold_sessions
+from memframe.projections.session_rows import WATERMARK
 
 from .conftest import T0, ingest_batch, many_partition_store, projection_rows
 

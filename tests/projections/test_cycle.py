@@ -8,7 +8,7 @@ import polars as pl
 
 import memframe as mf
 from memframe.projections import session_rows
-from memframe.projections.cycle import WATERMARK
+from memframe.projections.session_rows import WATERMARK
 from memframe.schema import CANONICAL_TABLES
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps, model_rows, stored_rows
@@ -124,12 +124,16 @@ def test_rebuild_is_a_pure_function_of_canonical_rows(mstore, tmp_path):
 
 
 def test_rebuild_never_runs_on_its_own(mstore, monkeypatch):
-    from memframe.projections import cycle
+    from memframe.jobs import cycle
 
-    def refuse(*_a, **_k):
-        raise AssertionError("the rebuild ran without being asked")
+    run = cycle._run
 
-    monkeypatch.setattr(cycle, "_rebuild", refuse)
+    def refuse(commit, stage, operation):
+        if stage == "rebuild":
+            raise AssertionError("the rebuild ran without being asked")
+        return run(commit, stage, operation)
+
+    monkeypatch.setattr(cycle, "_run", refuse)
     mstore.ingest(caps([("a", 1)]))
     for _ in range(3):
         mstore.memory.run_cycle()
@@ -148,29 +152,3 @@ def test_frozen_views_refuse_the_jobs(mstore):
         except mf.errors.ReadOnlyStoreError:
             continue
         raise AssertionError(f"{call} wrote through a frozen view")
-
-
-def test_a_store_of_the_level_layout_is_read_then_moved_into_runs(mstore):
-    """A store whose session rows are in the earlier key-sorted levels answers from them,
-    and its next cycle moves them into one run, with the new rows, to the same rows."""
-    from memframe.projections import levels
-
-    mstore.ingest(caps([("a", 1), ("b", 2), ("a", 3)]))
-    mstore.memory.run_cycle()
-    before = stored_rows(mstore)
-    # rewrite the projection in the earlier layout: finished rows in level 1
-    mstore.commit(lambda c: [c.write_derived(session_rows.PARTIALS.table(k), pl.DataFrame(),
-                                             replace=True)
-                             for k in session_rows.PARTIALS.tiers(c.view)]
-                  + [c.write_derived(levels.level_table("session", 1), before, replace=True)],
-                  operation="layout")
-    view = mstore.pinned()
-    assert not session_rows.PARTIALS.tiers(view) and levels.levels(view, "session") == [1]
-    assert stored_rows(mstore).equals(before)
-    assert mstore.memory.sessions(conversation_id="a").rows["memory_count"].to_list() == [2]
-    mstore.ingest(caps([("a", 4), ("c", 5)], tag="late"))
-    mstore.memory.run_cycle()
-    view = mstore.pinned()
-    assert levels.levels(view, "session") == []  # moved: the levels are gone
-    assert session_rows.PARTIALS.tiers(view)
-    assert stored_rows(mstore).to_dicts() == model_rows(mstore)

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, runs
+from memframe.derived import runs
+from memframe.projections import forgotten
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0, caps
 from tests.projections.test_forgotten import play

@@ -81,10 +81,11 @@ def test_known_hash_answers_unchanged_without_rows_and_reads_the_same(mstore):
 
 
 def test_the_docstrings_say_what_the_hash_saves():
+    import memframe.jobs as jobs
     import memframe.projections as projections
 
     for text in (doors.__doc__, doors.session_digest.__doc__, projections.__doc__,
-                 projections.Memory.session_digest.__doc__):
+                 jobs.Memory.session_digest.__doc__):
         flat = " ".join(text.split()).replace("CALLER's", "caller's")
         assert "caller's tokens" in flat and "engine's reads" in flat
 

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, runs
+from memframe.derived import runs
+from memframe.projections import forgotten
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps
 

@@ -1,4 +1,4 @@
-"""Versioned runs (`memframe.projections.keyed`): a key's current row is its newest
+"""Versioned runs (`memframe.derived.keyed`): a key's current row is its newest
 version, however the versions are spread over runs and merges."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import keyed, runs
+from memframe.derived import keyed, runs
 
 SCHEMA = pl.Schema({"k": pl.Int64(), "v": pl.String()})
 

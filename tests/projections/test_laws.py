@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import cycle, runs, session
+from memframe.derived import runs
+from memframe.jobs import cycle
+from memframe.projections import session
 from tests.conftest import TickingClock
 from tests.projections.helpers import caps, model_rows, stored_rows
 
@@ -80,7 +82,7 @@ def test_both_callers_run_the_same_fold(mstore, monkeypatch):
 
     # the cycle combines the new rows' partials; the rebuild folds every row (through
     # fold_sessions); both with the one group-by
-    from memframe.projections.registry import FOLDS
+    from memframe.jobs.registry import FOLDS
 
     assert FOLDS["session"] is session.combine_partials
     monkeypatch.setattr(cycle, "combine_partials", spy("cycle"))

@@ -1,7 +1,7 @@
 """Index runs merge a bounded number of rows per cycle, and stay exact while they do.
 
 The live-count indexes (`memframe.projections.forgotten`) are size-tiered sorted runs
-(`memframe.projections.runs`). A full tier's merge advances by key-range chunks, at most
+(`memframe.derived.runs`). A full tier's merge advances by key-range chunks, at most
 a budget of rows per cycle (`runs.merge_budget`), so no cycle pays for a whole merge,
 however many cycles have run and however large the store; a reader skips the inputs'
 rows that a merge has already written to the next tier. Tiny tiers, row groups and
@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.projections import forgotten, runs
+from memframe.derived import runs
+from memframe.projections import forgotten
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0
 

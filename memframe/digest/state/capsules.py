@@ -6,7 +6,7 @@ journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls
 ``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
 ``pins``. Recomputing them on every digest reads and joins every row of those tables;
 this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
-versioned sorted runs (`memframe.projections.keyed`: a cycle appends the rows it changed,
+versioned sorted runs (`memframe.derived.keyed`: a cycle appends the rows it changed,
 the newest version of a number wins, the runs merge a budgeted amount per cycle) under
 ``projections/digest_capsules/T<k>``, plus aggregates and a subset derived from those
 rows (see the section further down).
@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
+from memframe.derived import keyed
+from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
-from memframe.projections import keyed, levels
-from memframe.projections.runs import Budget, merge_budget
 from memframe.schema import TIMESTAMP
 from memframe.text import headline_expr
 
@@ -84,7 +84,7 @@ KEY = "num"
 #: (the digest folds every row until then)
 WATERMARK = "projections/digest/capsules@3"
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
-#: kept from the subset (`memframe.projections.digest_sections`) is current while it holds
+#: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"
 THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 HANDOFF_SOURCE = "memory_session_finish"
@@ -737,7 +737,7 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
                   ) -> dict[str, int]:
     """The whole state from every source row, replacing what is stored (one commit).
     ``keep`` receives the subset's state rows (``"subset"``) for a later job of the
-    same commit (`memframe.projections.digest_sections`)."""
+    same commit (`memframe.digest.state.sections`)."""
     sources, visited, top = scan_all(view)
     for name, frame in sources.items():
         if check_rows(name, frame):  # never fold what the digest fails closed on
@@ -750,8 +750,6 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     state_runs().stage_replace(commit, view, rows, top)
     subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
-    for name in (NAME, SUBSET):  # the key-sorted levels of the earlier layout
-        levels.stage_drop(commit, view, name)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),

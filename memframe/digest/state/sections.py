@@ -13,13 +13,13 @@ flags, one table row per list item (``projections/digest_sections``).
 
 * the subset has not changed since they were computed: the digest state records, in the
   watermark ``SUBSET_MARK``, the last cycle that wrote a subset row
-  (`memframe.projections.digest_state`), and the kept values record the one they saw;
+  (`memframe.digest.state.capsules`), and the kept values record the one they saw;
 * the graph's kept values are the ones they were computed from (the family's version
-  watermark, `memframe.projections.digest_globals.version_name`, moves only when the job
-  recomputes them) and are current (`memframe.projections.digest_globals.is_current`), or
+  watermark, `memframe.digest.state.families.version_name`, moves only when the job
+  recomputes them) and are current (`memframe.digest.state.families.is_current`), or
   there is no graph at all;
 * no row written since the state's watermark touches a capsule that is, or was, in the
-  subset (`memframe.projections.digest_state.WarmState.subset_changed`: the digest reads
+  subset (`memframe.digest.state.capsules.WarmState.subset_changed`: the digest reads
   those rows anyway).
 
 Then a digest with no fence and a cap ``n <= CAP`` reads the first ``n`` items of each list
@@ -39,20 +39,21 @@ that changes neither reads nothing here.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections import digest_globals, digest_state
+from memframe.digest.state import capsules as digest_state
+from memframe.digest.state import families as digest_globals
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
-    from memframe.store.capture import Commit
 
 __all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
-           "stage_cycle", "graph_settled"]
+           "graph_settled", "cap_kept"]
 
 TABLE = "projections/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
@@ -196,60 +197,37 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     return values, read
 
 
-def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
-                subset: pl.DataFrame | None = None, shared: Any = None) -> dict[str, int]:
-    """Stage the kept values after the other digest states staged theirs on ``commit``,
-    when its watermarks say they changed (see the module docstring); nothing is read when
-    they did not. The values are computed at ``view`` by the warm digest's own reads (the
-    stored state plus the rows the cycle folds: the job trusts its stored state as the
-    state's own cycle does, and a digest uses the kept values only where it trusts that
-    state, when the journal checkpoint holds), or, when this commit rebuilt the state
-    (``full``, or a store's first cycle), from the rebuilt ``subset`` rows and the graph's
-    tables: either is the state ``commit`` lands. ``shared``: the source parts the cycle
-    read already (not read again). Nothing is kept when the digest would fail, or when a
-    rebuild kept no state."""
-    from memframe.digest.assemble import kept_values
-    from memframe.digest.inputs import read_inputs
+def cap_kept(values: dict, n: int, now) -> dict:
+    """The kept values (`kept_values` for a cap of at least ``n``) as the digest computes
+    them for the cap ``n`` at the instant ``now`` (a new dict; ``values`` is untouched).
 
-    report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
-    marks = marks_of(commit.watermarks)
-    if digest_state.WATERMARK not in commit.watermarks:
-        return report  # no state (a virgin store): nothing to keep
-    if subset is None and (full or digest_state.watermark_of(view) is None):
-        return report  # the state was not rebuilt (rows the digest fails closed on)
-    if subset is None and commit.watermarks.get(MARK) == marks and view.partitions(TABLE):
-        return report
-    try:
-        if subset is not None:
-            inputs = _rebuilt_inputs(view, subset)
+    Every list the cap applies to is ordered by a total order, so its first ``n`` rows
+    are the first ``n`` of the longer list; the open efforts' dag slices likewise.
+    """
+    from memframe.digest.capsules import resolve_expired
+    from memframe.digest.efforts import DAG_LISTS
+
+    out = copy.deepcopy(values)
+    out["handoff"] = out["handoff"][:n]
+    mission = out["mission"]
+    if isinstance(mission, dict) and "roots" in mission:
+        mission["roots"] = mission["roots"][:n]
+        if not mission["roots"]:
+            out["mission"] = None
+    curated = out["curated"]
+    if "open_efforts" in curated:
+        rows = curated["open_efforts"][:n]
+        for row in rows:
+            for name in DAG_LISTS:
+                if name in row:
+                    row[name] = row[name][:n]
+        if rows:
+            curated["open_efforts"] = rows
         else:
-            inputs = read_inputs(view, view.now(), "incremental", fast=True,
-                                 sections=(CAP, None), kept=False, trust_state=True,
-                                 shared=shared)
-        values = kept_values(inputs, CAP)
-    except Exception:  # noqa: BLE001 - no state (StateNotWarm), or the digest would fail:
-        return report  # keep nothing; the digest computes (and fails) itself
-    graph = inputs.globals.get("graph")
-    warm = inputs.warm.rows_visited if inputs.warm is not None else 0
-    report["rows_visited"] = (inputs.rows_visited + warm
-                              + (graph.rows_visited if graph is not None else 0))
-    rows = encode(values, marks)
-    commit.write_derived(TABLE, rows, replace=True, row_group_rows=GROUP_ROWS)
-    commit.set_watermark(MARK, marks)
-    report["rows_written"] = rows.height
-    return report
-
-
-def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
-    """What `kept_values` reads, from a rebuilt state's subset rows and the graph's tables
-    (the sections computed over them are the full digest's: the law tests compare)."""
-    from memframe.digest.inputs import COLUMNS, DigestInputs
-
-    tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
-              for name in ("relations", "forgets")}
-    problem = digest_state.check_rows("relations", tables["relations"])
-    if problem:
-        raise ValueError(problem)  # the digest fails closed on these rows: keep nothing
-    return DigestInputs(tables=tables, optional={}, state=digest_state.state_frame(subset),
-                        now=view.now(),
-                        rows_visited=sum(view.row_count(n) for n in tables))
+            del curated["open_efforts"]
+    dag = out["dag"]
+    if dag.get("status") == "ok":
+        for name in DAG_LISTS:
+            dag[name] = dag[name][:n]
+    resolve_expired(out, now)
+    return out

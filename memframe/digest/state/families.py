@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections.digest_state import check_rows
+from memframe.digest.state.capsules import check_rows
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -119,7 +119,7 @@ def version_name(family: str) -> str:
     """The watermark naming the family's kept values: the highest ``seq`` of its tables
     when they were last computed (unlike the family's own watermark, it does not move
     when new rows leave the values as they were); what is computed from the values
-    (`memframe.projections.digest_sections`) is current while it holds."""
+    (`memframe.digest.state.sections`) is current while it holds."""
     return f"{_mark_name(family)}/version"
 
 
@@ -271,7 +271,7 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
     """Stored rows -> the family's values (as `family_values` computed them), except the
     graph's ``effort_graph``: it comes back as its ``witnessed`` ids and a `MemberIndex`
     over ``view`` (``_reads``), and the digest completes it with the member counts its
-    state rows carry (`memframe.projections.digest_state`: ``members``,
+    state rows carry (`memframe.digest.state.capsules`: ``members``,
     ``newest_member``). The mission graph's ``dead`` set, which no section reads, is not
     kept.
     """

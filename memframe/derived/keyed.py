@@ -2,7 +2,7 @@
 
 A projection whose rows are replaced whole (a cycle reads a key's current row, folds the
 new source rows into it and writes the result) is kept as the append-only runs of
-`memframe.projections.runs`: each write stamps its rows with a *version* (the highest
+`memframe.derived.runs`: each write stamps its rows with a *version* (the highest
 source ``seq`` folded, which only grows) and appends them as a run; a key's current row is
 its row of the highest version, wherever it lies. Nothing stored is rewritten to write a
 row, and the runs merge (keeping each key's newest row) a budgeted amount per cycle, so a
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.projections.runs import Budget, SortedRuns
+from memframe.derived.runs import Budget, SortedRuns
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView

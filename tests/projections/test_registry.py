@@ -1,8 +1,7 @@
-"""The closed registry of projection names, and the functions behind the CLI commands."""
+"""The closed registry of projection names: complete at import, and the jobs' dispatch."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -11,8 +10,7 @@ from pathlib import Path
 import pytest
 
 import memframe as mf
-from memframe.projections import commands
-from memframe.projections.registry import (
+from memframe.jobs.registry import (
     DOORS,
     FOLDS,
     MEMORY_PROJECTION_NAMES,
@@ -38,13 +36,13 @@ def test_the_closed_set_today():
 def _import_copy(tmp_path: Path, names: str) -> subprocess.CompletedProcess:
     copy = tmp_path / "pkg"
     shutil.copytree(PACKAGE, copy / "memframe", ignore=shutil.ignore_patterns("__pycache__"))
-    registry = copy / "memframe" / "projections" / "registry.py"
+    registry = copy / "memframe" / "jobs" / "registry.py"
     text = registry.read_text()
     assert 'MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")' in text
     registry.write_text(text.replace(
         'MEMORY_PROJECTION_NAMES: tuple[str, ...] = ("session", "digest")',
                                      f"MEMORY_PROJECTION_NAMES: tuple[str, ...] = {names}"))
-    code = "import memframe, memframe.projections; print(memframe.__file__)"
+    code = "import memframe, memframe.jobs; print(memframe.__file__)"
     return subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True,
                           text=True, env={"PYTHONPATH": str(copy), "PATH": ""})
 
@@ -59,20 +57,34 @@ def test_a_bogus_name_fails_at_import(tmp_path):
     assert "'bogus' is in MEMORY_PROJECTION_NAMES without a fold and without a door" in bogus.stderr
 
 
-def test_cli_functions(tmp_path):
-    path = tmp_path / "s"
-    store = mf.Store.create(path)
-    assert commands.sessions_command(path)["sessions"] == []
+def test_the_names_are_the_jobs_dispatch(tmp_path, monkeypatch):
+    """A cycle and a rebuild run exactly the stages of the names listed, in their order."""
+    from memframe.jobs import registry
+
+    store = mf.Store.create(tmp_path / "s")
     store.ingest(caps([("a", 1), ("b", 2)]))
-    cycle = commands.cycle_command(path)
-    session = cycle["projections"]["session"]
-    assert (session["rows_folded"], session["rows_written"]) == (2, 2)
-    rebuild = commands.rebuild_command(str(path))
-    assert rebuild["projections"]["session"]["rows_written"] == 2
-    out = commands.sessions_command(path)
-    assert [line.split()[0] for line in out["sessions"]] == ["b", "a"]
-    json.dumps(out), json.dumps(cycle), json.dumps(rebuild)
-    again = commands.sessions_command(path, known_hash=out["hash"])
-    assert again["unchanged"] and again["sessions"] == []
-    with pytest.raises(mf.errors.NotAStoreError):
-        commands.cycle_command(tmp_path / "nothing")
+    monkeypatch.setattr(registry, "MEMORY_PROJECTION_NAMES", ("session",))
+    report = store.memory.run_cycle()
+    assert set(report.projections) == {"session", "forgotten"}
+    assert not store.derived_names("projections/digest")
+    monkeypatch.setattr(registry, "MEMORY_PROJECTION_NAMES", ("session", "digest"))
+    report = store.memory.rebuild_projections()
+    assert {"session", "digest_capsules", "digest_sections"} <= set(report.projections)
+    assert store.derived_names("projections/digest")
+
+
+def test_two_jobs_in_one_transaction_are_refused(tmp_path):
+    store = mf.Store.create(tmp_path / "s")
+    store.ingest(caps([("a", 1), ("b", 2), ("a", 3)]))
+    for second in ("run_cycle", "rebuild_projections"):
+        with pytest.raises(mf.errors.InvalidInputError, match="one projection job"):
+            with store.transaction():
+                store.memory.run_cycle()
+                getattr(store.memory, second)()
+    assert store.generation == 1  # nothing landed
+    store.memory.run_cycle()
+    rows = store.memory.sessions().rows.sort("conversation_id")
+    assert rows["memory_count"].to_list() == [2, 1]
+    assert store.memory.rebuild_projections() and \
+        store.memory.sessions().rows.sort("conversation_id")["memory_count"].to_list() == [2, 1]
+

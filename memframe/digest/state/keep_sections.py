@@ -1,0 +1,77 @@
+"""The job that keeps the digest's subset sections (`memframe.digest.state.sections`).
+
+It runs last in the job's commit, after the state and the store-wide families staged
+theirs, and computes the values with the reference section functions
+(`memframe.digest.assemble.kept_values`) over what the commit lands.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe.digest.assemble import kept_values
+from memframe.digest.inputs import COLUMNS, DigestInputs, read_inputs
+from memframe.digest.state import capsules as digest_state
+from memframe.digest.state.sections import CAP, GROUP_ROWS, MARK, TABLE, encode, marks_of
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+
+__all__ = ["stage_cycle"]
+
+
+def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
+                subset: pl.DataFrame | None = None, shared: Any = None) -> dict[str, int]:
+    """Stage the kept values after the other digest states staged theirs on ``commit``,
+    when its watermarks say they changed (see the module docstring); nothing is read when
+    they did not. The values are computed at ``view`` by the warm digest's own reads (the
+    stored state plus the rows the cycle folds: the job trusts its stored state as the
+    state's own cycle does, and a digest uses the kept values only where it trusts that
+    state, when the journal checkpoint holds), or, when this commit rebuilt the state
+    (``full``, or a store's first cycle), from the rebuilt ``subset`` rows and the graph's
+    tables: either is the state ``commit`` lands. ``shared``: the source parts the cycle
+    read already (not read again). Nothing is kept when the digest would fail, or when a
+    rebuild kept no state."""
+    report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    marks = marks_of(commit.watermarks)
+    if digest_state.WATERMARK not in commit.watermarks:
+        return report  # no state (a virgin store): nothing to keep
+    if subset is None and (full or digest_state.watermark_of(view) is None):
+        return report  # the state was not rebuilt (rows the digest fails closed on)
+    if subset is None and commit.watermarks.get(MARK) == marks and view.partitions(TABLE):
+        return report
+    try:
+        if subset is not None:
+            inputs = _rebuilt_inputs(view, subset)
+        else:
+            inputs = read_inputs(view, view.now(), "incremental", fast=True,
+                                 sections=(CAP, None), kept=False, trust_state=True,
+                                 shared=shared)
+        values = kept_values(inputs, CAP)
+    except Exception:  # noqa: BLE001 - no state (StateNotWarm), or the digest would fail:
+        return report  # keep nothing; the digest computes (and fails) itself
+    graph = inputs.globals.get("graph")
+    warm = inputs.warm.rows_visited if inputs.warm is not None else 0
+    report["rows_visited"] = (inputs.rows_visited + warm
+                              + (graph.rows_visited if graph is not None else 0))
+    rows = encode(values, marks)
+    commit.write_derived(TABLE, rows, replace=True, row_group_rows=GROUP_ROWS)
+    commit.set_watermark(MARK, marks)
+    report["rows_written"] = rows.height
+    return report
+
+
+def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
+    """What `kept_values` reads, from a rebuilt state's subset rows and the graph's tables
+    (the sections computed over them are the full digest's: the law tests compare)."""
+    tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
+              for name in ("relations", "forgets")}
+    problem = digest_state.check_rows("relations", tables["relations"])
+    if problem:
+        raise ValueError(problem)  # the digest fails closed on these rows: keep nothing
+    return DigestInputs(tables=tables, optional={}, state=digest_state.state_frame(subset),
+                        now=view.now(),
+                        rows_visited=sum(view.row_count(n) for n in tables))

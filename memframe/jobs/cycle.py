@@ -1,0 +1,142 @@
+"""The two jobs over every registered projection: the incremental cycle and the rebuild.
+
+* ``run_cycle`` runs the cycle stage of every name in ``MEMORY_PROJECTION_NAMES``, in that
+  order (`memframe.jobs.registry`): each reads only what was written above its
+  watermarks and stages its rows and new watermarks; all land in ONE commit. Nothing is
+  stamped on a canonical row; a cycle with nothing new writes nothing.
+* ``rebuild`` runs their rebuild stages: every projection folded from every canonical row
+  and replaced, with its watermarks, in one commit. It is a door, never run on a timer.
+
+Both run inside ``Store.commit``: on a lost race the function runs again against the
+newer generation, so each is a pure function of the generation the commit is pinned to.
+Two jobs in one ``store.transaction()`` are refused: the second would fold the rows the
+first already folded (its view is the generation the transaction is pinned to).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe.errors import InvalidInputError
+from memframe.jobs import registry
+from memframe.jobs.stages import Job, Reports
+
+if TYPE_CHECKING:
+    from memframe.store import Store
+    from memframe.store.capture import Commit
+
+__all__ = ["CycleReport", "run_cycle", "rebuild", "stage_rebuild"]
+
+_OPERATIONS = ("memory_projections", "memory_rebuild_projections")
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleReport:
+    """What one cycle (or rebuild) did.
+
+    Attributes:
+        rows_visited: Parquet rows read by the whole job (canonical partitions, projection
+            row groups, the live-count indexes and the digest's journal checkpoint).
+        rows_folded: canonical rows folded into the session projection (capsules with a
+            conversation and summaries).
+        rows_written: session partial rows written (one per conversation touched; every
+            row for a rebuild).
+        watermark: the highest canonical ``seq`` folded into the session projection.
+        generation: the generation that landed them (None when nothing was written).
+        projections: per maintained state (``session``; ``forgotten``, the live-count
+            indexes of `memframe.projections.forgotten`; ``digest``, the journal
+            checkpoint; ``digest_capsules``, the digest's per-capsule state of
+            `memframe.digest.state.capsules`; ``digest_globals``, the store-wide
+            families; ``digest_sections``, the kept subset sections of
+            `memframe.digest.state.sections`), its own
+            ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above
+            adds up every state's reads.
+    """
+
+    rows_visited: int
+    rows_folded: int
+    rows_written: int
+    watermark: int
+    generation: int | None
+    projections: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _report(commit: Commit, job: Job, parts: Reports) -> CycleReport:
+    visited = sum(p["rows_visited"] for p in parts.values())
+    generation = None if commit.empty else commit.generation + 1
+    return CycleReport(visited, parts["session"]["rows_folded"],
+                       parts["session"]["rows_written"], job.new_mark, generation, parts)
+
+
+def _claim(commit: Commit) -> None:
+    """One job per commit: a second would fold again what the first staged (both read
+    the generation the commit is pinned to, not each other's rows)."""
+    if any(op in _OPERATIONS for op in commit.operations):
+        raise InvalidInputError(
+            "a transaction can hold one projection job (run_cycle or "
+            "rebuild_projections); run the second after the transaction commits")
+
+
+def _run(commit: Commit, stage: str, operation: str) -> CycleReport:
+    _claim(commit)
+    job = Job(commit, commit.view)
+    parts: Reports = {}
+    for name in registry.MEMORY_PROJECTION_NAMES:
+        parts.update(getattr(registry.PROJECTIONS[name], stage)(job))
+    commit.operations.append(operation)
+    return _report(commit, job, parts)
+
+
+def run_cycle(store: Store) -> CycleReport:
+    """Fold what was written since the watermarks into every projection (one commit).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest([{"content": "hi", "source": "conversation", "anchor": "a",
+        ...                    "conversation_id": "conv-1"}])
+        >>> report = run_cycle(store)
+        >>> session = report.projections["session"]
+        >>> session["rows_folded"], session["rows_written"]
+        (1, 1)
+        >>> run_cycle(store).generation is None  # nothing new: nothing written
+        True
+    """
+    return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0]), operation=_OPERATIONS[0])
+
+
+def rebuild(store: Store) -> CycleReport:
+    """Fold every canonical row and replace every projection in one commit.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a",
+        ...                   "conversation_id": "conv-1"})
+        >>> rebuild(store).projections["session"]["rows_written"]
+        1
+    """
+    return store.commit(lambda c: _run(c, "rebuild", _OPERATIONS[1]),
+                        operation=_OPERATIONS[1])
+
+
+def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_visited: int,
+                  rows_folded: int) -> CycleReport:
+    """Stage session ``rows`` folded elsewhere (the distributed rebuild) with every other
+    projection's rebuild stage, as the rebuild door lands them."""
+    from memframe.jobs import stages
+
+    _claim(commit)
+    job = Job(commit, commit.view)
+    parts = stages.session_land(job, rows, watermark, rows_visited, rows_folded)
+    for name in registry.MEMORY_PROJECTION_NAMES:
+        if name != "session":
+            parts.update(registry.PROJECTIONS[name].rebuild(job))
+    commit.operations.append(_OPERATIONS[1])
+    return _report(commit, job, parts)

@@ -1,0 +1,112 @@
+"""Which code wrote a store's derived state, and hiding the state other code wrote.
+
+Derived tables (``projections/...``) and their watermarks are a cache of what memframe's
+code computes from the canonical tables. A cache is only as good as the code that filled
+it: if a section function changes, values it computed before must never be served again.
+So every commit that writes derived state records, in the watermark `WRITER`, the
+identity of the code that wrote it (`writer`: a sha256 over the source of every module
+that computes derived values, so an upgrade or any edit changes it; no number is bumped
+by hand). A reader whose code has another identity sees no derived state at all (`visible`:
+the views of `memframe.store.StoreView` show it), so it folds from the canonical rows;
+the next job that writes derived state drops every stale table in its own commit
+(`settle`) and builds afresh. Nothing is migrated.
+
+Canonical tables and watermarks that are not derived (an import's cursor) are untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memframe.store.log import Snapshot
+
+__all__ = ["PREFIX", "WRITER", "writer", "is_derived", "current", "visible", "settle"]
+
+#: every derived table and every derived watermark is named under this prefix
+PREFIX = "projections/"
+#: the watermark naming the code that wrote the derived state of a generation
+WRITER = "projections/writer"
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: the modules whose code decides what derived state holds (relative to the package)
+_SOURCES = ("store", "derived", "projections", "digest", "jobs", "state.py", "graph.py",
+            "text.py", "ids.py", "schema.py", "taint.py", "errors.py")
+
+
+@functools.cache
+def writer() -> str:
+    """The identity of the running code as a writer of derived state (computed once).
+
+    Examples:
+        >>> len(writer()), writer() == writer()
+        (64, True)
+    """
+    digest = hashlib.sha256()
+    files: list[Path] = []
+    for name in _SOURCES:
+        path = _PACKAGE / name
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    for path in files:
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def is_derived(name: str) -> bool:
+    """Whether a table or watermark name is derived state.
+
+    Examples:
+        >>> is_derived("projections/session"), is_derived("capsules"), is_derived("import:nmemory")
+        (True, False, False)
+    """
+    return name.startswith(PREFIX)
+
+
+def current(watermarks: Mapping[str, Any]) -> bool:
+    """Whether the derived state these watermarks describe was written by this code."""
+    return watermarks.get(WRITER) == writer()
+
+
+def visible(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` as this code may read it: without derived tables and watermarks when
+    another code wrote them (the same snapshot, at no cost, when this code did)."""
+    if current(snapshot.watermarks):
+        return snapshot
+    if not any(is_derived(t) for t in snapshot.tables) and not any(
+            is_derived(m) for m in snapshot.watermarks):
+        return snapshot
+    return dataclasses.replace(
+        snapshot,
+        tables={t: p for t, p in snapshot.tables.items() if not is_derived(t)},
+        watermarks={m: v for m, v in snapshot.watermarks.items() if not is_derived(m)},
+    )
+
+
+def settle(snapshot: Snapshot, staged: Mapping[str, Any], wrote_derived: bool
+           ) -> tuple[dict[str, Any], list[str]]:
+    """The watermarks a commit records and the derived partitions it must drop.
+
+    ``staged`` are the commit's watermarks (started from `visible`), ``wrote_derived``
+    whether it staged derived rows. A commit that writes derived state over state another
+    code wrote drops every stale partition and records this code as the writer; one that
+    writes none keeps the stale marks as they were (its own view never saw them).
+    """
+    marks = dict(staged)
+    if current(snapshot.watermarks):
+        return marks, []
+    seen = visible(snapshot).watermarks
+    touched = wrote_derived or any(
+        is_derived(m) and marks.get(m) != seen.get(m) for m in {*marks, *seen})
+    if not touched:
+        stale = {m: v for m, v in snapshot.watermarks.items() if is_derived(m)}
+        return {**stale, **marks}, []
+    marks[WRITER] = writer()
+    drop = [p.path for t, parts in snapshot.tables.items() if is_derived(t) for p in parts]
+    return marks, drop

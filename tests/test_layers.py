@@ -1,0 +1,122 @@
+"""The dependency direction of docs/architecture.md, checked on every import in the package.
+
+Every ``import`` and ``from ... import`` counts: at module level, inside functions, and
+under ``TYPE_CHECKING`` (a type-only import is still a dependency a reader has to hold in
+mind). A module may import its own layer and the layers below it, never one above; and no
+set of modules imports itself in a circle. The one named exception is ``store.memory``,
+which hands out the jobs that sit above the store.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "memframe"
+
+#: bottom to top; a module belongs to the first prefix that names it
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
+     "memframe.graph", "memframe.state", "memframe._render"),
+    ("memframe.store",),
+    ("memframe.derived",),
+    ("memframe.projections",),
+    ("memframe.digest", "memframe.audit", "memframe.importers", "memframe.synth"),
+    ("memframe.jobs",),
+    ("memframe.cli", "memframe.display", "memframe.distributed", "memframe.__main__"),
+)
+
+#: (importer, imported package): the only upward imports allowed
+EXCEPTIONS = {("memframe.store.store", "memframe.jobs")}
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        names[name] = path
+    return names
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every memframe module ``name`` imports, wherever the statement sits."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                       for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        # the root package's __init__ re-exports lazily; importing it is no layer edge
+        found.update(t for t in targets if t in modules and t not in (name, "memframe"))
+    return found
+
+
+def layer_of(name: str) -> int:
+    if name == "memframe":  # the public surface: re-exports from every layer, lazily
+        return len(LAYERS)
+    for index, prefixes in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return index
+    raise AssertionError(f"{name} is in no layer: add it to LAYERS in tests/test_layers.py")
+
+
+def edges() -> list[tuple[str, str]]:
+    modules = module_names()
+    return [(name, target) for name, path in sorted(modules.items())
+            for target in sorted(imports_of(name, path, modules))]
+
+
+def allowed(importer: str, imported: str) -> bool:
+    return any(importer == a and (imported == b or imported.startswith(b + "."))
+               for a, b in EXCEPTIONS)
+
+
+def test_every_module_has_a_layer():
+    for name in module_names():
+        if name != "memframe":
+            layer_of(name)
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
+              for a, b in edges() if layer_of(b) > layer_of(a) and not allowed(a, b)]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_circle():
+    graph = nx.DiGraph((a, b) for a, b in edges() if not allowed(a, b))
+    circles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not circles, circles
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from memframe.jobs import cycle\n", {"memframe.jobs.cycle"}),
+    ("def f():\n    from memframe.jobs.cycle import run_cycle\n", {"memframe.jobs.cycle"}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import memframe.jobs\n",
+     {"memframe.jobs"}),
+    ("from . import runs\n", {"memframe.derived.runs"}),
+])
+def test_the_checker_sees_every_kind_of_import(tmp_path, source, expected):
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    modules = module_names()
+    assert imports_of("memframe.derived.probe", path, modules) == expected
+
+
+def test_the_checker_refuses_an_upward_import():
+    assert layer_of("memframe.jobs.cycle") > layer_of("memframe.store.tables")
+    assert not allowed("memframe.store.tables", "memframe.jobs")
+    assert allowed("memframe.store.store", "memframe.jobs")
