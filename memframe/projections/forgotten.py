@@ -25,13 +25,13 @@ of a few integers or keys reads only the row groups whose statistics can hold th
 
 All four advance in the cycle from one watermark (``projections/session/forgotten``: the
 highest ``seq`` of the capsule and forget rows folded, the session watermark it was
-advanced with, and the layout version) and are rebuilt by the rebuild door. A door
+advanced with) and are rebuilt by the rebuild door. A door
 answers from **forgotten** plus the forgets above that watermark (merge-on-read): it maps
 those forgets to the conversations it was asked about either through **members** (one
 lookup per forgotten capsule) or through **members by conversation** (one lookup per
 conversation asked), whichever the footers say reads fewer rows. The door uses the
-indexes only when their watermark was advanced with the session projection's own and
-has this layout; otherwise it falls back to the exact read of every forget (and the next
+indexes only when their watermark was advanced with the session projection's own;
+otherwise it falls back to the exact read of every forget (and the next
 cycle rebuilds the indexes).
 """
 
@@ -49,15 +49,13 @@ if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
 
-__all__ = ["WATERMARK", "NAME", "LAYOUT", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "FORGOTTEN", "MEMBERS",
+__all__ = ["WATERMARK", "NAME", "FORGOTTEN_SCHEMA", "MEMBER_SCHEMA", "FORGOTTEN", "MEMBERS",
            "MEMBERS_BY_CONVERSATION", "FORGOTTEN_MEMBERS", "stage_cycle", "stage_rebuild",
            "forgotten_counts", "usable"]
 
 KEY = "conversation_id"
 NAME = "session_forgotten"
 WATERMARK = "projections/session/forgotten"
-#: the indexes' layout; a watermark of another layout is rebuilt by the next cycle
-LAYOUT = 3
 
 FORGOTTEN_SCHEMA = pl.Schema({KEY: pl.String(), "forgotten": pl.Int64()})
 MEMBER_SCHEMA = pl.Schema({"num": pl.Int64(), KEY: pl.String()})
@@ -95,17 +93,17 @@ def watermark_of(view: StoreView) -> dict[str, int] | None:
 
 
 def _current(mark: dict[str, int] | None) -> bool:
-    return mark is not None and mark.get("layout") == LAYOUT
+    return mark is not None
 
 
 def usable(view: StoreView, session_mark: int) -> bool:
-    """Were the indexes (of this layout) advanced with the session projection's watermark?"""
+    """Were the indexes advanced with the session projection's watermark?"""
     mark = watermark_of(view)
     return _current(mark) and mark is not None and mark["session"] == session_mark
 
 
 def _set_watermark(commit: Commit, seq: int, session_mark: int) -> None:
-    commit.set_watermark(WATERMARK, {"seq": seq, "session": session_mark, "layout": LAYOUT})
+    commit.set_watermark(WATERMARK, {"seq": seq, "session": session_mark})
 
 
 # -- the forgets above the watermark ----------------------------------------------------------
@@ -236,7 +234,7 @@ def stage_cycle(commit: Commit, view: StoreView, session_mark: int, *,
     mark = watermark_of(view)
     if not _current(mark):
         if view.partitions("capsules") or view.partitions("forgets"):
-            return stage_rebuild(commit, view, session_mark)  # first cycle, or a new layout
+            return stage_rebuild(commit, view, session_mark)  # the first cycle
         return {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     assert mark is not None
     after = mark["seq"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.derived import runs
-from memframe.jobs import cycle
+from memframe.jobs import stages
 from memframe.projections import session
 from tests.conftest import TickingClock
 from tests.projections.helpers import caps, model_rows, stored_rows
@@ -85,7 +85,7 @@ def test_both_callers_run_the_same_fold(mstore, monkeypatch):
     from memframe.jobs.registry import FOLDS
 
     assert FOLDS["session"] is session.combine_partials
-    monkeypatch.setattr(cycle, "combine_partials", spy("cycle"))
+    monkeypatch.setattr(stages, "combine_partials", spy("cycle"))
     monkeypatch.setattr(session, "combine_partials", spy("rebuild"))
     mstore.ingest(caps([("a", 1)]))
     mstore.memory.run_cycle()

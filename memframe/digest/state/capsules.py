@@ -82,7 +82,7 @@ NAME = "digest_capsules"
 KEY = "num"
 #: versioned with the state's columns: a store whose state has other columns rebuilds it
 #: (the digest folds every row until then)
-WATERMARK = "projections/digest/capsules@3"
+WATERMARK = "projections/digest/capsules"
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
 #: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"

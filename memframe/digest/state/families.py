@@ -106,13 +106,8 @@ def table_of(family: str) -> str:
     return f"projections/digest_globals/{family}"
 
 
-#: the layout of the kept rows: a watermark of another layout is not this one's, so the
-#: job recomputes the family and a digest reads its tables meanwhile
-FORMAT = 4
-
-
 def _mark_name(family: str) -> str:
-    return f"projections/digest/globals/{family}@{FORMAT}"
+    return f"projections/digest/globals/{family}"
 
 
 def version_name(family: str) -> str:

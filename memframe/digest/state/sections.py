@@ -64,7 +64,6 @@ MARK = "projections/digest/sections"
 SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
-FORMAT = 2
 #: rows per row group: a digest reads the groups of a prefix, at most this many rows
 #: beyond the items it takes
 GROUP_ROWS = 8
@@ -86,9 +85,9 @@ _UNCAPPED = ("pinned",)
 
 def marks_of(watermarks: Mapping[str, Any]) -> dict[str, Any]:
     """What kept values record, from a generation's watermarks (they are current while
-    these are unchanged): the layout, the cap, the subset's last change and the graph's
-    kept values."""
-    return {"format": FORMAT, "cap": CAP,
+    these are unchanged): the cap, the subset's last change and the graph's kept
+    values (which code wrote them is the store's concern: `memframe.store.derived`)."""
+    return {"cap": CAP,
             "subset": watermarks.get(digest_state.SUBSET_MARK),
             "graph": watermarks.get(digest_globals.version_name("graph"))}
 
