@@ -7,18 +7,7 @@ import polars as pl
 
 from memframe.text import rfc3339
 
-__all__ = ["relations_total", "open_sessions", "audit_events"]
-
-
-def relations_total(relations: pl.DataFrame) -> int:
-    """Count of all relation rows, every kind.
-
-    Examples:
-        >>> import polars as pl
-        >>> relations_total(pl.DataFrame({"kind": ["blocks", "part_of"]}))
-        2
-    """
-    return relations.height
+__all__ = ["open_sessions", "audit_events"]
 
 
 def open_sessions(brackets: pl.DataFrame, n: int) -> tuple[int, list[str]]:

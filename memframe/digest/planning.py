@@ -14,21 +14,9 @@ import polars as pl
 
 from memframe.digest.capsules import Attach, headline_rows, with_content
 from memframe.digest.scope import SCOPE, per_scope, top_per_scope
-from memframe.graph import MissionGraph, blocks_dag, mission_graph
+from memframe.graph import MissionGraph, mission_graph
 
-__all__ = ["dag_section", "mission_graph", "mission_sections", "unanchored_sections"]
-
-
-def dag_section(relations: pl.DataFrame, tombstoned: pl.Series, n: int) -> dict:
-    """The store-global blocks-DAG section (see :func:`memframe.graph.blocks_dag`).
-
-    Examples:
-        >>> import polars as pl
-        >>> rel = pl.DataFrame({"kind": ["blocks"], "from_id": ["cap-1"], "to_id": ["cap-2"]})
-        >>> dag_section(rel, pl.Series([], dtype=pl.String), 10)["ready"]
-        ['cap-1']
-    """
-    return blocks_dag(relations, tombstoned, n)
+__all__ = ["mission_graph", "mission_sections", "unanchored_sections"]
 
 
 def _anchored(graph: MissionGraph) -> pl.Expr:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from memframe.digest.capsules import headline_rows
-from memframe.digest.scope import fence, fence_expr, population
+from memframe.digest.scope import fence_expr
 from memframe.digest.state import capsules as ds
 from memframe.schema import TIERS
 from memframe.text import rfc3339
@@ -121,8 +121,3 @@ def warm_archive(inputs, warm: ds.WarmState) -> int:
         stored, read = ds.archive_at(warm.view, inputs.now)
         warm.rows_visited += read
     return stored + int(timed["n"].sum() or 0)
-
-
-def warm_scoped(subset_state: pl.DataFrame, prefix: str | None) -> pl.DataFrame:
-    """The subset's population, fenced (the ``scoped`` frame of the section functions)."""
-    return fence(population(subset_state), prefix)

@@ -10,8 +10,8 @@ its own watermark:
   last time;
 * an episode closes when a later row of its conversation starts more than ``gap`` after it,
   or when the conversation has been quiet longer than ``gap`` (by the store's clock);
-* closed episodes are appended to the derived table ``derived/episodes`` and never
-  rewritten; open tails are kept in ``derived/episodes_open`` for the next walk.
+* closed episodes are appended to the derived table ``projections/episodes/closed`` and never
+  rewritten; open tails are kept in ``projections/episodes/open`` for the next walk.
 
 A row that arrives after its burst has closed (an older ``created_at`` written late) is
 walked with the conversation's open tail, if it has one, or starts an episode of its own:
@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["EPISODE_SCHEMA", "DEFAULT_GAP", "segment", "run_episode_job", "episodes",
            "EpisodeReport"]
 
-CLOSED = "derived/episodes"
-OPEN = "derived/episodes_open"
+CLOSED = "projections/episodes/closed"
+OPEN = "projections/episodes/open"
 WATERMARK = "projections/episodes"
 GAP_KEY = "projections/episodes/gap_ns"
 DEFAULT_GAP = dt.timedelta(minutes=30)

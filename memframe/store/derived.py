@@ -29,6 +29,8 @@ __all__ = ["PREFIX", "WRITER", "writer", "is_derived", "current", "visible", "se
 
 #: every derived table and every derived watermark is named under this prefix
 PREFIX = "projections/"
+#: where derived tables were, or are, kept: state under an earlier root is dropped too
+_ROOTS = (PREFIX, "derived/")
 #: the watermark naming the code that wrote the derived state of a generation
 WRITER = "projections/writer"
 
@@ -65,8 +67,10 @@ def is_derived(name: str) -> bool:
     Examples:
         >>> is_derived("projections/session"), is_derived("capsules"), is_derived("import:nmemory")
         (True, False, False)
+        >>> is_derived("derived/episodes")  # where an earlier version kept the episodes
+        True
     """
-    return name.startswith(PREFIX)
+    return name.startswith(_ROOTS)
 
 
 def current(watermarks: Mapping[str, Any]) -> bool:

@@ -19,7 +19,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ PART_NAME_RE = re.compile(r"^part-\d{20}-\d{4}-[0-9a-f]{12}\.parquet$")
 TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
 TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
-DERIVED_ROOTS = ("projections", "derived")
 _ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
 
 
@@ -434,12 +433,6 @@ class Log:
         finally:
             os.close(fd)
 
-    def referenced_paths(self, generations: Iterable[Snapshot]) -> set[str]:
-        out: set[str] = set()
-        for snap in generations:
-            for parts in snap.tables.values():
-                out.update(p.path for p in parts)
-        return out
 
 
 def _remove_empty_tree(path: Path) -> None:
