@@ -60,3 +60,20 @@ def test_the_duckdb_recipe_runs_as_pasted(tmp_path):
     run = _run(recipe, tmp_path)
     assert run.returncode == 0, run.stderr
     assert "team/api" in run.stdout and "retreival" in run.stdout
+
+
+def test_the_docs_point_only_inside_the_repository():
+    """Every relative link and every file path named in backquotes that looks like one of
+    the repository's files resolves inside it; nothing points beside the repository."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert "../" not in re.sub(r"`[^`]*`", "", text), f"{doc.name} points outside"
+        links = re.findall(r"\]\(([^)#\s]+)\)", text)
+        named = re.findall(r"`((?:memframe|tests|docs|benchmarks|notebooks|scripts)/[\w/.-]+"
+                           r"\.(?:py|md|svg|ipynb))`", text)
+        for target in links + named:
+            if target.startswith(("http://", "https://")):
+                continue
+            path = (doc.parent / target) if target in links else (ROOT / target)
+            assert path.resolve().is_relative_to(ROOT), f"{doc.name}: {target} leaves the repo"
+            assert path.exists(), f"{doc.name} names {target}, which does not exist"
