@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,30 @@ def test_fold_is_order_independent():
         merged = fold_sessions(shuffled.tail(5).lazy(), empty, part1.lazy())
         assert merged.equals(whole)
     assert whole.filter(pl.col("conversation_id") == "a")["last_member_id"].item() == "cap-6"
+
+
+def test_partials_are_checked_in_one_pass_and_named_by_the_model_when_bad(monkeypatch):
+    """A cycle's partials pass one Polars check; the pandera model runs only to name a
+    failure (it cost a tenth of a steady cycle on every cycle)."""
+    import pandera.errors as pae
+
+    from memframe.projections import session_rows
+    from memframe.projections.session import PARTIAL_SCHEMA
+
+    t = dt.datetime(2026, 7, 23, tzinfo=dt.UTC)
+    good = pl.DataFrame({"conversation_id": ["a", "b"], "first_at": [t, t], "last_at": [t, t],
+                         "memory_count": [1, 2], "content_chars": [3, 4],
+                         "last_member_id": ["cap-1", "cap-3"], "last_member_num": [1, 3],
+                         "summary": [None, None], "summary_seq": [None, None]},
+                        schema=PARTIAL_SCHEMA)
+    calls = []
+    real = session_rows.session_row_model
+    monkeypatch.setattr(session_rows, "session_row_model",
+                        lambda: calls.append(1) or real())
+    assert session_rows._validated(good) is good and calls == []
+    for bad in (good.with_columns(memory_count=pl.Series([1, -1])),
+                good.with_columns(conversation_id=pl.Series(["a", "a"])),
+                good.with_columns(conversation_id=pl.Series(["a", None], dtype=pl.String))):
+        with pytest.raises((pae.SchemaError, pae.SchemaErrors)):
+            session_rows._validated(bad)
+    assert len(calls) == 3
