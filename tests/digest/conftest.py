@@ -1,8 +1,9 @@
 """Fixtures: stores built through the public API with an injected, steppable clock.
 
-Every test that takes the ``store`` fixture runs once per read path of the digest, as one
-test runs over every backend elsewhere: the spec's scenarios hold whichever way the digest
-reads.
+Every spec-scenario test (the modules in `SCENARIOS`) that takes the ``store`` fixture
+runs once per read path of the digest, as one test runs over every backend elsewhere: the
+spec's scenarios hold whichever way the digest reads. Other tests read their stores cold
+(the law tests compare the paths themselves).
 
 * ``cold``: no derived state; the digest folds every row;
 * ``warm``: a cycle right before each digest: the stored state (and the kept sections,
@@ -21,6 +22,7 @@ import datetime as dt
 import json
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,12 +46,21 @@ def clock() -> Clock:
 
 
 READ_PATHS = ("cold", "warm", "tail", "full")
+#: the modules of spec scenarios (reference clauses restated as tests)
+SCENARIOS = frozenset({
+    "test_capsule_sections", "test_handoff", "test_staged_pinned", "test_graph_sections",
+    "test_ledger", "test_open_efforts", "test_shape", "test_telemetry", "test_fail_open",
+    "test_params",
+})
+_MISSING = sorted(s for s in SCENARIOS if not (Path(__file__).parent / f"{s}.py").exists())
+assert not _MISSING, f"SCENARIOS names modules that do not exist: {_MISSING}"
 _PATH_OF: weakref.WeakKeyDictionary[mf.Store, str] = weakref.WeakKeyDictionary()
 
 
-@pytest.fixture(params=READ_PATHS)
-def read_path(request) -> str:
-    return request.param
+def pytest_generate_tests(metafunc) -> None:
+    if "read_path" in metafunc.fixturenames:
+        module = metafunc.module.__name__.rsplit(".", 1)[-1]
+        metafunc.parametrize("read_path", READ_PATHS if module in SCENARIOS else ("cold",))
 
 
 @pytest.fixture
