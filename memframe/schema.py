@@ -28,8 +28,18 @@ RELATION_KINDS: tuple[str, ...] = (
     "proposes",
     "part_of",
     "grounded_in",
+    "about",
     "abstracted_into",
 )
+#: the relation kinds nMEMORY's own schema admits, by schema version (v21, release 0.3.0,
+#: added ``about``); ``abstracted_into`` is memframe's own (abstract()), never an engine's
+ENGINE_RELATION_KINDS: dict[int, tuple[str, ...]] = {
+    20: RELATION_KINDS[:8],
+    21: RELATION_KINDS[:9],
+}
+#: the one kind whose ``to`` end must not be forgotten when the edge is written (reference
+#: 0.1: the engine's relate verb refuses it; edges written before the forget stay)
+LIVE_TARGET_KINDS: tuple[str, ...] = ("about",)
 RELATION_ORIGINS: tuple[str, ...] = ("manual", "import")
 CLASSIFICATION_KINDS: tuple[str, ...] = (
     "fact",
