@@ -187,7 +187,9 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
         at: Timestamp
         session_id: pl.String = pa.Field(str_startswith="sess-")
         event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
-        project_id: pl.String
+        # null: a session imported from an nMEMORY store, whose sessions hold no project,
+        # that holds no capsule either (nothing says which project it was)
+        project_id: pl.String = pa.Field(nullable=True)
         summary: pl.String = pa.Field(nullable=True)
 
 

@@ -102,8 +102,8 @@ def test_an_import_made_before_reviews_and_pins_were_read_catches_up(tmp_path, m
 
 def test_a_pin_naming_no_capsule_is_refused_and_nothing_written(tmp_path):
     db = build_curated(tmp_path / "d.db")
-    execute(db, "INSERT INTO pin_events (capsule_id, pinned, actor, at) "
-                "VALUES ('cap-99', 1, 'me', '2026-07-22T00:00:00Z')")
+    execute(db, "INSERT INTO pin_events (capsule_id, pinned, reason, actor, at) "
+                "VALUES ('cap-99', 1, 'why', 'me', '2026-07-22T00:00:00Z')")
     with pytest.raises(ImportSourceError, match="pin_events row seq=9: capsule_id names no "
                                                 "capsule of the source"):
         import_nmemory(db, tmp_path / "s", progress=False)
