@@ -63,7 +63,7 @@ MARK = "projections/digest/sections"
 SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
-FORMAT = 2
+FORMAT = 3  # 3: the values say whether the board admits epics through members
 #: rows per row group: a digest reads the groups of a prefix, at most this many rows
 #: beyond the items it takes
 GROUP_ROWS = 8

@@ -7,7 +7,7 @@ import shutil
 import polars as pl
 import pytest
 from import_helpers import clock, digest_text, execute, expected_text
-from nmemory_fixture import Builder, build_rich, grow_rich
+from nmemory_fixture import VERSIONS, Builder, build_rich, grow_rich
 
 import memframe as mf
 from memframe.importers import ImportSourceError, SourceRewrittenError, import_nmemory
@@ -31,10 +31,10 @@ LATEST = {"classifications": ["capsule_id"], "tiers": ["capsule_id"],
           "source_cursors": ["source_key"]}
 
 
-@pytest.fixture
-def grown(tmp_path):
-    """(incremental store, fresh store, first report, second report)."""
-    db = build_rich(tmp_path / "a.db")
+@pytest.fixture(params=VERSIONS, ids=[f"v{v}" for v in VERSIONS])
+def grown(tmp_path, request):
+    """(incremental store, fresh store, first report, second report), at each version."""
+    db = build_rich(tmp_path / "a.db", version=request.param)
     first = import_nmemory(db, tmp_path / "inc", progress=False)
     grow_rich(db)
     second = import_nmemory(db, tmp_path / "inc", progress=False)

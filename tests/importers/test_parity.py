@@ -1,5 +1,6 @@
 """Digest parity: the imported store's digest equals, byte for byte, the digest written by
-hand from the reference (spec/digest-reference.md) for each fixture."""
+hand from the reference (spec/digest-reference.md) for each fixture, built on the engine's
+own layout at schema v20 (nMEMORY 0.2.x) and v21 (0.3.0)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import polars as pl
 import pytest
 from import_helpers import digest_text, expected_text, file_hash
-from nmemory_fixture import build_cycles, build_empty, build_rich
+from nmemory_fixture import VERSIONS, build_cycles, build_empty, build_rich
 
 import memframe as mf
 from memframe.importers import import_nmemory
@@ -17,20 +18,22 @@ from memframe.text import rfc3339
 FIXTURES = {"rich": build_rich, "cycles": build_cycles, "empty": build_empty}
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_digest_equals_the_hand_written_reference(tmp_path, name):
-    db = FIXTURES[name](tmp_path / f"{name}.db")
+def test_digest_equals_the_hand_written_reference(tmp_path, name, version):
+    db = FIXTURES[name](tmp_path / f"{name}.db", version=version)
     report = import_nmemory(db, tmp_path / "store", progress=False)
     assert report.mode == "full"
     assert digest_text(tmp_path / "store") == expected_text(name)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_journal_is_the_source_audit_log_verbatim(tmp_path, name):
+def test_journal_is_the_source_audit_log_verbatim(tmp_path, name, version):
     """Same seqs, text and hashes, and no journal row of the import's own."""
     import sqlite3
 
-    db = FIXTURES[name](tmp_path / f"{name}.db")
+    db = FIXTURES[name](tmp_path / f"{name}.db", version=version)
     import_nmemory(db, tmp_path / "store", progress=False)
     con = sqlite3.connect(db)
     audit = con.execute("SELECT seq, at, actor, action, subject, reason, chained_hash "
