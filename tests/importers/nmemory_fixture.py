@@ -292,12 +292,14 @@ def migrate_to_v21(path: str | Path) -> Path:
     the file is stamped 21, in one transaction."""
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("BEGIN IMMEDIATE")
-    con.executescript(_relations_ddl("CREATE TABLE relations_v21", KINDS_V21))
+    con.execute(_relations_ddl("CREATE TABLE relations_v21", KINDS_V21))
     con.execute("INSERT INTO relations_v21 (kind, from_id, to_id, at, origin) "
                 "SELECT kind, from_id, to_id, at, origin FROM relations")
     con.execute("DROP TABLE relations")
     con.execute("ALTER TABLE relations_v21 RENAME TO relations")
-    con.executescript(_RELATION_INDEXES)
+    for statement in _RELATION_INDEXES.split(";"):
+        if statement.strip():
+            con.execute(statement)
     con.execute("PRAGMA user_version = 21")
     con.execute("COMMIT")
     con.close()
