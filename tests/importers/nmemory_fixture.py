@@ -567,8 +567,8 @@ def build_rich(path: str | Path, version: int = 20) -> Path:
     c3 = b.ingest("ACTIVE(scrub): scrubbing the importer, step 2\nnext: fixtures", at=_t("04"),
                   project="nott/tech")
     b.relate(c3, c2, "supersedes", at=_t("05"))
-    c4 = b.ingest("Launch the memframe importer", at=_t("06"), project="nott")
-    b.classify(c4, "epic", at=_t("07"))
+    c4 = b.ingest("Launch the memframe importer", at=_t("06"), project="nott",
+                  kind="epic")  # the ingest's kind: classified, audited via-ingest
     c5 = b.ingest("Write the fixture builder", at=_t("08"), project="nott")
     b.classify(c5, "task", at=_t("09"))
     c6 = b.ingest("Write the parity tests", at=_t("10"), project="nott")
@@ -652,8 +652,7 @@ def build_cycles(path: str | Path, version: int = 20) -> Path:
     """Fixture C: a blocks cycle through cap-10 (byte order) and a grounded_in cycle."""
     b = Builder(path, version=version)
     t = "2026-06-01T10:00:{}Z".format
-    c1 = b.ingest("Launch epic", at=t("00"))
-    b.classify(c1, "epic", at=t("01"))
+    c1 = b.ingest("Launch epic", at=t("00"), kind="epic")  # classified via ingest
     c2 = b.ingest("Alpha blocker", at=t("02"))
     c3 = b.ingest("Beta blocker", at=t("03"))
     c4 = b.ingest("Done item", at=t("04"))
