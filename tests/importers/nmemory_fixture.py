@@ -652,7 +652,7 @@ def build_cycles(path: str | Path, version: int = 20) -> Path:
     """Fixture C: a blocks cycle through cap-10 (byte order) and a grounded_in cycle."""
     b = Builder(path, version=version)
     t = "2026-06-01T10:00:{}Z".format
-    c1 = b.ingest("Launch epic", at=t("00"), kind="epic")  # classified via ingest
+    b.ingest("Launch epic", at=t("00"), kind="epic")  # cap-1, classified via ingest
     c2 = b.ingest("Alpha blocker", at=t("02"))
     c3 = b.ingest("Beta blocker", at=t("03"))
     c4 = b.ingest("Done item", at=t("04"))
