@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "importers"))
 
-from nmemory_fixture import ACTOR, DDL  # noqa: E402  (the schema v20 DDL of the tests)
+from nmemory_fixture import ACTOR, DDL  # noqa: E402  (the engine's schema v20 layout, as the tests build it)
 
 WORDS = ("store memory capsule relation digest session recall parquet polars arrow sqlite "
          "journal chain audit tier epic task fact handoff thread").split()

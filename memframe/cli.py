@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp = _sub(sub, "import", "import another engine's store")
     imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE",
                                  parser_class=_Parser)
-    p = _sub(imp_sub, "nmemory", "an nMEMORY SQLite file (schema v20)")
+    p = _sub(imp_sub, "nmemory", "an nMEMORY SQLite file (schema v21 of release 0.3.0, or v20 of 0.2.x)")
     p.add_argument("sqlite", metavar="SQLITE", help="the nMEMORY SQLite file (read only)")
     p.add_argument("store", metavar="STORE", help="the memframe store to write (created if new)")
     _format_arg(p, ("text", "json"))

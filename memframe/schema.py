@@ -28,8 +28,18 @@ RELATION_KINDS: tuple[str, ...] = (
     "proposes",
     "part_of",
     "grounded_in",
+    "about",
     "abstracted_into",
 )
+#: the relation kinds nMEMORY's own schema admits, by schema version (v21, release 0.3.0,
+#: added ``about``); ``abstracted_into`` is memframe's own (abstract()), never an engine's
+ENGINE_RELATION_KINDS: dict[int, tuple[str, ...]] = {
+    20: RELATION_KINDS[:8],
+    21: RELATION_KINDS[:9],
+}
+#: the one kind whose ``to`` end must not be forgotten when the edge is written (reference
+#: 0.1: the engine's relate verb refuses it; edges written before the forget stay)
+LIVE_TARGET_KINDS: tuple[str, ...] = ("about",)
 RELATION_ORIGINS: tuple[str, ...] = ("manual", "import")
 CLASSIFICATION_KINDS: tuple[str, ...] = (
     "fact",
@@ -177,7 +187,9 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
         at: Timestamp
         session_id: pl.String = pa.Field(str_startswith="sess-")
         event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
-        project_id: pl.String
+        # null: a session imported from an nMEMORY store, whose sessions hold no project,
+        # that holds no capsule either (nothing says which project it was)
+        project_id: pl.String = pa.Field(nullable=True)
         summary: pl.String = pa.Field(nullable=True)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import unicodedata
 from collections.abc import Iterable
 
 import polars as pl
@@ -35,37 +34,31 @@ _WHITE_SPACE = (
     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
-# Latin letters whose base letter is not reachable by canonical decomposition.
-_LATIN_EXTRA = {"ø": "o", "ł": "l", "đ": "d", "ħ": "h", "ı": "i", "ŧ": "t", "ƀ": "b", "ƶ": "z"}
-
-
-def _build_fold_table() -> dict[str, str]:
-    table: dict[str, str] = {}
-    # Latin-1 Supplement, Latin Extended-A and -B: strip combining marks to the ASCII base.
-    for code in range(0x00C0, 0x0250):
-        ch = chr(code)
-        low = ch.lower()
-        if len(low) != 1:
-            continue
-        base = unicodedata.normalize("NFD", low)[0]
-        if base != low and base.isascii() and base.isalpha():
-            table[low] = base
-    table.update(_LATIN_EXTRA)
-    return table
-
-
-_FOLD = _build_fold_table()
+# The engine's closed fold table (reference 4.7): exactly these 82 lowercase Latin letters
+# fold to a base letter, and no others. It is not a Unicode decomposition: letters such as
+# "ș", "ț", "đ", "ơ", "ư", "ŷ", "ǎ", "ß", "æ" and "œ" stay as they are, so a miss term
+# recorded by the engine ("bucurești") is already folded for memframe too.
+_FOLD_GROUPS = (
+    ("a", "àáâãäåāăą"), ("c", "çćĉċč"), ("d", "ď"), ("e", "èéêëēĕėęě"), ("g", "ĝğġģ"),
+    ("h", "ĥ"), ("i", "ìíîïĩīĭįı"), ("j", "ĵ"), ("k", "ķ"), ("l", "ĺļľł"), ("n", "ñńņň"),
+    ("o", "òóôõöøōŏő"), ("r", "ŕŗř"), ("s", "śŝşš"), ("t", "ţť"), ("u", "ùúûüũūŭůűų"),
+    ("w", "ŵ"), ("y", "ýÿ"), ("z", "źżž"),
+)
+_FOLD = {letter: base for base, letters in _FOLD_GROUPS for letter in letters}
 _FOLD_TRANSLATE = str.maketrans(_FOLD)
 
 
 def fold_term(term: str) -> str:
-    """Fold one term: trim, Unicode lowercase, Latin diacritic fold.
+    """Fold one term as the engine does: trim, Unicode lowercase, then the closed table
+    of 82 Latin letters (reference 4.7); every other character is kept.
 
     Examples:
         >>> fold_term("  Retrieval ")
         'retrieval'
         >>> fold_term("Ça Łódź Ñandú")
         'ca lodz nandu'
+        >>> fold_term("BUCUREȘTI đường")
+        'bucurești đường'
     """
     return term.strip(_WHITE_SPACE).lower().translate(_FOLD_TRANSLATE)
 

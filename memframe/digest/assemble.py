@@ -132,8 +132,12 @@ def subset_sections(inputs: DigestInputs, glob: dict, scoped: pl.DataFrame,
         missions = mission_sections(scoped, graph, scopes, n, now, attach)
         pinned = pinned_sections(scoped, scopes, now, attach)
         alive = inputs.state.filter(pl.col("status") != "tombstoned")
+        lookup = None
+        if inputs.warm is not None:  # the state is the subset: members are looked up
+            lookup = warm.member_scopes(inputs.warm, scopes[0] or None)
         efforts = open_efforts_sections(
             scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n, now, attach,
+            lookup,
         )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
@@ -155,7 +159,23 @@ def kept_values(inputs: DigestInputs, cap: int) -> dict:
     scoped = fence(population(inputs.state), None)
     glob = graph_sections(inputs, cap)
     values = subset_sections(inputs, glob, scoped, [""], cap, None)[""]
-    return {**values, "dag": glob["dag"], "relations": glob["relations"]}
+    return {**values, "dag": glob["dag"], "relations": glob["relations"],
+            MEMBER_ADMISSION: _member_admission(inputs.state, scoped, glob["_efforts"])}
+
+
+#: a kept-values key: the unfenced board admits an epic the population does not hold
+#: (a staged epic) when a member is in it (0.3.0), and members are not in the subset, so
+#: such values are not reused (a member's forget or review changes no subset row)
+MEMBER_ADMISSION = "_member_admission"
+
+
+def _member_admission(state: pl.DataFrame, scoped: pl.DataFrame, graph: EffortGraph) -> bool:
+    """Is there an epic outside the unfenced population, not tombstoned, with members?"""
+    outside = state.filter((pl.col("kind") == "epic").fill_null(False)
+                           & (pl.col("status") != "tombstoned")
+                           & ~pl.col("id").is_in(scoped.get_column("id").implode()))
+    return bool(outside.filter(pl.col("id").is_in(
+        graph.member_stats.get_column("epic").implode())).height)
 
 
 def _ledger_sections(inputs: DigestInputs) -> dict:

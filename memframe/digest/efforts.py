@@ -1,8 +1,12 @@
-"""The ``open_efforts`` board (reference 4.17): one row per open epic of the fence.
+"""The ``open_efforts`` board (reference 4.17): one row per open epic the fence admits.
 
-An epic is **open** when it is in the scope's population (fenced, not tombstoned, not
-staged), its latest kind is ``epic``, and no ``witnesses`` or ``supersedes`` edge names
-it. Which epics ride is fenced; everything about their members is graph truth, counted
+An epic is **open** when it is not tombstoned, its latest kind is ``epic``, and no
+``witnesses`` or ``supersedes`` edge names it. nMEMORY 0.3.0 admits an open epic to a
+scope's board when the scope's population (fenced, not tombstoned, not staged) holds the
+epic **or any of its** ``part_of`` **members**; the row is then read from the unfenced live
+map (staged included), so it is the epic's own headline with its own ``project_id``, even
+outside the fence (reference 4.17, and section 10's reading: a staged epic rides through
+a member the scope holds). Everything about the members is graph truth, counted
 store-wide:
 
 * ``member_total``: distinct ``part_of`` from-ids into the epic, dead members included;
@@ -128,6 +132,26 @@ def _dag_slices(
     return slices
 
 
+def _admitted(scoped: pl.DataFrame, open_epics: pl.DataFrame, graph: EffortGraph,
+              member_scopes: Callable[[pl.Series], pl.DataFrame] | None) -> pl.DataFrame:
+    """``(id, _scope)``: each open epic once per scope whose population holds the epic or
+    any of its ``part_of`` members."""
+    ids = open_epics.get_column("id")
+    direct = scoped.filter(pl.col("id").is_in(ids.implode())).select("id", SCOPE)
+    with_members = graph.member_stats.filter(pl.col("epic").is_in(ids.implode()))
+    if with_members.height == 0:
+        return direct.unique()
+    edges = graph.members(with_members.get_column("epic")).select("epic", "member")
+    members = edges.get_column("member").unique()
+    if member_scopes is None:
+        held = scoped.filter(pl.col("id").is_in(members.implode())).select("id", SCOPE)
+    else:
+        held = member_scopes(members).select("id", SCOPE)
+    via = edges.join(held, left_on="member", right_on="id", how="inner").select(
+        pl.col("epic").alias("id"), SCOPE)
+    return pl.concat([direct, via]).unique()
+
+
 def open_efforts_sections(
     scoped: pl.DataFrame,
     alive: pl.DataFrame,
@@ -137,13 +161,14 @@ def open_efforts_sections(
     n: int,
     now: _dt.datetime,
     attach: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+    member_scopes: Callable[[pl.Series], pl.DataFrame] | None = None,
 ) -> dict[str, dict]:
     """``{"open_efforts": [...], "open_efforts_total": k}`` per scope (omitted when empty).
 
     Args:
         scoped: the scope-tagged population (fenced, tombstoned and staged excluded).
-        alive: every non-tombstoned capsule, unfenced, staged included (members and
-            handoffs are resolved against it).
+        alive: every non-tombstoned capsule, unfenced, staged included (the epics' rows,
+            members and handoffs are resolved against it; it holds every epic).
         relations: all relation rows (``kind``, ``from_id``, ``to_id``), or what the board
             reads of them (`EffortGraph`).
         projection: the uncapped blocks-DAG projection
@@ -151,14 +176,22 @@ def open_efforts_sections(
         scopes: the scopes to answer.
         n: the headline cap (rows and each dag list).
         now: the digest's instant (``expired`` flags).
+        member_scopes: capsule ids -> ``(id, _scope)`` for those of them the scoped
+            population holds (a capsule once per scope); None: they are looked up in
+            ``scoped`` (which then must hold every capsule of the population, not a
+            subset).
     """
     empty: dict[str, dict] = {scope: {} for scope in scopes}
     graph = relations if isinstance(relations, EffortGraph) else effort_graph(relations)
-    epics = scoped.filter(
+    open_epics = alive.filter(
         (pl.col("kind") == "epic").fill_null(False)
         & ~pl.col("superseded")
         & ~pl.col("id").is_in(graph.witnessed.implode())
     )
+    if open_epics.height == 0:
+        return empty
+    epics = open_epics.join(_admitted(scoped, open_epics, graph, member_scopes), on="id",
+                            how="inner")
     if epics.height == 0:
         return empty
     # the epic belongs to its own effort: newest_id is the epic unless a member is newer

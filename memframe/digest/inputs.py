@@ -366,6 +366,8 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     and not warm.subset_changed():
                 values, n = digest_sections.read_current(view, sections[0])
                 warm.rows_visited += n
+                if values is not None and values.pop("_member_admission", False):
+                    values = None  # the board reads members' state (assemble.kept_values)
                 if values is not None:  # no section reads the state
                     holder["kept"] = values
                     empty = pl.DataFrame(schema=digest_state.STATE_SCHEMA)

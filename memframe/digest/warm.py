@@ -22,13 +22,13 @@ from __future__ import annotations
 import polars as pl
 
 from memframe.digest.capsules import headline_rows
-from memframe.digest.scope import fence_expr
+from memframe.digest.scope import SCOPE, fence, fence_expr, population
 from memframe.digest.state import capsules as ds
 from memframe.schema import TIERS
 from memframe.text import rfc3339
 
 __all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_band",
-           "warm_archive"]
+           "warm_archive", "member_scopes"]
 
 
 def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
@@ -121,3 +121,50 @@ def warm_archive(inputs, warm: ds.WarmState) -> int:
         stored, read = ds.archive_at(warm.view, inputs.now)
         warm.rows_visited += read
     return stored + int(timed["n"].sum() or 0)
+
+
+def member_scopes(warm: ds.WarmState, prefix: str | None):
+    """The ``member_scopes`` lookup of `memframe.digest.efforts.open_efforts_sections` on
+    the warm path, whose state holds the subset only: the state rows of the capsules asked
+    (stored rows by capsule number, the rows touched since the watermark as folded now),
+    fenced as the digest's population. A cold fold that kept only the top-N candidates
+    reads what the population needs of them (project, forget, latest review) from their
+    source rows."""
+    from memframe.ids import capsule_number_expr
+
+    def lookup(ids: pl.Series) -> pl.DataFrame:
+        nums = (ids.to_frame("id").select(capsule_number_expr("id").alias(ds.KEY))
+                .get_column(ds.KEY).drop_nulls().unique().sort())
+        if warm.in_memory and warm.tops is not None:
+            return _population_of(warm.view, ids, prefix)
+        if warm.in_memory:  # every state row was folded
+            rows = warm.merged.filter(pl.col(ds.KEY).is_in(nums.implode()))
+        else:
+            touched = nums.filter(nums.is_in(warm.touched.implode()))
+            stored, n = ds.state_runs().read_keys(
+                warm.view, nums.filter(~nums.is_in(warm.touched.implode())).to_list())
+            warm.rows_visited += n
+            rows = pl.concat([stored.select(list(ds.STATE_SCHEMA)),
+                              warm.merged.filter(pl.col(ds.KEY).is_in(touched.implode()))
+                              .select(list(ds.STATE_SCHEMA))], how="vertical")
+        return fence(population(ds.state_frame(rows)), prefix).select("id", SCOPE)
+
+    return lookup
+
+
+def _population_of(view, ids: pl.Series, prefix: str | None) -> pl.DataFrame:
+    """``(id, _scope)`` of those of ``ids`` in the fenced population, from source rows."""
+    from memframe.digest.staged import latest_reviews
+
+    wanted = ids.implode()
+    caps = (view.table("capsules").filter(pl.col("id").is_in(wanted))
+            .select("seq", "id", "project_id").collect())
+    forgotten = (view.table("forgets").filter(pl.col("capsule_id").is_in(wanted))
+                 .select("capsule_id").collect().get_column("capsule_id"))
+    reviews = (view.table("reviews").filter(pl.col("capsule_id").is_in(wanted))
+               .select("seq", "at", "capsule_id", "verdict").collect())
+    staged = latest_reviews(reviews).filter(pl.col("staged")).get_column("capsule_id")
+    held = caps.filter(~pl.col("id").is_in(forgotten.implode())
+                       & ~pl.col("id").is_in(staged.implode()))
+    return fence(held, prefix).select("id", SCOPE)
+

@@ -1,6 +1,7 @@
 """Other engines' stores -> a memframe store.
 
-Today: nMEMORY's SQLite file (schema v20), imported once or incrementally.
+Today: nMEMORY's SQLite file (schema v20, release 0.2.x, or v21, release 0.3.0), imported
+once or incrementally.
 """
 
 from __future__ import annotations

@@ -579,8 +579,20 @@ def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "man
     if not (kind == "falsifies" and isinstance(from_id, str) and from_id.startswith("out-")):
         c.require_capsule(from_id, live=False, what="relation endpoint")
     c.require_capsule(to_id, live=False, what="relation endpoint")
+    if kind in S.LIVE_TARGET_KINDS:
+        _refuse_forgotten_topic(kind, to_id, c.forget_mode(to_id), "")
     return append_events(c, "relations", _one_row(kind=kind, from_id=from_id, to_id=to_id,
                                                    origin=origin), operation="relate") == 1
+
+
+def _refuse_forgotten_topic(kind: str, to_id: str, mode: str | None, where: str) -> None:
+    if mode is not None:
+        raise UnknownCapsuleError(
+            f"{where}an {kind} edge names what a capsule is about, and {to_id!r} was "
+            f"forgotten ({mode}): a forgotten capsule is no topic. Point the edge at a live "
+            f"capsule (ingest the topic again if it still matters); edges recorded before "
+            f"the forget are kept"
+        )
 
 
 def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> bool:
@@ -924,6 +936,10 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
                 f"{table} row {row}: {column} {ids[row]!r} is not in this store "
                 f"(ids run cap-1..cap-{c.capsules})"
             )
+    if table == "relations":
+        topics = frame.with_row_index("_row").filter(pl.col("kind").is_in(S.LIVE_TARGET_KINDS))
+        for row, kind, to_id in topics.select("_row", "kind", "to_id").iter_rows():
+            _refuse_forgotten_topic(kind, to_id, c.forget_mode(to_id), f"relations row {row}: ")
     if not rules.accepts_tombstoned:
         for column in rules.capsule_refs:
             for i, cid in enumerate(frame[column].to_list()):

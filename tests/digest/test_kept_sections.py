@@ -7,6 +7,7 @@ written, a stale mark) says the kept values may be wrong."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import tempfile
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def test_a_row_the_kept_values_cannot_see_past_reads_the_subset(tmp_path, spy, c
     elif change == "kind":
         store.classify(ids[2], kind="epic")
     elif change == "review":
-        store.review(ids[4], "proposed")
+        store.review(ids[1], "proposed")  # a task (a staged epic: see the test below)
     elif change == "recall":  # a recall touches a subset capsule's state row
         store.record_recall([ids[1]])
     spy.clear()
@@ -135,6 +136,19 @@ def test_a_row_the_kept_values_cannot_see_past_reads_the_subset(tmp_path, spy, c
     spy.clear()
     _same(store)
     assert spy == ["kept"]
+
+
+def test_a_staged_epic_with_members_is_never_answered_from_kept_values(tmp_path, spy):
+    """0.3.0 admits a staged epic through a member the population holds; a member's own
+    forget or review changes no subset row, so such values are not reused."""
+    store, ids = _store(tmp_path / "s")
+    store.review(ids[4], "proposed")  # an epic with a live member (ids[13])
+    store.memory.run_cycle()
+    spy.clear()
+    assert ids[4] in [row["id"] for row in json.loads(_same(store))["open_efforts"]]
+    assert "subset" in spy  # the kept values were declined
+    store.forget(ids[13])  # its only member: off the board, with no subset row changed
+    assert ids[4] not in [row["id"] for row in json.loads(_same(store)).get("open_efforts", [])]
 
 
 def test_a_cycle_that_changes_neither_subset_nor_graph_reads_nothing_for_them(tmp_path):

@@ -76,7 +76,10 @@ def test_46_member_total_counts_dead_and_cross_project_members(store):
     d = dig(store, project_prefix="team")
     (row,) = d["open_efforts"]
     assert row["member_total"] == 4 and row["newest_id"] == members[3]
-    assert "open_efforts" not in dig(store, project_prefix="other")  # the epic is fenced
+    # 0.3.0: the fence "other" holds a live member (member 2), so the epic rides there too,
+    # as its own row (project team)
+    (row,) = dig(store, project_prefix="other")["open_efforts"]
+    assert row["id"] == epic and row["project_id"] == "team"
 
 
 def test_46_dag_slices_are_capped_at_n_with_exact_totals(store):
@@ -280,3 +283,87 @@ def test_frames_carry_pinned_and_open_efforts(store):
     summary = frames["summary"].row(0, named=True)
     assert (summary["pinned_total"], summary["open_efforts_total"],
             summary["staged_proposed"]) == (1, 1, 0)
+
+
+# -- 0.3.0 admission (reference 4.17, section 10): the epic or any of its members ----------
+
+def test_a_fence_holding_only_a_member_shows_the_epic_as_its_own_row(store):
+    epic = effort(store, "ship the importer", project="team")
+    reader = put(store, "reader", project="team/api", kind="task")
+    store.relate(reader, epic, "part_of")
+    d = dig(store, project_prefix="team/api")
+    (row,) = d["open_efforts"]
+    assert d["open_efforts_total"] == 1
+    assert (row["id"], row["project_id"], row["headline"]) == (epic, "team", "ship the importer")
+    assert row["member_total"] == 1 and row["newest_id"] == reader
+    assert d["total"] == 1  # the fence's own counts are unchanged: the epic is not in them
+    assert "open_efforts" not in dig(store, project_prefix="elsewhere")
+
+
+def test_only_members_the_fence_holds_admit(store):
+    epic = effort(store, project="team")
+    gone = put(store, "forgotten member", project="api")
+    staged = put(store, "proposed member", project="web")
+    superseded = put(store, "old member", project="docs")
+    for member in (gone, staged, superseded):
+        store.relate(member, epic, "part_of")
+    store.forget(gone)
+    store.review(staged, "proposed")
+    store.relate(put(store, "new doc", project="docs"), superseded, "supersedes")
+    assert "open_efforts" not in dig(store, project_prefix="api")  # tombstoned: not in all
+    assert "open_efforts" not in dig(store, project_prefix="web")  # staged: not in all
+    assert ids(dig(store, project_prefix="docs")["open_efforts"]) == [epic]  # superseded is
+
+
+def test_closed_epics_stay_off_a_board_their_members_reach(store):
+    witnessed, superseded, forgotten = (effort(store, f"e{i}", project="team") for i in range(3))
+    for epic in (witnessed, superseded, forgotten):
+        store.relate(put(store, f"member of {epic}", project="api"), epic, "part_of")
+    store.relate(put(store, "done", project="team"), witnessed, "witnesses")
+    store.relate(put(store, "e1 again", project="team"), superseded, "supersedes")
+    store.forget(forgotten)
+    assert "open_efforts" not in dig(store, project_prefix="api")
+
+
+def test_a_staged_epic_rides_through_a_member_the_scope_holds(store):
+    """Section 10's reading: the row comes from the unfenced live map, staged included."""
+    epic = effort(store, "proposed effort")
+    store.review(epic, "proposed")
+    member = put(store, "live member", project="team")
+    store.relate(member, epic, "part_of")
+    for prefix in (None, "team"):
+        (row,) = dig(store, project_prefix=prefix)["open_efforts"]
+        assert row["id"] == epic and row["project_id"] == PROJECT
+    assert "open_efforts" not in dig(store, project_prefix=PROJECT)  # the epic is staged
+    store.review(member, "proposed")  # its only member staged too: off every board
+    assert "open_efforts" not in dig(store)
+
+
+def test_the_warm_digest_follows_member_admission(store):
+    """A member's forget or review changes the board without touching an epic's row."""
+    epic = effort(store, "proposed effort")
+    store.review(epic, "proposed")
+    member = put(store, "member", project="team")
+    store.relate(member, epic, "part_of")
+    now = T0 + dt.timedelta(days=1)
+
+    def check():
+        for prefix in (None, "team", PROJECT):
+            warm = mf.digest(store, project_prefix=prefix, now=now).to_json()
+            full = mf.digest(store, project_prefix=prefix, now=now, verify="full").to_json()
+            assert warm == full, prefix
+        return board(dig(store))
+
+    store.memory.run_cycle()
+    assert list(check()) == [epic]
+    store.review(member, "proposed")
+    assert check() == {}
+    store.memory.run_cycle()
+    assert check() == {}
+    store.review(member, "ratified")
+    assert list(check()) == [epic]
+    store.memory.run_cycle()
+    store.forget(member)
+    assert check() == {}
+    store.memory.run_cycle()
+    assert check() == {}

@@ -128,3 +128,20 @@ def test_sources_latest_cursor_and_latest_verdict_win(store, frozen):
 def test_no_scan_no_sources_key(store):
     put(store, "x")
     assert "sources" not in dig(store)
+
+
+def test_terms_outside_the_engine_fold_table_are_recorded_and_shown_as_they_are(store):
+    """The engine folds only its closed 82-letter table: ``ș`` and ``đ`` stay, so the
+    recorded rows are already folded and ``recent_failures`` is shown (reference 4.7)."""
+    store.record_miss(["BUCUREȘTI", "Đường", "Café"], "abstain")
+    terms = store.table("recall_misses").select("term").collect()["term"].to_list()
+    assert terms == ["bucurești", "đường", "cafe"]
+    d = dig(store)
+    assert [r["term"] for r in d["recent_failures"]["recall_misses"]] == [
+        "cafe", "đường", "bucurești"]
+
+
+def test_a_row_folded_beyond_the_engine_table_is_still_valid(store):
+    """A term holding a letter outside the table (``ș``) passes the digest's check."""
+    store.append("recall_misses", {"term": ["ieși"], "outcome": ["abstain"]})
+    assert dig(store)["recent_failures"]["recall_misses"][0]["term"] == "ieși"

@@ -17,9 +17,9 @@ EXPECTED = Path(__file__).parent / "expected"
 clock = TickingClock(NOW, FROZEN)  # the suite's clock, frozen at NOW
 
 
-def digest_text(store_path: Path) -> str:
-    """The digest wire text of a store at the fixed instant."""
-    return mf.digest(mf.Store.open(store_path, clock=clock), now=NOW).to_json()
+def digest_text(store_path: Path, **params) -> str:
+    """The digest wire text of a store at the fixed instant (``headlines``, ...)."""
+    return mf.digest(mf.Store.open(store_path, clock=clock), now=NOW, **params).to_json()
 
 
 def expected_text(name: str) -> str:

@@ -1,160 +1,322 @@
-"""Build nMEMORY SQLite files (schema v20, spec/digest-reference.md section 6) for tests.
+"""Build nMEMORY SQLite files, at schema v20 (release 0.2.x) or v21 (0.3.0), for tests.
 
-`Builder` writes rows the way the engine does: one audit row per mutation, chained per
-reference 4.14 (``sha256(prev_hash + compact_json({seq, at, actor, action, subject,
-reason}))``), usage upserts, tombstones that null the canonical JSON, and rows in the
-tables the digest does not read (FTS, embeddings, synonyms, receipts). Every mutation
-takes its RFC3339 instant as text, so expected digests can be written from the script.
+The layout is the engine's own as it creates a fresh store, restated here from its facts
+(the engine is AGPL: no text of its is copied):
+
+* every table the engine creates, with its NOT NULL, CHECK, PRIMARY KEY and UNIQUE rules
+  and its index names: ``tombstones.reason``, ``review_events.reason`` and
+  ``pin_events.reason`` are NOT NULL, ``corroborations.source`` is CHECKed to ``git``,
+  the FTS5 mirror pins ``tokenize = 'unicode61'``, and the side tables the digest never
+  reads (``outcomes``, ``preferences``, ``anchor_hashes``, ``epistemics``,
+  ``import_blocks``, ``feedback_weights``, ``event_time``, ``source_backfills``,
+  ``recall_receipts``, ``synonyms``, ``embeddings``) are there;
+* schema v21 differs from v20 in one CHECK: ``relations.kind`` admits ``about``.
+  `migrate_to_v21` does what the engine's 0.3.0 does to an older store it opens: it
+  rebuilds ``relations`` with the wider CHECK (same columns, same rows, same indexes)
+  and stamps ``user_version = 21``.
+
+Where the public sources stop (the engine's public history ends at schema v11), the
+columns of the three v20 side tables no test reads (``recall_receipts`` beyond its id,
+terms, returned ids and instant; ``feedback_weights``; ``event_time``) are restated from
+the reference's description; the importer never reads them.
+
+`Builder` writes rows the way the engine's verbs do: one audit row per mutation, chained
+per reference 4.14 (``sha256(prev_hash + compact_json({seq, at, actor, action, subject,
+reason}))``) with the verbs' own action names and reasons; an ingest carrying a kind
+writes the classification and its ``memory_classify ... via-ingest`` audit row; usage
+upserts and a recall receipt per recall; a forget nulls the canonical JSON, keeps an
+empty FTS row, drops the embedding and writes a tombstone with its keyed content HMAC and
+the content hash (reason mandatory); a session finish captures the handoff (audited
+under ``memory_session_finish``) before it closes the session. Miss terms are folded with
+the engine's closed table (reference 4.7). Every mutation takes its RFC3339 instant as
+text, so expected digests can be written from the script.
 
 The scenarios (`build_rich`, `grow_rich`, `build_cycles`, `build_curated`,
-`grow_curated`) are the parity fixtures.
+`grow_curated`) are the parity fixtures; each takes ``version`` (20 or 21).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import sqlite3
-import unicodedata
 from pathlib import Path
 
 ACTOR = "nmemory-mcp"
+VERSIONS = (20, 21)
+#: the key a fixture store's tombstone HMACs are made with (the engine keeps its own
+#: beside the database, in a ``.hmac-key`` file)
+HMAC_KEY = b"fixture-hmac-key-0123456789abcdef"
+_HMAC_TAG = b"nmemory-tombstone-hmac-v1"
 
-DDL = """
-CREATE TABLE capsules (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    canonical_json TEXT,
-    created_at TEXT NOT NULL,
-    source_hash TEXT NOT NULL,
-    project_id TEXT NOT NULL,
-    authority_class TEXT NOT NULL,
-    valid_from TEXT NOT NULL,
-    session_id TEXT
-);
-CREATE UNIQUE INDEX capsules_source_hash ON capsules(source_hash);
-CREATE TABLE relations (
-    kind TEXT NOT NULL CHECK (kind IN ('supersedes', 'derived_from', 'witnesses', 'blocks',
-        'falsifies', 'proposes', 'part_of', 'grounded_in')),
+KINDS_V20 = ("supersedes", "derived_from", "witnesses", "blocks", "falsifies", "proposes",
+             "part_of", "grounded_in")
+KINDS_V21 = (*KINDS_V20, "about")
+
+
+def _relations_ddl(head: str, kinds: tuple[str, ...]) -> str:
+    listed = ", ".join(f"'{k}'" for k in kinds)
+    return f"""{head} (
+    kind    TEXT NOT NULL CHECK (kind IN ({listed})),
     from_id TEXT NOT NULL,
-    to_id TEXT NOT NULL,
-    at TEXT NOT NULL,
-    origin TEXT NOT NULL DEFAULT 'manual' CHECK (origin IN ('manual', 'import')),
+    to_id   TEXT NOT NULL,
+    at      TEXT NOT NULL,
+    origin  TEXT NOT NULL DEFAULT 'manual' CHECK (origin IN ('manual', 'import')),
     PRIMARY KEY (kind, from_id, to_id)
 );
+"""
+
+
+_RELATION_INDEXES = """
+CREATE INDEX IF NOT EXISTS idx_relations_from ON relations (from_id);
+CREATE INDEX IF NOT EXISTS idx_relations_to ON relations (to_id);
+"""
+
+_TABLES = """
+CREATE TABLE capsules (
+    seq             INTEGER PRIMARY KEY,
+    id              TEXT NOT NULL UNIQUE,
+    canonical_json  TEXT,
+    created_at      TEXT NOT NULL,
+    source_hash     TEXT NOT NULL,
+    project_id      TEXT NOT NULL,
+    authority_class TEXT NOT NULL,
+    valid_from      TEXT NOT NULL,
+    session_id      TEXT
+);
+{relations}
 CREATE TABLE audit_events (
-    seq INTEGER PRIMARY KEY,
-    at TEXT NOT NULL,
-    actor TEXT NOT NULL,
-    action TEXT NOT NULL,
-    subject TEXT NOT NULL,
-    reason TEXT,
+    seq          INTEGER PRIMARY KEY,
+    at           TEXT NOT NULL,
+    actor        TEXT NOT NULL,
+    action       TEXT NOT NULL,
+    subject      TEXT NOT NULL,
+    reason       TEXT,
     chained_hash TEXT NOT NULL
 );
 CREATE TABLE classifications (
     capsule_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('fact', 'procedure', 'decision', 'task', 'epic',
+    kind       TEXT NOT NULL CHECK (kind IN ('fact', 'procedure', 'decision', 'task', 'epic',
         'brainstorm', 'doc', 'constraint', 'capability', 'failure_pattern')),
-    scope TEXT NOT NULL CHECK (scope IN ('project', 'global', 'session')),
-    at TEXT NOT NULL
+    scope      TEXT NOT NULL CHECK (scope IN ('project', 'global', 'session')),
+    at         TEXT NOT NULL
 );
+CREATE UNIQUE INDEX idx_capsules_source_hash ON capsules (source_hash);
+CREATE INDEX idx_capsules_project_id ON capsules (project_id);
+CREATE INDEX idx_capsules_authority_class ON capsules (authority_class);
+CREATE INDEX idx_capsules_valid_from ON capsules (valid_from);
+CREATE INDEX idx_capsules_session_id ON capsules (session_id);
+{relation_indexes}
+CREATE INDEX idx_audit_events_subject ON audit_events (subject);
 CREATE TABLE tiers (
     capsule_id TEXT PRIMARY KEY,
-    tier TEXT NOT NULL CHECK (tier IN ('active', 'archived', 'quarantined')),
-    at TEXT NOT NULL
+    tier       TEXT NOT NULL CHECK (tier IN ('active', 'archived', 'quarantined')),
+    at         TEXT NOT NULL
+);
+CREATE TABLE synonyms (
+    term  TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    at    TEXT NOT NULL,
+    PRIMARY KEY (term, alias)
 );
 CREATE TABLE tombstones (
-    capsule_id TEXT PRIMARY KEY,
-    mode TEXT NOT NULL CHECK (mode IN ('purged', 'redacted')),
-    content_hmac TEXT NOT NULL,
-    at TEXT NOT NULL,
-    reason TEXT,
+    capsule_id        TEXT PRIMARY KEY,
+    mode              TEXT NOT NULL CHECK (mode IN ('purged', 'redacted')),
+    content_hmac      TEXT NOT NULL,
+    at                TEXT NOT NULL,
+    reason            TEXT NOT NULL,
     provenance_source TEXT,
     provenance_anchor TEXT,
-    source_hash TEXT
+    source_hash       TEXT
 );
 CREATE TABLE sessions (
-    session_id TEXT PRIMARY KEY,
-    started_at TEXT NOT NULL,
+    session_id  TEXT PRIMARY KEY,
+    started_at  TEXT NOT NULL,
     finished_at TEXT,
-    summary TEXT
+    summary     TEXT
 );
+CREATE TABLE outcomes (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    description  TEXT NOT NULL,
+    actor        TEXT NOT NULL,
+    evidence_ref TEXT,
+    capsule_id   TEXT,
+    at           TEXT NOT NULL
+);
+CREATE TABLE preferences (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    preferred_id TEXT NOT NULL,
+    rejected_id  TEXT NOT NULL,
+    context      TEXT NOT NULL,
+    actor        TEXT NOT NULL,
+    at           TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE capsules_fts USING fts5(content, tokenize = 'unicode61');
 CREATE TABLE usage (
-    capsule_id TEXT PRIMARY KEY,
-    recall_count INTEGER NOT NULL,
+    capsule_id       TEXT PRIMARY KEY,
+    recall_count     INTEGER NOT NULL,
     last_recalled_at TEXT NOT NULL
 );
-CREATE TABLE recall_misses (
-    seq INTEGER PRIMARY KEY,
-    term TEXT NOT NULL,
-    outcome TEXT NOT NULL CHECK (outcome IN ('missing_evidence', 'abstain')),
-    at TEXT NOT NULL
+CREATE TABLE embeddings (
+    capsule_id TEXT PRIMARY KEY,
+    dimension  INTEGER NOT NULL,
+    model_tag  TEXT NOT NULL,
+    vector     BLOB NOT NULL,
+    at         TEXT NOT NULL
 );
+CREATE TABLE anchor_hashes (
+    capsule_id TEXT PRIMARY KEY,
+    hash       TEXT NOT NULL,
+    at         TEXT NOT NULL
+);
+CREATE TABLE epistemics (
+    capsule_id     TEXT PRIMARY KEY,
+    evidence_state TEXT CHECK (evidence_state IN ('observed', 'inferred', 'unverified')),
+    proof_hint     TEXT,
+    stale_if       TEXT,
+    at             TEXT NOT NULL
+);
+CREATE TABLE recall_misses (
+    seq     INTEGER PRIMARY KEY,
+    term    TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('missing_evidence', 'abstain')),
+    at      TEXT NOT NULL
+);
+CREATE TABLE import_blocks (
+    source_key TEXT NOT NULL,
+    block_hash TEXT NOT NULL,
+    capsule_id TEXT NOT NULL,
+    ordinal    INTEGER NOT NULL,
+    at         TEXT NOT NULL,
+    PRIMARY KEY (source_key, block_hash)
+);
+CREATE INDEX idx_import_blocks_capsule_id ON import_blocks (capsule_id);
 CREATE TABLE lane_overrides (
-    seq INTEGER PRIMARY KEY,
-    forced TEXT NOT NULL,
+    seq       INTEGER PRIMARY KEY,
+    forced    TEXT NOT NULL,
     auto_pick TEXT NOT NULL,
-    at TEXT NOT NULL,
+    at        TEXT NOT NULL,
     CHECK ((forced = 'term' AND auto_pick = 'fused') OR (forced = 'vector' AND auto_pick = 'fused')
         OR (forced = 'vector' AND auto_pick = 'term') OR (forced = 'fused' AND auto_pick = 'term'))
 );
+CREATE TABLE recall_receipts (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    terms        TEXT NOT NULL,
+    returned_ids TEXT NOT NULL,
+    outcome      TEXT NOT NULL,
+    lane         TEXT NOT NULL,
+    project_id   TEXT,
+    at           TEXT NOT NULL
+);
+CREATE TABLE feedback_weights (
+    capsule_id TEXT PRIMARY KEY,
+    weight     REAL NOT NULL,
+    at         TEXT NOT NULL
+);
+CREATE TABLE event_time (
+    capsule_id TEXT PRIMARY KEY,
+    event_at   TEXT NOT NULL,
+    at         TEXT NOT NULL
+);
 CREATE TABLE review_events (
-    seq INTEGER PRIMARY KEY,
+    seq        INTEGER PRIMARY KEY,
     capsule_id TEXT NOT NULL,
-    verdict TEXT NOT NULL CHECK (verdict IN ('proposed', 'ratified', 'rejected')),
-    reason TEXT,
-    actor TEXT NOT NULL,
-    at TEXT NOT NULL
+    verdict    TEXT NOT NULL CHECK (verdict IN ('proposed', 'ratified', 'rejected')),
+    reason     TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    at         TEXT NOT NULL
 );
 CREATE TABLE pin_events (
-    seq INTEGER PRIMARY KEY,
+    seq        INTEGER PRIMARY KEY,
     capsule_id TEXT NOT NULL,
-    pinned INTEGER NOT NULL CHECK (pinned IN (0, 1)),
-    reason TEXT,
-    actor TEXT NOT NULL,
-    at TEXT NOT NULL
+    pinned     INTEGER NOT NULL CHECK (pinned IN (0, 1)),
+    reason     TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    at         TEXT NOT NULL
 );
 CREATE TABLE corroborations (
-    seq INTEGER PRIMARY KEY,
+    seq        INTEGER PRIMARY KEY,
     capsule_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('anchor_path', 'anchor_sha', 'anchor_content', 'mention')),
-    ref TEXT NOT NULL,
-    verdict TEXT NOT NULL CHECK (verdict IN ('corroborated', 'drifted', 'missing')),
-    detail TEXT,
-    at TEXT NOT NULL
+    source     TEXT NOT NULL CHECK (source IN ('git')),
+    kind       TEXT NOT NULL CHECK (kind IN ('anchor_path', 'anchor_sha', 'anchor_content',
+        'mention')),
+    ref        TEXT NOT NULL,
+    verdict    TEXT NOT NULL CHECK (verdict IN ('corroborated', 'drifted', 'missing')),
+    detail     TEXT,
+    at         TEXT NOT NULL
 );
-CREATE TABLE source_cursors (source_key TEXT PRIMARY KEY, cursor TEXT NOT NULL, at TEXT NOT NULL);
-CREATE TABLE source_backfills (
+CREATE TABLE source_cursors (
     source_key TEXT PRIMARY KEY,
+    cursor     TEXT NOT NULL,
+    at         TEXT NOT NULL
+);
+CREATE TABLE source_backfills (
+    source_key  TEXT PRIMARY KEY,
     base_cursor TEXT,
     target_head TEXT NOT NULL,
     next_offset INTEGER NOT NULL CHECK (next_offset > 0),
-    at TEXT NOT NULL
+    at          TEXT NOT NULL
 );
-CREATE VIRTUAL TABLE capsules_fts USING fts5(content);
-CREATE TABLE synonyms (term TEXT NOT NULL, alias TEXT NOT NULL, at TEXT NOT NULL,
-    PRIMARY KEY (term, alias));
-CREATE TABLE embeddings (capsule_id TEXT PRIMARY KEY, dimension INTEGER NOT NULL,
-    model_tag TEXT NOT NULL, vector BLOB NOT NULL, at TEXT NOT NULL);
-CREATE TABLE recall_receipts (id TEXT PRIMARY KEY, terms TEXT NOT NULL,
-    returned_ids TEXT NOT NULL, at TEXT NOT NULL);
-PRAGMA user_version = 20;
+PRAGMA user_version = {version};
 """
 
 
-def create(path: str | Path) -> sqlite3.Connection:
-    """A new, empty nMEMORY v20 file at ``path``."""
+def ddl(version: int = 20) -> str:
+    """The schema a fresh store of ``version`` (20 or 21) is created with."""
+    if version not in VERSIONS:
+        raise ValueError(f"the fixtures build schema versions {VERSIONS}, not {version}")
+    kinds = KINDS_V21 if version >= 21 else KINDS_V20
+    return _TABLES.format(relations=_relations_ddl("CREATE TABLE relations", kinds),
+                          relation_indexes=_RELATION_INDEXES, version=version)
+
+
+#: the schema v20 layout (benchmarks build stores from it)
+DDL = ddl(20)
+
+
+def create(path: str | Path, version: int = 20) -> sqlite3.Connection:
+    """A new, empty nMEMORY file of schema ``version`` at ``path``."""
     con = sqlite3.connect(path)
-    con.executescript(DDL)
+    con.executescript(ddl(version))
     con.commit()
     return con
 
 
+def migrate_to_v21(path: str | Path) -> Path:
+    """What nMEMORY 0.3.0 does to a v20 store on its first open: the relations table is
+    rebuilt with ``about`` in its kind CHECK (same columns, every row, same indexes), and
+    the file is stamped 21, in one transaction."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    con.execute(_relations_ddl("CREATE TABLE relations_v21", KINDS_V21))
+    con.execute("INSERT INTO relations_v21 (kind, from_id, to_id, at, origin) "
+                "SELECT kind, from_id, to_id, at, origin FROM relations")
+    con.execute("DROP TABLE relations")
+    con.execute("ALTER TABLE relations_v21 RENAME TO relations")
+    for statement in _RELATION_INDEXES.split(";"):
+        if statement.strip():
+            con.execute(statement)
+    con.execute("PRAGMA user_version = 21")
+    con.execute("COMMIT")
+    con.close()
+    return Path(path)
+
+
+#: the engine's closed miss-term fold table (reference 4.7), restated
+_FOLD = {ch: base for base, group in (
+    ("a", "àáâãäåāăą"), ("c", "çćĉċč"), ("d", "ď"), ("e", "èéêëēĕėęě"), ("g", "ĝğġģ"),
+    ("h", "ĥ"), ("i", "ìíîïĩīĭįı"), ("j", "ĵ"), ("k", "ķ"), ("l", "ĺļľł"), ("n", "ñńņň"),
+    ("o", "òóôõöøōŏő"), ("r", "ŕŗř"), ("s", "śŝşš"), ("t", "ţť"), ("u", "ùúûüũūŭůűų"),
+    ("w", "ŵ"), ("y", "ýÿ"), ("z", "źżž")) for ch in group}
+
+
 def fold(term: str) -> str:
-    """nMEMORY's miss-term fold (trim, lowercase, strip Latin diacritics)."""
-    low = term.strip().lower()
-    return "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
+    """nMEMORY's miss-term fold: trim, lowercase, then the closed table (nothing else)."""
+    return "".join(_FOLD.get(c, c) for c in term.strip().lower())
 
 
 def capsule_json(content: str, source: str, anchor: str, project: str, *, confidence: float = 0.6,
@@ -177,12 +339,21 @@ def capsule_json(content: str, source: str, anchor: str, project: str, *, confid
     )
 
 
+def content_hmac(capsule_id: str, content: str) -> str:
+    """A tombstone's content fingerprint: keyed HMAC-SHA-256 over a domain tag, the id, a
+    NUL and the removed content (so equal contents of two capsules differ)."""
+    mac = hmac.new(HMAC_KEY, _HMAC_TAG + capsule_id.encode() + b"\x00" + content.encode(),
+                   hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()
+
+
 class Builder:
     """Write an nMEMORY file the way the engine's tools do (one audit row per mutation)."""
 
-    def __init__(self, path: str | Path, *, fresh: bool = True):
+    def __init__(self, path: str | Path, *, fresh: bool = True, version: int = 20):
         self.path = Path(path)
-        self.con = create(self.path) if fresh else sqlite3.connect(self.path)
+        self.con = create(self.path, version) if fresh else sqlite3.connect(self.path)
+        self.version = int(self.con.execute("PRAGMA user_version").fetchone()[0])
         row = self.con.execute("SELECT COUNT(*) FROM capsules").fetchone()
         self.capsules = int(row[0])
         self.sessions = int(self.con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
@@ -204,11 +375,18 @@ class Builder:
         self.con.commit()
         self.con.close()
 
+    def _forgotten(self, cid: str) -> bool:
+        return self.con.execute("SELECT 1 FROM tombstones WHERE capsule_id = ?",
+                                (cid,)).fetchone() is not None
+
     # -- tools --------------------------------------------------------------------------
     def ingest(self, content: str, *, at: str, project: str = "nmemory", source: str = "note",
                anchor: str = "test", session: str | None = None, valid_to: str | None = None,
                authority: str = "agent-inferred", taint: bool = False,
-               confidence: float = 0.6, audited: bool = True) -> str:
+               confidence: float = 0.6, audited: bool = True, kind: str | None = None,
+               action: str = "memory_ingest", note: str = "captured") -> str:
+        """memory_ingest: the capsule, its FTS row and embedding, one audit row; with
+        ``kind``, the classification and its via-ingest audit row right after."""
         self.capsules += 1
         seq = self.capsules
         cid = f"cap-{seq}"
@@ -223,59 +401,77 @@ class Builder:
         self.con.execute("INSERT INTO embeddings VALUES (?, 4, 'tiny-v1', ?, ?)",
                          (cid, bytes(16), at))
         if audited:  # a sync merge writes capsules without audit rows (out_of_band)
-            self.audit(at, "memory_ingest", cid)
+            self.audit(at, action, cid, note)
+        if kind is not None:
+            self.con.execute("INSERT INTO classifications VALUES (?, ?, 'project', ?) ON "
+                             "CONFLICT (capsule_id) DO UPDATE SET kind = excluded.kind, "
+                             "scope = excluded.scope, at = excluded.at", (cid, kind, at))
+            self.audit(at, "memory_classify", cid, f"kind={kind} scope=project via-ingest")
         return cid
 
     def relate(self, from_id: str, to_id: str, kind: str, *, at: str,
                origin: str = "manual") -> None:
+        if kind == "about" and self._forgotten(to_id):
+            raise ValueError(f"the engine refuses an about edge to the forgotten {to_id}")
         self.con.execute("INSERT INTO relations VALUES (?, ?, ?, ?, ?)",
                          (kind, from_id, to_id, at, origin))
-        self.audit(at, "memory_relate", from_id, f"{kind} {to_id}")
+        self.audit(at, "memory_relate", from_id, f"{kind} -> {to_id}")
 
     def classify(self, cid: str, kind: str, *, at: str, scope: str = "project") -> None:
         self.con.execute("INSERT INTO classifications VALUES (?, ?, ?, ?) ON CONFLICT (capsule_id)"
                          " DO UPDATE SET kind = excluded.kind, scope = excluded.scope, "
                          "at = excluded.at", (cid, kind, scope, at))
-        self.audit(at, "memory_classify", cid, f"kind={kind}")
+        self.audit(at, "memory_classify", cid, f"kind={kind} scope={scope}")
 
     def tier(self, cid: str, tier: str, *, at: str) -> None:
+        """A tier move, as consolidate's apply writes it."""
         self.con.execute("INSERT INTO tiers VALUES (?, ?, ?) ON CONFLICT (capsule_id) DO UPDATE "
                          "SET tier = excluded.tier, at = excluded.at", (cid, tier, at))
-        self.audit(at, "memory_tier", cid, f"tier={tier}")
+        self.audit(at, "memory_consolidate", cid, f"tier={tier}")
 
-    def forget(self, cid: str, mode: str, *, at: str, reason: str | None = None) -> None:
+    def forget(self, cid: str, mode: str, *, at: str, reason: str = "no longer true") -> None:
+        """memory_forget: the JSON nulled, the FTS row kept empty, the embedding dropped,
+        and a tombstone with the content's keyed HMAC and hash (the reason is mandatory)."""
+        if not reason.strip():
+            raise ValueError("the engine refuses a forget without a reason")
         seq, text = self.con.execute("SELECT seq, canonical_json FROM capsules WHERE id = ?",
                                      (cid,)).fetchone()
         cap = json.loads(text)
         prov = cap["provenance"]
         redacted = mode == "redacted"
-        self.con.execute(
-            "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, mode, "hmac-sha256:" + hashlib.sha256(b"k" + text.encode()).hexdigest(), at,
-             reason, prov["source"] if redacted else None, prov["anchor"] if redacted else None,
-             prov["source_hash"]),
-        )
         self.con.execute("UPDATE capsules SET canonical_json = NULL WHERE id = ?", (cid,))
         self.con.execute("DELETE FROM capsules_fts WHERE rowid = ?", (seq,))
+        self.con.execute("INSERT INTO capsules_fts (rowid, content) VALUES (?, '')", (seq,))
         self.con.execute("DELETE FROM embeddings WHERE capsule_id = ?", (cid,))
+        self.con.execute(
+            "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, mode, content_hmac(cid, cap["content"]), at, reason,
+             prov["source"] if redacted else None, prov["anchor"] if redacted else None,
+             prov["source_hash"]),
+        )
         self.audit(at, "memory_forget", cid, reason)
 
     def session_start(self, project: str, *, at: str) -> str:
+        """memory_session_start: the session row and its audit row (no reason). The
+        project only scopes a later handoff: the sessions table holds none."""
         self.sessions += 1
         sid = f"sess-{self.sessions}"
         self.con.execute("INSERT INTO sessions VALUES (?, ?, NULL, NULL)", (sid, at))
-        self.audit(at, "memory_session_start", sid, project)
+        self.audit(at, "memory_session_start", sid, None)
         return sid
 
-    def session_finish(self, sid: str, *, at: str, project: str,
-                       handoff: str | None = None) -> str | None:
+    def session_finish(self, sid: str, *, at: str, project: str, handoff: str | None = None,
+                       summary: str | None = None) -> str | None:
+        """memory_session_finish: the handoff captured first (its own audit row under the
+        finish action), then the session closed (the finish audit row, reason = summary)."""
         cid = None
         if handoff is not None:
             cid = self.ingest(handoff, at=at, project=project, source="memory_session_finish",
-                              anchor=sid, session=sid)
+                              anchor=sid, session=sid, action="memory_session_finish",
+                              note="handoff captured")
         self.con.execute("UPDATE sessions SET finished_at = ?, summary = ? WHERE session_id = ?",
-                         (at, handoff, sid))
-        self.audit(at, "memory_session_finish", sid, cid)
+                         (at, summary, sid))
+        self.audit(at, "memory_session_finish", sid, summary)
         return cid
 
     def recall(self, ids: list[str], *, at: str, terms: list[str] | None = None) -> None:
@@ -285,9 +481,10 @@ class Builder:
                 "recall_count = recall_count + 1, last_recalled_at = excluded.last_recalled_at",
                 (cid, at))
         self.receipts += 1
-        self.con.execute("INSERT INTO recall_receipts VALUES (?, ?, ?, ?)",
-                         (f"rcpt-{self.receipts}", json.dumps(terms or ["q"]), json.dumps(ids),
-                          at))
+        self.con.execute(
+            "INSERT INTO recall_receipts (id, terms, returned_ids, outcome, lane, project_id, "
+            "at) VALUES (?, ?, ?, 'grounded', 'term', NULL, ?)",
+            (f"rcpt-{self.receipts}", json.dumps(terms or ["q"]), json.dumps(ids), at))
 
     def miss(self, terms: list[str], outcome: str, *, at: str) -> None:
         seen: list[str] = []
@@ -316,7 +513,18 @@ class Builder:
         self.audit(at, "memory_git_scan", source_key, cursor)
 
     def synonym(self, term: str, alias: str, *, at: str) -> None:
-        self.con.execute("INSERT INTO synonyms VALUES (?, ?, ?)", (term, alias, at))
+        """memory_alias: both sides folded, one audited row."""
+        self.con.execute("INSERT INTO synonyms VALUES (?, ?, ?)", (fold(term), fold(alias), at))
+        self.audit(at, "memory_alias", fold(term), f"alias={fold(alias)}")
+
+    def outcome(self, description: str, *, at: str, capsule_id: str | None = None) -> str:
+        """An outcome observation (``out-<n>``), which a falsifies edge may come from."""
+        n = int(self.con.execute("SELECT COUNT(*) FROM outcomes").fetchone()[0]) + 1
+        oid = f"out-{n}"
+        self.con.execute("INSERT INTO outcomes VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                         (n, oid, description, ACTOR, capsule_id, at))
+        self.audit(at, "memory_outcome", oid, None)
+        return oid
 
     def stage(self, cid: str, *, at: str) -> None:
         """A staged ingest's birth verdict, as the engine writes it after the capture."""
@@ -347,9 +555,9 @@ def _n(clock: str) -> str:
     return f"2026-07-21T23:36:{clock}Z"
 
 
-def build_rich(path: str | Path) -> Path:
+def build_rich(path: str | Path, version: int = 20) -> Path:
     """Fixture A: every digest section populated (see expected/rich.json)."""
-    b = Builder(path)
+    b = Builder(path, version=version)
     s1 = b.session_start("nmemory", at=_t("00"))
     c1 = b.ingest("Use SQLite WAL mode for the store", at=_t("01"), project="nott/tech",
                   session=s1)
@@ -359,8 +567,8 @@ def build_rich(path: str | Path) -> Path:
     c3 = b.ingest("ACTIVE(scrub): scrubbing the importer, step 2\nnext: fixtures", at=_t("04"),
                   project="nott/tech")
     b.relate(c3, c2, "supersedes", at=_t("05"))
-    c4 = b.ingest("Launch the memframe importer", at=_t("06"), project="nott")
-    b.classify(c4, "epic", at=_t("07"))
+    c4 = b.ingest("Launch the memframe importer", at=_t("06"), project="nott",
+                  kind="epic")  # the ingest's kind: classified, audited via-ingest
     c5 = b.ingest("Write the fixture builder", at=_t("08"), project="nott")
     b.classify(c5, "task", at=_t("09"))
     c6 = b.ingest("Write the parity tests", at=_t("10"), project="nott")
@@ -370,7 +578,7 @@ def build_rich(path: str | Path) -> Path:
     b.relate(c5, c6, "blocks", at=_t("14"))
     c7 = b.ingest("Fixture builder merged", at=_t("15"), project="nott")
     b.relate(c7, c5, "witnesses", at=_t("16"))
-    b.session_finish(s1, at=_t("17"), project="nmemory",
+    b.session_finish(s1, at=_t("17"), project="nmemory", summary="importer half done",
                      handoff="Handoff: importer half done\nnext: parity tests")  # cap-8
     s2 = b.session_start("nott", at=_t("18"))
     b.session_start("nmemory", at=_t("20"))  # sess-3: whole second ...
@@ -390,7 +598,7 @@ def build_rich(path: str | Path) -> Path:
     c12 = b.ingest("Nanosecond stamped fact", at="2026-07-21T23:36:24.016162617Z")
     b.recall([c12, c1], at=_n("25"))
     c13 = b.ingest("Draft with a typo", at=_n("26"), anchor="draft")
-    b.forget(c13, "redacted", at=_n("27"))
+    b.forget(c13, "redacted", at=_n("27"), reason="typo in the draft")
     b.ingest("Other project handoff", at=_n("28"), project="other/x",
              source="memory_session_finish", anchor="manual")  # cap-14
     b.relate(c1, c12, "derived_from", at=_n("29"), origin="import")
@@ -440,12 +648,11 @@ def grow_rich(path: str | Path) -> Path:
     return Path(path)
 
 
-def build_cycles(path: str | Path) -> Path:
+def build_cycles(path: str | Path, version: int = 20) -> Path:
     """Fixture C: a blocks cycle through cap-10 (byte order) and a grounded_in cycle."""
-    b = Builder(path)
+    b = Builder(path, version=version)
     t = "2026-06-01T10:00:{}Z".format
-    c1 = b.ingest("Launch epic", at=t("00"))
-    b.classify(c1, "epic", at=t("01"))
+    b.ingest("Launch epic", at=t("00"), kind="epic")  # cap-1, classified via ingest
     c2 = b.ingest("Alpha blocker", at=t("02"))
     c3 = b.ingest("Beta blocker", at=t("03"))
     c4 = b.ingest("Done item", at=t("04"))
@@ -468,9 +675,9 @@ def build_cycles(path: str | Path) -> Path:
     return Path(path)
 
 
-def build_curated(path: str | Path) -> Path:
+def build_curated(path: str | Path, version: int = 20) -> Path:
     """Fixture D: staged proposals, pins and open efforts (see expected/curated.json)."""
-    b = Builder(path)
+    b = Builder(path, version=version)
     t = "2026-07-01T10:00:{}Z".format
     c1 = b.ingest("Old rule kept for reference", at="2026-01-01T00:00:00Z", project="team")
     c2 = b.ingest("Rule, second edition", at="2026-01-02T00:00:00Z", project="team")
@@ -539,7 +746,7 @@ def grow_curated(path: str | Path) -> Path:
     return Path(path)
 
 
-def build_empty(path: str | Path) -> Path:
+def build_empty(path: str | Path, version: int = 20) -> Path:
     """An nMEMORY file with the schema and no rows."""
-    Builder(path).close()
+    Builder(path, version=version).close()
     return Path(path)

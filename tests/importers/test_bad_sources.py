@@ -42,11 +42,22 @@ def test_a_damaged_sqlite_file(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-@pytest.mark.parametrize("version", [0, 19, 21])
-def test_wrong_schema_version_names_the_version(tmp_path, version):
+@pytest.mark.parametrize(("version", "advice"), [
+    (0, "it is not an nMEMORY store, or it is damaged"),
+    (11, "open it once with nMEMORY 0.3.0, which migrates an older store to schema 21 in "
+         "place"),
+    (19, "open it once with nMEMORY 0.3.0"),
+    (22, "no nMEMORY release migrates a store down: import it with a memframe release that "
+         "reads schema 22"),
+])
+def test_an_unread_schema_version_is_named_with_advice_that_can_be_followed(tmp_path, version,
+                                                                           advice):
     db = build_rich(tmp_path / "a.db")
     execute(db, f"PRAGMA user_version = {version}")
-    _refused(db, tmp_path / "s", f"schema version {version}; this importer reads version 20")
+    err = _refused(db, tmp_path / "s", f"schema version {version}")
+    assert "this importer reads 20 (nMEMORY 0.2.x) and 21 (nMEMORY 0.3.0)" in str(err)
+    assert advice in str(err)
+    assert ("(nMEMORY 0.1.x)" in str(err)) == (version == 11)
     assert not (tmp_path / "s").exists()
 
 
@@ -96,8 +107,8 @@ def test_bad_timestamp_is_refused(tmp_path):
 
 def test_tombstone_without_null_json_is_inconsistent(tmp_path):
     db = build_rich(tmp_path / "a.db")
-    execute(db, "INSERT INTO tombstones (capsule_id, mode, content_hmac, at) "
-                "VALUES ('cap-1', 'purged', 'h', '2026-07-22T00:00:00Z')")
+    execute(db, "INSERT INTO tombstones (capsule_id, mode, content_hmac, at, reason) "
+                "VALUES ('cap-1', 'purged', 'h', '2026-07-22T00:00:00Z', 'gone')")
     _refused(db, tmp_path / "s", "cap-1.*tombstones row but its canonical_json is still present")
 
 

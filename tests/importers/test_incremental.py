@@ -7,7 +7,7 @@ import shutil
 import polars as pl
 import pytest
 from import_helpers import clock, digest_text, execute, expected_text
-from nmemory_fixture import Builder, build_rich, grow_rich
+from nmemory_fixture import VERSIONS, Builder, build_rich, grow_rich
 
 import memframe as mf
 from memframe.importers import ImportSourceError, SourceRewrittenError, import_nmemory
@@ -31,10 +31,10 @@ LATEST = {"classifications": ["capsule_id"], "tiers": ["capsule_id"],
           "source_cursors": ["source_key"]}
 
 
-@pytest.fixture
-def grown(tmp_path):
-    """(incremental store, fresh store, first report, second report)."""
-    db = build_rich(tmp_path / "a.db")
+@pytest.fixture(params=VERSIONS, ids=[f"v{v}" for v in VERSIONS])
+def grown(tmp_path, request):
+    """(incremental store, fresh store, first report, second report), at each version."""
+    db = build_rich(tmp_path / "a.db", version=request.param)
     first = import_nmemory(db, tmp_path / "inc", progress=False)
     grow_rich(db)
     second = import_nmemory(db, tmp_path / "inc", progress=False)
@@ -111,7 +111,7 @@ def test_newly_tombstoned_content_is_erased_from_the_data_files(grown):
         assert "Merged from another device" not in frame["content"].drop_nulls().to_list()
     forgets = store.table("forgets").collect().sort("capsule_id")
     assert forgets.select("capsule_id", "mode", "reason").rows() == [
-        ("cap-10", "purge", "leaked secret"), ("cap-13", "redact", None),
+        ("cap-10", "purge", "leaked secret"), ("cap-13", "redact", "typo in the draft"),
         ("cap-15", "purge", "duplicate"), ("cap-18", "redact", "scratch")]
 
 
@@ -149,7 +149,7 @@ def test_many_small_imports_equal_one(tmp_path):
 # ---- refusals: a source rewritten in a way that is not an append ----------------------------
 
 REWRITES = {
-    "journal row edited": ["UPDATE audit_events SET reason = 'edited' WHERE seq = 37"],
+    "journal row edited": ["UPDATE audit_events SET reason = 'edited' WHERE seq = 38"],
     "journal rechained": [
         "UPDATE audit_events SET chained_hash = 'x' || chained_hash WHERE seq >= 10"],
     "journal row deleted": ["DELETE FROM audit_events WHERE seq = 5"],

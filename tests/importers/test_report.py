@@ -21,22 +21,26 @@ def imported(tmp_path):
 def test_report_counts(imported):
     report, _ = imported
     assert isinstance(report, ImportReport)
-    assert report.source_rows["capsules"] == 16 and report.source_rows["audit_events"] == 37
+    assert report.source_rows["capsules"] == 16 and report.source_rows["audit_events"] == 38
     assert report.added == {"capsules": 16, "relations": 7, "forgets": 2, "recalls": 4,
-                            "classifications": 5, "tiers": 1, "brackets": 5, "journal": 37,
+                            "classifications": 5, "tiers": 1, "brackets": 5, "journal": 38,
                             "recall_misses": 3, "lane_overrides": 2, "corroborations": 4,
                             "source_cursors": 1}
-    assert report.skipped == {"capsules_fts": 14, "embeddings": 14, "recall_receipts": 4,
-                              "source_backfills": 0, "synonyms": 1}
+    # every engine-only table, with its rows: the FTS mirror keeps an empty row per
+    # forgotten capsule, the embeddings lose theirs
+    assert report.skipped == {"anchor_hashes": 0, "capsules_fts": 16, "embeddings": 14,
+                              "epistemics": 0, "event_time": 0, "feedback_weights": 0,
+                              "import_blocks": 0, "outcomes": 0, "preferences": 0,
+                              "recall_receipts": 4, "source_backfills": 0, "synonyms": 1}
     assert report.source_rows["review_events"] == report.source_rows["pin_events"] == 0
-    assert report.rows_written == 87 and report.rows_per_second > 0
+    assert report.rows_written == 88 and report.rows_per_second > 0
     assert report.to_dict()["mode"] == "full"
 
 
 def test_report_text_and_html(imported):
     report, _ = imported
     text = str(report)
-    assert "nMEMORY import (full)" in text and "capsules_fts" in text and "87 rows" in text
+    assert "nMEMORY import (full)" in text and "capsules_fts" in text and "88 rows" in text
     page = report._repr_html_()
     assert "a&lt;b&gt;&amp;.db" in page and "a<b>" not in page
     assert "<table" in page and "capsules_fts" in page
@@ -71,11 +75,14 @@ def test_usage_becomes_one_exact_recall_row_per_capsule(imported):
 
 def test_sessions_become_brackets(imported):
     _, store = imported
-    rows = store.table("brackets").collect().select("session_id", "event", "summary").rows()
-    assert rows == [("sess-1", "start", None),
-                    ("sess-1", "finish", "Handoff: importer half done\nnext: parity tests"),
-                    ("sess-2", "start", None), ("sess-3", "start", None),
-                    ("sess-4", "start", None)]
+    rows = store.table("brackets").collect().select(
+        "session_id", "event", "project_id", "summary").rows()
+    # a session's project is that of its first capsule; sess-3 and sess-4 hold none, and
+    # nMEMORY's sessions table names no project: none is invented
+    assert rows == [("sess-1", "start", "nott/tech", None),
+                    ("sess-1", "finish", "nott/tech", "importer half done"),
+                    ("sess-2", "start", "nott", None), ("sess-3", "start", None, None),
+                    ("sess-4", "start", None, None)]
 
 
 def test_relations_keep_origin(imported):
@@ -87,8 +94,8 @@ def test_relations_keep_origin(imported):
 
 def test_review_and_pin_events_are_imported_not_skipped(tmp_path):
     db = build_rich(tmp_path / "a.db")
-    execute(db, "INSERT INTO pin_events (capsule_id, pinned, actor, at) "
-                "VALUES ('cap-1', 1, 'me', '2026-07-22T00:00:00Z')",
+    execute(db, "INSERT INTO pin_events (capsule_id, pinned, reason, actor, at) "
+                "VALUES ('cap-1', 1, 'keep', 'me', '2026-07-22T00:00:00Z')",
             "INSERT INTO review_events (capsule_id, verdict, reason, actor, at) "
             "VALUES ('cap-2', 'proposed', 'staged ingest', 'me', '2026-07-22T00:00:01Z')")
     report = import_nmemory(db, tmp_path / "s", progress=False)
@@ -97,7 +104,7 @@ def test_review_and_pin_events_are_imported_not_skipped(tmp_path):
     assert not any("pin_events" in note for note in report.notes)
     store = mf.Store.open(tmp_path / "s")
     assert store.table("pins").select("capsule_id", "pinned", "reason", "actor").collect().rows() \
-        == [("cap-1", True, None, "me")]
+        == [("cap-1", True, "keep", "me")]
     assert store.table("reviews").select("capsule_id", "verdict", "reason").collect().rows() \
         == [("cap-2", "proposed", "staged ingest")]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from import_helpers import NOW, clock, execute, expected_text
-from nmemory_fixture import build_curated, grow_curated
+from nmemory_fixture import VERSIONS, build_curated, grow_curated
 
 import memframe as mf
 from memframe.importers import ImportSourceError, SourceRewrittenError, import_nmemory
@@ -18,8 +18,9 @@ def curated_text(path, **kwargs) -> str:
     return mf.digest(mf.Store.open(path, clock=clock), now=NOW, **kwargs).to_json()
 
 
-def test_curated_digest_equals_the_hand_written_reference(tmp_path):
-    db = build_curated(tmp_path / "d.db")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_curated_digest_equals_the_hand_written_reference(tmp_path, version):
+    db = build_curated(tmp_path / "d.db", version=version)
     report = import_nmemory(db, tmp_path / "s", progress=False)
     assert report.added["reviews"] == 7 and report.added["pins"] == 8
     assert curated_text(tmp_path / "s") == expected_text("curated")
@@ -40,14 +41,16 @@ def test_curated_rows_map_one_to_one(tmp_path):
         ("cap-1", True), ("cap-3", True), ("cap-3", False)]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(
     ("prefix", "pinned", "efforts", "total"),
     [("team", ["cap-5", "cap-2", "cap-1"], ["cap-4"], 7),
      ("other", ["cap-12"], ["cap-12"], 3),
-     ("team/api", ["cap-5"], [], 2)],
+     # 0.3.0: cap-4 (project team) rides the board of a fence holding only its members
+     ("team/api", ["cap-5"], ["cap-4"], 2)],
 )
-def test_curated_fenced_sections(tmp_path, prefix, pinned, efforts, total):
-    db = build_curated(tmp_path / "d.db")
+def test_curated_fenced_sections(tmp_path, prefix, pinned, efforts, total, version):
+    db = build_curated(tmp_path / "d.db", version=version)
     import_nmemory(db, tmp_path / "s", progress=False)
     d = mf.digest(mf.Store.open(tmp_path / "s"), now=NOW, project_prefix=prefix).to_dict()
     assert [r["id"] for r in d.get("pinned", [])] == pinned
@@ -56,8 +59,9 @@ def test_curated_fenced_sections(tmp_path, prefix, pinned, efforts, total):
     assert d["staged"] == {"proposed": 4, "stale_proposals": 3}  # store-global
 
 
-def test_incremental_import_carries_new_reviews_and_pins(tmp_path):
-    db = build_curated(tmp_path / "d.db")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_incremental_import_carries_new_reviews_and_pins(tmp_path, version):
+    db = build_curated(tmp_path / "d.db", version=version)
     import_nmemory(db, tmp_path / "inc", progress=False)
     grow_curated(db)
     second = import_nmemory(db, tmp_path / "inc", progress=False)
@@ -102,8 +106,8 @@ def test_an_import_made_before_reviews_and_pins_were_read_catches_up(tmp_path, m
 
 def test_a_pin_naming_no_capsule_is_refused_and_nothing_written(tmp_path):
     db = build_curated(tmp_path / "d.db")
-    execute(db, "INSERT INTO pin_events (capsule_id, pinned, actor, at) "
-                "VALUES ('cap-99', 1, 'me', '2026-07-22T00:00:00Z')")
+    execute(db, "INSERT INTO pin_events (capsule_id, pinned, reason, actor, at) "
+                "VALUES ('cap-99', 1, 'why', 'me', '2026-07-22T00:00:00Z')")
     with pytest.raises(ImportSourceError, match="pin_events row seq=9: capsule_id names no "
                                                 "capsule of the source"):
         import_nmemory(db, tmp_path / "s", progress=False)

@@ -1,4 +1,9 @@
-"""Import an nMEMORY store (one SQLite file, schema v20) into a memframe store.
+"""Import an nMEMORY store (one SQLite file, schema v20 or v21) into a memframe store.
+
+nMEMORY 0.2.x writes schema 20; 0.3.0 writes 21 and migrates every older store it opens to
+21 in place (one DDL change: ``about`` joins the relation kinds). Both are read; an
+incremental import goes on across that migration. A 0.1.x store (schema 11) is refused
+with the advice to open it once with nMEMORY 0.3.0, which migrates it to 21.
 
 The mapping follows spec/digest-reference.md section 6 (the SQLite schema) and sections 2
 and 4 (what each column means). One import is one memframe commit:
@@ -53,6 +58,7 @@ from memframe.importers.nmemory.common import (
     DEFAULT_BATCH_ROWS,
     OPERATION,
     SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
     SOURCE_TABLES,
     WATERMARK,
 )
@@ -80,6 +86,7 @@ __all__ = [
     "ImportSourceError",
     "SourceRewrittenError",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "WATERMARK",
 ]
 
@@ -139,7 +146,7 @@ def import_nmemory(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     clock: Callable[[], Any] | None = None,
 ) -> ImportReport:
-    """Import an nMEMORY store (its SQLite file, schema v20) into a memframe store.
+    """Import an nMEMORY store (its SQLite file, schema v20 or v21) into a memframe store.
 
     The source is opened read-only and read in one consistent snapshot; it is never
     written. A ``store_path`` that does not exist (or is an empty directory) gets a new
@@ -170,7 +177,7 @@ def import_nmemory(
         An `ImportReport` with per-table counts (text via ``str()``, HTML in notebooks).
 
     Raises:
-        ImportSourceError: the file is not an nMEMORY v20 SQLite store, a row is corrupt,
+        ImportSourceError: the file is not an nMEMORY v20/v21 SQLite store, a row is corrupt,
             the target holds something else, or (`SourceRewrittenError`) the source was
             rewritten since the last import in a way that is not an append. Nothing is
             written to the target (a store this call would have created is not left).
@@ -214,6 +221,18 @@ def import_nmemory(
                         f"{target} was imported from a different nMEMORY store "
                         f"({mark['source']}); its {name} does not match {src.path}"
                     )
+            was = int(mark.get("schema_version", 20))
+            if src.version < was:
+                raise SourceRewrittenError(
+                    f"{src.path} has nMEMORY schema version {src.version}, but {target} was "
+                    f"imported from it at schema version {was}; no nMEMORY release migrates a "
+                    f"store down, so this is an older copy of the store: import the current "
+                    f"file, or this one into a new path"
+                )
+            if src.version > was:  # the engine migrated the source in place (0.3.0 does)
+                notes.add(f"the source was migrated from schema version {was} to "
+                          f"{src.version} (nMEMORY {SCHEMA_VERSIONS[src.version]}) since the "
+                          f"last import; the import goes on from where that one stopped")
             if int(store.counters.get("seq", 0)) != int(mark["store_seq"]):
                 raise ImportSourceError(
                     f"{target} was written to since its last nMEMORY import; an incremental "
@@ -239,7 +258,7 @@ def import_nmemory(
             )
         plan.watermark = {
             "source": str(src.path.resolve()),
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": src.version,
             "identity": identity,
             "tables": {t: marks[t] for t in _SEQ_TABLES},
             "imports": (mark["imports"] + 1) if mark is not None else 1,

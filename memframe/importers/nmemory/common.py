@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
-SCHEMA_VERSION = 20
+#: the nMEMORY schema versions this importer reads, with the releases that write them:
+#: 0.2.x creates stores at 20; 0.3.0 creates them at 21 and migrates every older store it
+#: opens to 21 in place (the relations table rebuilt with a ninth kind, ``about``)
+SCHEMA_VERSIONS: dict[int, str] = {20: "0.2.x", 21: "0.3.0"}
+#: the newest schema version read
+SCHEMA_VERSION = max(SCHEMA_VERSIONS)
+#: the release whose first open migrates any older store to the newest version read
+MIGRATING_RELEASE = SCHEMA_VERSIONS[SCHEMA_VERSION]
 WATERMARK = "import:nmemory"
 OPERATION = "import:nmemory"
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -257,14 +257,59 @@ def _forget_rows(tombs: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
     ).sort("at", pl.col("capsule_id").str.slice(4).cast(pl.Int64, strict=False), "capsule_id")
 
 
-def _relation_rows(rel: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
-    t, k = "relations", "from_id"
-    _vocab(rel, "kind", S.RELATION_KINDS, t, k, "relation kind")
+#: an id as the engine issues it: a prefix and a positive decimal number, nothing else
+_ISSUED = r"^{}-[1-9][0-9]*$"
+
+
+def _issued(ids: pl.Series, prefix: str, top: int | None = None,
+            known: Sequence[str] | None = None) -> pl.Series:
+    """Is each id one the source issued: ``<prefix>-<n>`` with ``n`` in 1..``top``, or one
+    of ``known``?"""
+    ok = ids.str.contains(_ISSUED.format(prefix)).fill_null(False)
+    if top is not None:
+        num = ids.str.strip_prefix(f"{prefix}-").cast(pl.Int64, strict=False)
+        ok = ok & (num <= top).fill_null(False)
+    if known is not None:
+        ok = ok & ids.is_in(list(known)).fill_null(False)
+    return ok
+
+
+def _relation_rows(rel: pl.DataFrame, notes: _Notes, kinds: Sequence[str], capsules: int,
+                   outcomes: Sequence[str]) -> pl.DataFrame:
+    """Source relation rows (read in the store's order) -> memframe relation rows.
+
+    ``kinds`` are the kinds the source's schema version admits, ``capsules`` how many
+    capsules the source issued (cap-1..cap-<capsules>) and ``outcomes`` the outcome ids it
+    issued (a ``falsifies`` edge may come from one). An endpoint the engine's relate verb
+    could not have written is refused, naming the row; a repeated edge (a source whose
+    primary key was lost) is kept once, first row first, as the key keeps it.
+    """
+    t = "relations"
+    rel = rel.with_columns(
+        pl.format("{} {} -> {}", pl.col("kind").fill_null("NULL"),
+                  pl.col("from_id").fill_null("NULL"), pl.col("to_id").fill_null("NULL"))
+        .alias("edge"))
+    k = "edge"
+    _vocab(rel, "kind", kinds, t, k, "relation kind")
     rel = rel.with_columns(pl.col("origin").fill_null("manual"))
     _vocab(rel, "origin", S.RELATION_ORIGINS, t, k, "relation origin")
     _fail(t, k, rel, rel["from_id"].is_null() | rel["to_id"].is_null(), "an endpoint is NULL")
+    from_ok = _issued(rel["from_id"], "cap", capsules) | (
+        (rel["kind"] == "falsifies") & _issued(rel["from_id"], "out", known=outcomes))
+    _fail(t, k, rel, ~from_ok | ~_issued(rel["to_id"], "cap", capsules),
+          f"an endpoint is not an id the source issued (capsules run cap-1..cap-{capsules}; "
+          f"only a falsifies edge may come from an outcome out-<n> of its outcomes table); "
+          f"the engine's relate verb never writes such an edge, so the source is corrupt")
+    _fail(t, k, rel, rel["from_id"] == rel["to_id"],
+          "an edge from a capsule to itself, which the engine's relate verb refuses; the "
+          "source is corrupt")
     at = _times(rel, "at", t, k, notes=notes)
-    return rel.select(at.alias("at"), "kind", "from_id", "to_id", "origin")
+    out = rel.select(at.alias("at"), "kind", "from_id", "to_id", "origin")
+    unique = out.unique(["kind", "from_id", "to_id"], keep="first", maintain_order=True)
+    if unique.height != out.height:
+        notes.add(f"relations: {out.height - unique.height} repeated edge row(s) imported once "
+                  f"(the engine's key (kind, from_id, to_id) keeps the first)")
+    return unique
 
 
 def _recall_rows(usage: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
@@ -325,8 +370,9 @@ def _bracket_rows(sessions: pl.DataFrame, projects: Mapping[str, str],
 
     A finished session's summary goes on its finish row, an open one's on its start row.
     """
+    # a session that holds no capsule has no project in the source: none is invented
     project = pl.col("session_id").replace_strict(
-        dict(projects), default=capture.DEFAULT_PROJECT, return_dtype=pl.String)
+        dict(projects), default=None, return_dtype=pl.String)
     frames = []
     if which in ("both", "start"):
         frames.append(sessions.select(
@@ -422,7 +468,8 @@ def _check_capsule_refs(table: str, rows: pl.DataFrame, capsules: int) -> None:
 def _session_projects(src: _Source, ids: Sequence[str] | None) -> dict[str, str]:
     """The project of each session: that of its first capsule (by seq), if it has one.
 
-    nMEMORY's sessions table holds no project; memframe's bracket rows carry one.
+    nMEMORY's sessions table holds no project; memframe's bracket rows carry one, null for
+    a session that holds no capsule.
     """
     sql = ("SELECT c.session_id, c.project_id FROM capsules c JOIN (SELECT session_id, "
            "MIN(seq) AS s FROM capsules WHERE session_id IS NOT NULL{flt} GROUP BY session_id) m "

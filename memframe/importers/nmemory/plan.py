@@ -159,16 +159,34 @@ def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Pro
 
 def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -> None:
     """The mutable side tables of a first import: relations, usage, labels, tiers, cursors."""
-    for table, target, convert, order in (
-        ("relations", "relations", _relation_rows, "at, kind, from_id, to_id"),
-        ("usage", "recalls", _recall_rows, ""),
-        ("classifications", "classifications", _classification_rows, ""),
-        ("tiers", "tiers", _tier_rows, ""),
-        ("source_cursors", "source_cursors", _cursor_rows, "source_key"),
+    rel = _read_relations(src, plan.capsules, notes)
+    progress.update(rel.height)
+    plan.add("relations", rel, "relations")
+    usage = _read_usage(src, notes)
+    progress.update(usage.height)
+    plan.add("recalls", usage, "usage")
+    for table, convert, order in (
+        ("classifications", _classification_rows, ""),
+        ("tiers", _tier_rows, ""),
+        ("source_cursors", _cursor_rows, "source_key"),
     ):
         rows = src.read(table, order=order)
         progress.update(rows.height)
-        plan.add(target, convert(rows, notes), table)
+        plan.add(table, convert(rows, notes), table)
+
+
+def _read_relations(src: _Source, capsules: int, notes: _Notes) -> pl.DataFrame:
+    """Every relation row of the source, checked against what the source issued."""
+    rows = src.read("relations", order="at, kind, from_id, to_id")
+    return _relation_rows(rows, notes, S.ENGINE_RELATION_KINDS[src.version], capsules,
+                          src.outcome_ids())
+
+
+def _read_usage(src: _Source, notes: _Notes) -> pl.DataFrame:
+    """The usage rows as recall rows (recall counts are whole numbers in the source)."""
+    src.refuse_non_integers("usage", "recall_count", "capsule_id",
+                            "the engine counts recalls in whole numbers")
+    return _recall_rows(src.read("usage"), notes)
 
 
 def _check_tombstone_targets(tombs: pl.DataFrame, capsules: int) -> None:
@@ -246,7 +264,7 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
     """Diff nMEMORY's mutable side tables against the store's folds; append the changes."""
     now = view.now()
     # relations: (kind, from, to) is the key; imported edges must be unchanged
-    rel = _relation_rows(src.read("relations", order="at, kind, from_id, to_id"), notes)
+    rel = _read_relations(src, plan.capsules, notes)
     progress.update(rel.height)
     key = ["kind", "from_id", "to_id"]
     stored = view.table("relations").select("at", *key, "origin").collect()
@@ -262,7 +280,7 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
     plan.add("relations", rel.join(stored.select(key), on=key, how="anti", maintain_order="left"),
              "relations")
     # usage: counts only grow; the delta becomes a new recall row at the new last instant
-    usage = _recall_rows(src.read("usage"), notes)
+    usage = _read_usage(src, notes)
     progress.update(usage.height)
     folded = (view.table("recalls").group_by("capsule_id")
               .agg(pl.col("count").sum().alias("old"), pl.col("at").max().alias("old_at"))

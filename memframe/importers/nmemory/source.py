@@ -18,12 +18,34 @@ from memframe.errors import (
 from memframe.importers.nmemory.common import (
     _TAIL_COLUMNS,
     DEFAULT_BATCH_ROWS,
+    MIGRATING_RELEASE,
     SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
     SOURCE_TABLES,
     SQLITE_HEADER,
 )
 
 # ---- the source --------------------------------------------------------------------------
+
+def version_advice(path: Path | str, version: Any) -> str:
+    """Why a file of schema ``version`` is not read, and what to do about it.
+
+    Examples:
+        >>> print(version_advice("m.db", 11))  # doctest: +ELLIPSIS
+        m.db has nMEMORY schema version 11 (nMEMORY 0.1.x); ... open it once with nMEMORY 0.3.0, ...
+    """
+    known = " and ".join(f"{v} (nMEMORY {r})" for v, r in SCHEMA_VERSIONS.items())
+    release = " (nMEMORY 0.1.x)" if version in (10, 11) else ""
+    head = f"{path} has nMEMORY schema version {version}{release}; this importer reads {known}"
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        return (f"{head}, and no nMEMORY release migrates a store down: import it with a "
+                f"memframe release that reads schema {version}")
+    if isinstance(version, int) and 0 < version < SCHEMA_VERSION:
+        return (f"{head}: open it once with nMEMORY {MIGRATING_RELEASE}, which migrates an "
+                f"older store to schema {SCHEMA_VERSION} in place (back up the file and its "
+                f".hmac-key sibling first: the migration is one-way), then import again")
+    return f"{head}: it is not an nMEMORY store, or it is damaged"
+
 
 class _Source:
     """A read-only connection to an nMEMORY file, reading one consistent snapshot."""
@@ -50,12 +72,9 @@ class _Source:
         try:
             self.con.execute("BEGIN")  # one read snapshot for the whole import
             version = self.scalar("PRAGMA user_version")
-            if version != SCHEMA_VERSION:
-                raise ImportSourceError(
-                    f"{self.path} has nMEMORY schema version {version}; this importer reads "
-                    f"version {SCHEMA_VERSION} only: open it once with an nMEMORY release of "
-                    f"schema {SCHEMA_VERSION} to migrate it, then import again"
-                )
+            if version not in SCHEMA_VERSIONS:
+                raise ImportSourceError(version_advice(self.path, version))
+            self.version: int = int(version)
             self.objects = {
                 name: (kind, sql or "")
                 for name, kind, sql in self.con.execute(
@@ -80,7 +99,7 @@ class _Source:
         if missing:
             raise ImportSourceError(
                 f"{self.path} lacks table(s) {', '.join(missing)} of the schema v"
-                f"{SCHEMA_VERSION} layout; it is damaged or not an nMEMORY store"
+                f"{self.version} layout; it is damaged or not an nMEMORY store"
             )
         for table, columns in SOURCE_TABLES.items():
             have = {row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")')}
@@ -88,7 +107,7 @@ class _Source:
             if lacking:
                 raise ImportSourceError(
                     f"{self.path}: table {table} lacks column(s) {', '.join(lacking)} of the "
-                    f"schema v{SCHEMA_VERSION} layout"
+                    f"schema v{self.version} layout"
                 )
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -167,6 +186,32 @@ class _Source:
             except sqlite3.Error:
                 out[name] = None
         return out
+
+    def outcome_ids(self) -> list[str]:
+        """The outcome ids the source issued (``out-<n>``; none when it has no such table)."""
+        if "outcomes" not in self.objects:
+            return []
+        try:
+            return [row[0] for row in self.con.execute("SELECT id FROM outcomes")]
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot read table outcomes of {self.path}: {exc}") from None
+
+    def refuse_non_integers(self, table: str, column: str, key: str, what: str) -> None:
+        """Refuse a row whose ``column`` SQLite stores as anything but an integer (a
+        declared INTEGER column still holds 2.5 or '2' if a writer put it there): read as
+        an integer, it would be silently truncated or coerced."""
+        try:
+            row = self.con.execute(
+                f'SELECT "{key}", "{column}", typeof("{column}") FROM "{table}" '
+                f'WHERE typeof("{column}") NOT IN (\'integer\', \'null\') LIMIT 1').fetchone()
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot read table {table} of {self.path}: {exc}") from None
+        if row is not None:
+            raise ImportSourceError(
+                f"{table} row {key}={row[0]!r}: {column} {row[1]!r} is stored as {row[2]}, not "
+                f"an integer; {what}, so the source is corrupt (nothing is truncated or "
+                f"coerced on import)"
+            )
 
     def identity(self) -> dict[str, str | None]:
         """What names this source whatever its path: its first capsule and audit row."""
