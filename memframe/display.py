@@ -322,7 +322,7 @@ def mission_frames(store: Any, *, max_nodes: int = 400, max_children: int | None
 
 # ---- pictures (altair, the plot extra) -----------------------------------------------------
 
-_PLOT_HINT = 'pip install "memframe[plot]"'
+_PLOT_HINT = 'pip install "memframe-store[plot]"'
 
 
 def _altair() -> Any:

@@ -288,7 +288,7 @@ def test_recall_distribution_follows_most_recalled(ticking):
 
 def test_missing_plot_extra_is_a_teaching_error(audited, monkeypatch):
     monkeypatch.setitem(sys.modules, "altair", None)
-    with pytest.raises(mf.MemframeError, match=r'pip install "memframe\[plot\]"'):
+    with pytest.raises(mf.MemframeError, match=r'pip install "memframe-store\[plot\]"'):
         display.miss_trend_chart(audited)
     # the base install still renders the audit as HTML with inline SVG
     assert "<svg" in audited.to_html()
