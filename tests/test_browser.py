@@ -4,7 +4,8 @@ The digest page, the recall-miss audit page, the import report and the notebooks
 to HTML are loaded from ``file://`` with every other request refused and recorded. Each
 must make no request beyond its own file, log no console error, raise no page error, draw
 every chart with a non-empty size, and (for the digest) keep every id on one line.
-``.ci/run`` installs Debian's chromium; the Python driver downloads no browser.
+``.ci/run`` installs Debian's chromium; the Python driver downloads no browser. Without a
+system chromium these tests skip and say how to install it; with ``CI`` set they fail.
 """
 
 from __future__ import annotations
@@ -27,12 +28,34 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SHOTS = os.environ.get("MEMFRAME_SCREENSHOTS")  # a folder to keep the screenshots in
 
 
+CHROMIUM_MISSING = ("the browser tests need the system chromium, which is not installed: "
+                    "apt-get install -y chromium (Debian/Ubuntu; .ci/run does this), then run "
+                    "them again")
+
+
 def _chromium() -> str:
+    """The system chromium. Absent, the browser tests skip and say how to install it, except
+    under CI (the ``CI`` variable set), where ``.ci/run`` installs it and they are required."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.fail("the browser tests need the system chromium: apt-get install -y chromium "
-                    "(.ci/run does this)")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the browser tests are required: {CHROMIUM_MISSING}")
+        pytest.skip(CHROMIUM_MISSING)
     return found
+
+
+def test_without_chromium_the_browser_tests_skip_with_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        _chromium()
+
+
+def test_under_ci_a_missing_chromium_fails_never_skips(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set.*apt-get install -y chromium"):
+        _chromium()
 
 
 @pytest.fixture(scope="module")

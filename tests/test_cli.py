@@ -137,8 +137,12 @@ def test_digest_on_a_terminal_is_the_readable_report(small, capsys, terminal):
     assert captured.out == d.to_text() + "\n"
     assert captured.out.startswith(f"memframe digest  generation {d.generation}")
     assert "newest (2 of 12):" in captured.out and "{" not in captured.out
-    # the stage message goes to stderr, never into the result
-    assert captured.err.startswith("memframe digest: digest of ") and " done in " in captured.err
+    # the stage messages go to stderr, never into the result: the cycle's stages, the
+    # digest, and the whole command's time at the end
+    assert "memframe digest: advancing the projections [1/6] session projection" in captured.err
+    assert "memframe digest: digest of " in captured.err
+    assert captured.err.endswith("\rmemframe digest: done in 0.0s\n") or (
+        captured.err.rsplit("\r", 1)[-1].startswith("memframe digest: done in "))
     # --format json still gives the wire bytes; --quiet silences the stage line
     assert main(["digest", str(small.path), "--format", "json", "--quiet"]) == 0
     captured = capsys.readouterr()
@@ -252,7 +256,8 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     small.vacuum()
     assert main(["info", str(small.path), "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["readable_generations"] == [3, 3] and info["newest_generation"] == 3
+    assert info["readable_generations"] == {"oldest": 3, "newest": 3, "whole_history": False}
+    assert info["newest_generation"] == 3
     assert main(["info", str(small.path)]) == 0
     assert "readable generations: 3..3 (older ones lost files" in capsys.readouterr().out
     assert main(["digest", str(small.path), "--as-of", "2"]) == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tomllib
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 

@@ -15,6 +15,7 @@ newer generation, so each is a pure function of the generation the commit is pin
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -118,19 +119,39 @@ def _digest_cycle(view: StoreView, commit: Commit, *, full: bool = False,
     return _part(report.rows_visited, 0, report.parts_recorded)
 
 
-def _cycle(store: Store, commit: Commit) -> CycleReport:
+#: The cycle's stages, in order, as `run_cycle` reports them to its ``progress`` callback.
+CYCLE_STAGES: tuple[str, ...] = (
+    "session projection", "live-count indexes", "journal checkpoint", "digest state",
+    "store-wide sections", "kept sections",
+)
+
+#: ``progress(done, total, stage)``: called before each stage of a cycle.
+Progress = Callable[[int, int, str], None]
+
+
+def _cycle(store: Store, commit: Commit, progress: Progress | None = None) -> CycleReport:
+    def stage(i: int) -> None:
+        if progress is not None:
+            progress(i, len(CYCLE_STAGES), CYCLE_STAGES[i])
+
     view = _view_of(store, commit)
     old_mark = watermark_of(view)
+    stage(0)
     session, mark, caps, shared = _session_cycle(view, commit)
     # the live-count indexes advance with the session projection's new watermark (sharing
     # the capsule rows it read when both start from the same mark), and the digest's state
     # takes the capsule parts it needs from the ones read here when it can
+    stage(1)
     dead = forgotten.stage_cycle(commit, view, mark, capsules=(old_mark, caps))
+    stage(2)
     checkpoint = _digest_cycle(view, commit, shared=shared)
     rebuilt: dict[str, Any] = {}  # the subset, when this cycle builds the state
+    stage(3)
     state = digest_state.stage_cycle(commit, view, shared=shared, keep=rebuilt)
+    stage(4)
     kept = digest_globals.stage_cycle(commit, view)
     # last: the kept sections follow the marks the state and the families just staged
+    stage(5)
     sections = digest_sections.stage_cycle(commit, view, subset=rebuilt.get("subset"),
                                            shared=shared)
     return _combine(commit, mark, {"session": session, "forgotten": dead,
@@ -172,8 +193,11 @@ def _session_cycle(view: StoreView, commit: Commit
     return _part(visited, folded_in, written), new_mark, caps, shared
 
 
-def run_cycle(store: Store) -> CycleReport:
+def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
     """Fold what was written since the watermark into the session projection (one commit).
+
+    ``progress(done, total, stage)``, when given, is called before each of the
+    `CYCLE_STAGES` (again from the first when a lost race runs the cycle once more).
 
     Examples:
         >>> import memframe as mf, tempfile, os
@@ -187,7 +211,7 @@ def run_cycle(store: Store) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
-    return store.commit(lambda c: _cycle(store, c), operation="memory_projections")
+    return store.commit(lambda c: _cycle(store, c, progress), operation="memory_projections")
 
 
 def _rebuild(store: Store, commit: Commit) -> CycleReport:
