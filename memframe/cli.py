@@ -80,7 +80,7 @@ class _Parser(argparse.ArgumentParser):
         from memframe._render.terminal import terminal_text
 
         self.print_usage(sys.stderr)
-        self.exit(2, terminal_text(f"{self.prog}: error: {message}") + "\n")
+        self.exit(2, _fit_message(terminal_text(f"{self.prog}: error: {message}")) + "\n")
 
 
 _ROOT: list[argparse.ArgumentParser] = []  # the top-level parser, for option suggestions
@@ -167,6 +167,7 @@ def _safe(text: str, fmt: str, *, to_terminal: bool) -> str:
 
 def _emit(text: str, fmt: str) -> None:
     """A result on stdout."""
+    _STATUS.erase()
     sys.stdout.write(_safe(text, fmt, to_terminal=_terminal()))
 
 
@@ -197,8 +198,24 @@ def _say(args: argparse.Namespace, message: str, *, always: bool = False) -> Non
 
     if getattr(args, "quiet", False) and not always:
         return
-    _STATUS.clear()
-    print(terminal_text(message), file=sys.stderr)
+    _STATUS.erase()
+    print(_fit_message(terminal_text(message), cut_it=not always), file=sys.stderr)
+
+
+def _fit_message(text: str, *, cut_it: bool = False) -> str:
+    """A (safe) message fitted to a terminal on stderr: a passing message is cut, a note
+    or an error is wrapped (nothing of it lost)."""
+    if not sys.stderr.isatty():
+        return text
+    import textwrap
+
+    from memframe._render.terminal import cut
+
+    width = max(20, shutil.get_terminal_size().columns)
+    if cut_it:
+        return "\n".join(cut(line, width) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
+                     for line in text.split("\n"))
 
 
 def _format(args: argparse.Namespace, *, file_out: bool = False) -> str:
@@ -253,13 +270,18 @@ class _Status:
             sys.stderr.flush()
             self.pending = 0
 
+    def erase(self) -> None:
+        """Take an unfinished status line off the screen (before a result or a message)."""
+        if self.pending:
+            sys.stderr.write("\r" + " " * self.pending + "\r")
+            sys.stderr.flush()
+            self.pending = 0
+
     def finish(self, ok: bool) -> None:
         if not self.show:
             return
         took = time.perf_counter() - self.started
-        self.stage("done" if ok else "stopped")
-        sys.stderr.write("\r" + " " * self.pending + "\r")
-        self.pending = 0
+        self.erase()
         print(f"{self.name}: {'done' if ok else 'stopped'} in {took:.1f}s", file=sys.stderr)
 
 
@@ -858,7 +880,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.parser.error(str(exc))
         except MemframeError as exc:
             _STATUS.clear()
-            print(terminal_text(_cli_message(args.command, exc)), file=sys.stderr)
+            print(_fit_message(terminal_text(_cli_message(args.command, exc))),
+                  file=sys.stderr)
             return 1
         except BrokenPipeError:
             return 0

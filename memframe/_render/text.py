@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from memframe._render.html import label
+from memframe._render.terminal import instant_text, visible
 
 __all__ = ["digest_text", "audit_text", "audit_summary", "audit_window", "plural"]
 
@@ -28,8 +29,7 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def _when(value: Any) -> str:
-    text = value.isoformat() if hasattr(value, "isoformat") else str(value or "")
-    return text[:10] + " " + text[11:19] + "Z" if len(text) >= 19 and text[10] == "T" else text
+    return instant_text(value)
 
 
 def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -> str:
@@ -62,7 +62,7 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
         for r in rows:
             extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
             taint = " [taint]" if r.get("instruction_taint") else ""
-            lines.append(f"  {r['id']:<{idw}}  {_when(r.get('created_at'))}  "
+            lines.append(f"  {visible(str(r['id'])):<{idw}}  {_when(r.get('created_at'))}  "
                          f"{label(r['project_id'], 20):<{pw}}  {label(r['headline'], 72)}"
                          f"{taint}{extra}")
     lines.append("")
@@ -74,13 +74,13 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
         lines.append(f"dag ok: ready {dag['ready_total']}, blocked {dag['blocked_total']}, "
                      f"done {dag['done_total']}")
     else:
-        lines.append(f"dag CYCLE: {' -> '.join(dag['cycle'])} "
+        lines.append(f"dag CYCLE: {' -> '.join(visible(str(i)) for i in dag['cycle'])} "
                      f"(entangled {dag['entangled_total']})")
     if "mission" in body:
         m = body["mission"]
         lines.append(f"mission {m['status']}: " + (
-            ", ".join(f"{r['id']} ({r['children']} children)" for r in m["roots"])
-            if m["status"] == "ok" else " -> ".join(m["cycle"])))
+            ", ".join(f"{visible(str(r['id']))} ({r['children']} children)" for r in m["roots"])
+            if m["status"] == "ok" else " -> ".join(visible(str(i)) for i in m["cycle"])))
     tiers, journal = body["tiers"], body["journal"]
     lines.append(f"tiers active {tiers['active']:,} archived {tiers['archived']:,} "
                  f"quarantined {tiers['quarantined']:,}  journal {journal['chain']}  "
@@ -125,8 +125,10 @@ def audit_summary(generation: int, totals: Mapping[str, int]) -> str:
 
 def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: pl.DataFrame,
                aliases: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
-               recurring_days: int, per_term: int, limit: int = 20) -> str:
-    """The recall-miss audit as a plain-text report.
+               recurring_days: int, per_term: int, limit: int = 20, days: int = 31) -> str:
+    """The recall-miss audit as a plain-text report: at most ``limit`` terms, ``limit``
+    times ``per_term`` alias proposals and the last ``days`` days, each list saying how
+    many it shows of how many (the JSON report holds every row).
 
     Examples:
         >>> print(audit_text(summary="s", window="all time",
@@ -162,12 +164,12 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
                 flags.append("not in vocabulary")
             lines.append(
                 f"  {row['misses']:>6,} {row['abstain']:>7,} {row['missing_evidence']:>7,} "
-                f"{row['days']:>4}  {row['first_seen']:%Y-%m-%d %H:%M:%S}Z "
-                f"{row['last_seen']:%Y-%m-%d %H:%M:%S}Z  "
+                f"{row['days']:>4}  {_when(row['first_seen'])} "
+                f"{_when(row['last_seen'])}  "
                 f"{label(row['term'], 40)}" + (f"  [{', '.join(flags)}]" if flags else ""))
         if terms.height > limit:
-            lines.append(f"  ... {terms.height - limit:,} more rows (all of them in .terms and "
-                         f"to_json())")
+            lines.append(f"  … {terms.height - limit:,} more (the JSON report lists every "
+                         f"term)")
     if aliases.height:
         shown = aliases.head(limit * per_term)
         lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; missed term -> "
@@ -178,12 +180,15 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
             lines.append(f"  {label(row['term'], 40)} -> {label(row['alias'], 40)}: "
                          f"{row['distance']}, {plural(row['capsules'], 'capsule')}{explained}")
         if aliases.height > shown.height:
-            lines.append(f"  ... {aliases.height - shown.height:,} more rows "
-                         f"(all of them in .aliases and to_json())")
+            lines.append(f"  … {aliases.height - shown.height:,} more (the JSON report lists "
+                         f"every proposal)")
     if daily.height:
-        lines += ["", "misses per day (UTC)"]
-        top = max(daily.get_column("misses").max() or 1, 1)  # type: ignore[operator]
-        for row in daily.iter_rows(named=True):
+        recent = daily.tail(days)
+        lines += ["", "misses per day (UTC)" + (
+            f", the last {recent.height:,} of {daily.height:,} days" if recent.height <
+            daily.height else "")]
+        top = max(recent.get_column("misses").max() or 1, 1)  # type: ignore[operator]
+        for row in recent.iter_rows(named=True):
             bar = "#" * max(0, round(40 * row["misses"] / top))
             lines.append(f"  {row['day']:%Y-%m-%d} {row['misses']:>6,} {bar}")
     if t["lane_overrides"]:
