@@ -146,34 +146,29 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
         return "\n".join(lines)
     lines.append(f"outcomes: abstain {t['abstain']:,}, missing_evidence "
                  f"{t['missing_evidence']:,}")
-    lines.append(f"recurring terms (missed on {recurring_days}+ days): "
-                 f"{t['recurring_terms']:,}; terms the store's vocabulary lacks: "
-                 f"{t['unknown_terms']:,} ({t['terms_with_alias']:,} with an alias proposal)")
+    lines.append(f"recurring terms (missed on {recurring_days}+ days): {t['recurring_terms']:,}")
+    lines.append(f"terms the store's vocabulary lacks: {t['unknown_terms']:,} "
+                 f"({t['terms_with_alias']:,} with an alias proposal)")
     lines.append(f"lane overrides: {t['lane_overrides']:,}")
     if terms.height:
-        lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,})",
-                  f"  {'misses':>6} {'abstain':>7} {'missing':>7} {'days':>4}  "
-                  f"{'first seen':<20} {'last seen':<20}  term"]
+        lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,}; "
+                      f"days*: recurring)",
+                  f"  {'term':<20}  {'misses':>6}  {'days':>5}  {'last seen':<20}  alias"]
         for row in terms.head(limit).iter_rows(named=True):
-            flags = []
-            if row["recurring"]:
-                flags.append("recurring")
-            if row["alias"] is not None:
-                flags.append(f"-> {label(row['alias'], 40)}")
-            elif not row["in_vocabulary"]:
-                flags.append("not in vocabulary")
+            note = (f"-> {label(row['alias'], 24)}" if row["alias"] is not None
+                    else "" if row["in_vocabulary"] else "(in no capsule)")
+            on_days = f"{row['days']}{'*' if row['recurring'] else ' '}"
             lines.append(
-                f"  {row['misses']:>6,} {row['abstain']:>7,} {row['missing_evidence']:>7,} "
-                f"{row['days']:>4}  {_when(row['first_seen'])} "
-                f"{_when(row['last_seen'])}  "
-                f"{label(row['term'], 40)}" + (f"  [{', '.join(flags)}]" if flags else ""))
+                f"  {label(row['term'], 20):<20}  {row['misses']:>6,}  {on_days:>5}  "
+                f"{_when(row['last_seen']):<20}  {note}".rstrip())
         if terms.height > limit:
             lines.append(f"  … {terms.height - limit:,} more (the JSON report lists every "
                          f"term)")
     if aliases.height:
-        shown = aliases.head(limit * per_term)
-        lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; missed term -> "
-                      f"vocabulary term: distance, live capsules, misses it would explain)"]
+        shown = aliases.head(limit)
+        lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; up to "
+                      f"{per_term} per term)",
+                  "  missed term -> vocabulary term: distance, live capsules, misses explained"]
         for row in shown.iter_rows(named=True):
             explained = (f", explains {plural(row['misses_explained'], 'miss', 'misses')}"
                          if "misses_explained" in row else "")
