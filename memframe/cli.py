@@ -59,6 +59,11 @@ class _Parser(argparse.ArgumentParser):
     commands' own) is printed in this one style, and made safe for the terminal."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
+        self.usage_error(message)
+        self.exit(2)
+
+    def usage_error(self, message: str) -> None:
+        """Print a usage error in the one style: the usage line, then ``prog: error: ...``."""
         match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if match:
             choices = [c.strip(" '") for c in match.group(2).split(",")]
@@ -80,7 +85,7 @@ class _Parser(argparse.ArgumentParser):
         from memframe._render.terminal import terminal_text
 
         self.print_usage(sys.stderr)
-        self.exit(2, _fit_message(terminal_text(f"{self.prog}: error: {message}")) + "\n")
+        print(_fit_message(terminal_text(f"{self.prog}: error: {message}")), file=sys.stderr)
 
 
 _ROOT: list[argparse.ArgumentParser] = []  # the top-level parser, for option suggestions
@@ -866,7 +871,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     _STATUS.__init__()  # type: ignore[misc]  # the whole command is timed from here
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser: its usage, its options to suggest
+            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
         from memframe.errors import MemframeError
 
         _STATUS.start(args)
@@ -876,8 +883,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ok = code == 0
             return code
         except _UsageError as exc:
-            _STATUS.clear()
-            args.parser.error(str(exc))
+            _STATUS.erase()
+            args.parser.usage_error(str(exc))
+            return 2
         except MemframeError as exc:
             _STATUS.clear()
             print(_fit_message(terminal_text(_cli_message(args.command, exc))),
