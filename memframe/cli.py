@@ -418,12 +418,12 @@ def _sessions_text(page: Any) -> str:
     lines = [f"{'newest ' + format(shown, ',') + ' of ' if shown < page.total else ''}"
              f"{page.total:,} session(s); {page.rows_visited:,} rows read; hash {page.hash[:12]}"]
     if shown:
-        lines.append(f"  {'last activity':<20}  {'memories':>8}  {'live':>6}  "
-                     f"{'last capsule':<12}  conversation")
+        # the conversation id last and whole where it fits (a UUID does at 80 columns);
+        # the JSON has every column
+        lines.append(f"  {'last activity':<20}  {'memories':>8}  {'live':>6}  conversation")
     for row in page.rows.iter_rows(named=True):
         lines.append(f"  {_instant(row['last_at']):<20}  {row['memory_count']:>8,}  "
-                     f"{row['live_count']:>6,}  {row['last_member_id'] or '':<12}  "
-                     f"{row['conversation_id']}")
+                     f"{row['live_count']:>6,}  {row['conversation_id']}")
     return "\n".join(lines)
 
 
