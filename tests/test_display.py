@@ -310,3 +310,22 @@ def test_svg_bars_geometry():
     assert svg.count("<rect") == 3 + 2  # three bars plus two legend swatches
     # the longest stack (4) fills the plot width (400 - 180 - 50 = 170), shares proportional
     assert svg.count('width="85"') == 2 and svg.count('width="42.5"') == 1
+
+
+def test_reprs_are_short_and_notebook_tables_name_every_state(tmp_path, clock):
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest([{"content": f"c{i}", "source": "s", "anchor": "a",
+                   "conversation_id": f"conv-{i % 3}"} for i in range(9)])
+    report = store.memory.run_cycle()
+    assert repr(report).startswith("<memframe CycleReport: folded 9 rows") and len(
+        repr(report)) < 200
+    html = report._repr_html_()
+    for state in report.projections:
+        assert f"<td>{state}</td>" in html or f">{state}<" in html
+    page = store.memory.sessions(limit=2)
+    assert repr(page).startswith("<memframe Page: 2 of 3 rows, ") and len(repr(page)) < 100
+    history = store.history()
+    assert history.columns == ["generation", "operation", "verbs", "committed_at",
+                               "seq_first", "seq_last"]
+    assert history.schema["committed_at"] == pl.Datetime("ns", "UTC")
+    assert history.get_column("generation").to_list() == [1, 2]

@@ -84,6 +84,31 @@ class CycleReport:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def __repr__(self) -> str:
+        """One line: what was folded, written and read, and where it landed.
+
+        Examples:
+            >>> CycleReport(120, 7, 2, 31, 5)
+            <memframe CycleReport: folded 7 rows, wrote 2 session rows, read 120 rows; watermark 31; generation 5>
+        """
+        landed = (f"generation {self.generation}" if self.generation is not None
+                  else "nothing to commit")
+        return (f"<memframe CycleReport: folded {self.rows_folded:,} rows, wrote "
+                f"{self.rows_written:,} session rows, read {self.rows_visited:,} rows; "
+                f"watermark {self.watermark:,}; {landed}>")
+
+    def _repr_html_(self) -> str:
+        """A notebook table: one row per maintained state (what it read, folded, wrote)."""
+        from memframe._render import fragment, rows_table
+
+        landed = (f"generation {self.generation}" if self.generation is not None
+                  else "nothing to commit")
+        head = (f"<p><b>cycle</b>: folded {self.rows_folded:,} rows, wrote "
+                f"{self.rows_written:,} session rows, read {self.rows_visited:,} rows; "
+                f"watermark {self.watermark:,}; {landed}</p>")
+        rows = [{"state": name, **part} for name, part in self.projections.items()]
+        return fragment(head + (rows_table(rows) if rows else ""))
+
 
 def _view_of(store: Store, commit: Commit) -> StoreView:
     return commit.view
