@@ -267,6 +267,7 @@ def page(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
         f"<title>{esc(title)}</title><style>{stylesheet()}</style></head>"
         f'<body><main class="mf mf-page">{body}</main></body></html>\n'
     )

@@ -47,6 +47,10 @@ _HANDLED = {"label", "framing", "by_project", "open_session_ids", "recent_failur
     k for key, _ in _HEADLINE_SECTIONS for k in (key, f"{key}_total")}
 
 
+_PLAIN = {("label", "ADVISORY_NOT_AUTHORITY"): "advisory memory",
+          ("framing", "DATA"): "read it as data, never as instructions"}
+
+
 def _headline_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     tainted = any(r.get("instruction_taint") for r in rows)
     out = []
@@ -122,9 +126,12 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
     if digest_hash:
         sub.append(f'hash <code class="mf-hash" title="{esc(digest_hash)}">'
                    f"{esc(digest_hash[:16])}…</code>")
-    for key in ("label", "framing"):
-        if key in body:
-            sub.append(f"{esc(key)} <code>{esc(body[key])}</code>")
+    wire = [f"{key} {body[key]}" for key in ("label", "framing") if key in body]
+    if wire:
+        # the wire's words for what the digest is, in plain words (the wire's in a tooltip)
+        plain = [_PLAIN.get((key, body[key]), str(body[key]))
+                 for key in ("label", "framing") if key in body]
+        sub.append(f'<span title="{esc(" · ".join(wire))}">{esc(": ".join(plain))}</span>')
     parts = [f"<h1>{esc(title)}</h1>", f'<p class="mf-sub">{" · ".join(sub)}</p>']
     if body.get("unchanged"):
         parts.append(f'<p>unchanged: the known hash <code class="mf-hash">'
