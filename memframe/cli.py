@@ -854,13 +854,34 @@ def synopsis() -> str:
     return "\n".join(_usage_of(prefix, p) for prefix, p in _commands(build_parser(), "memframe"))
 
 
+# the API's words -> the command line's: parameters are options here, and a store is
+# made with a command
+_CLI_WORDS = (
+    (re.compile(r"\b(grace_seconds|min_rows|known_hash|since|until|headlines|limit)="),
+     lambda m: f"--{m.group(1).replace('_', '-')} "),
+    (re.compile(r"^(since|until) \("), lambda m: f"--{m.group(1)} ("),
+    (re.compile(r"is after until \("), lambda m: "is after --until ("),
+    (re.compile(r"create one with mf\.Store\.create\(path\) or `memframe synth PATH`"),
+     lambda m: "make one with `memframe synth PATH` or `memframe import nmemory SQLITE PATH`"),
+)
+
+
 def _cli_message(command: str, exc: Exception) -> str:
-    """An error's message in the command line's words (the digest's fail-closed prefix is
-    the wire protocol's, not the command's)."""
+    """An error's message in the command line's words: options for parameters, commands
+    for Python calls (the digest's fail-closed prefix is the wire protocol's).
+
+    Examples:
+        >>> _cli_message("vacuum", ValueError("grace_seconds=0.0: give a positive number"))
+        'memframe vacuum: --grace-seconds 0.0: give a positive number'
+        >>> _cli_message("digest", ValueError("memory_digest failed: journal: gap"))
+        'memframe digest: cannot compute the digest: journal: gap'
+    """
     text = str(exc)
     prefix = "memory_digest failed: "
     if text.startswith(prefix):
         text = "cannot compute the digest: " + text[len(prefix):]
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)
     return f"memframe {command}: {text}"
 
 

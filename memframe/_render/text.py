@@ -89,26 +89,19 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
 
 
 def audit_window(since: datetime.datetime | None, until: datetime.datetime | None) -> str:
-    """The audit window in words.
+    """The audit window in words, in the one instant format of every report.
 
     Examples:
         >>> audit_window(None, None)
         'all time'
+        >>> audit_window(datetime.datetime(2026, 7, 1, tzinfo=datetime.UTC), None)
+        'from 2026-07-01 00:00:00Z until now (exclusive)'
     """
     if since is None and until is None:
         return "all time"
-    first = _rfc(since) if since else "the beginning"
-    last = _rfc(until) if until else "now"
+    first = instant_text(since) if since else "the beginning"
+    last = instant_text(until) if until else "now"
     return f"from {first} until {last} (exclusive)"
-
-
-def _rfc(value: datetime.datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    text = value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += "." + f"{value.microsecond:06d}".rstrip("0")
-    return text + "Z"
 
 
 def audit_summary(generation: int, totals: Mapping[str, int]) -> str:
