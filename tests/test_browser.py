@@ -159,6 +159,10 @@ def test_the_audit_page(browser, tmp_path):
     svgs = visit.drawn_svgs()
     assert len(svgs) == 3  # misses per day, top terms, lane overrides
     assert all(s["w"] > 200 and s["h"] > 100 and s["marks"] > 5 for s in svgs), svgs
+    # every chart is an image with alt text that gives its figures
+    alts = visit.page.evaluate("""() => [...document.querySelectorAll('svg')]
+        .map(s => [s.getAttribute('role'), s.getAttribute('aria-label')])""")
+    assert all(role == "img" and " in all, the highest " in text for role, text in alts), alts
 
 
 def test_the_notebook_fragments_share_the_stylesheet(browser, tmp_path):
@@ -187,8 +191,11 @@ def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name)
     visit = Visit(browser, _write(tmp_path, f"{name}.html", body))
     visit.shot(name)
     visit.assert_clean()
-    charts = sum(1 for c in nb.cells for o in c.get("outputs", [])
-                 if "image/svg+xml" in o.get("data", {}))
+    svgs = ["".join(o["data"]["image/svg+xml"]) for c in nb.cells for o in c.get("outputs", [])
+            if "image/svg+xml" in o.get("data", {})]
+    charts = len(svgs)
+    # alt text on every picture: the SVG says it is an image and what it shows
+    assert all(' role="img" aria-label="' in s and "<title>" in s for s in svgs)
     assert charts == {"02-digest": 2, "03-recall-miss-audit": 4}[name]
     # nbconvert embeds each SVG output as an image: every one decoded, with a real size
     images = visit.page.evaluate("""() => [...document.querySelectorAll('img')]

@@ -329,3 +329,27 @@ def test_reprs_are_short_and_notebook_tables_name_every_state(tmp_path, clock):
                                "seq_first", "seq_last"]
     assert history.schema["committed_at"] == pl.Datetime("ns", "UTC")
     assert history.get_column("generation").to_list() == [1, 2]
+
+
+def test_a_long_daily_chart_turns_weekly_with_a_scaled_axis_and_alt_text(tmp_path):
+    import datetime as dt
+    import re
+
+    now = {"t": dt.datetime(2026, 1, 5, 12, tzinfo=dt.UTC)}
+    store = mf.Store.create(tmp_path / "s", clock=lambda: now["t"])
+    for day, n in ((0, 3), (1, 7), (200, 2)):
+        now["t"] = dt.datetime(2026, 1, 5, 12, tzinfo=dt.UTC) + dt.timedelta(days=day)
+        store.record_miss([f"term{i}" for i in range(n)], "abstain")
+    audit = mf.audit.recall_misses(store)
+    assert audit.daily.height == 201  # quiet days included
+    html = audit.to_html()
+    (trend,) = [s for s in re.findall(r"<svg.*?</svg>", html) if "per week" in s]
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"[^>]*><title>week',
+                                           trend)]
+    assert len(widths) == 2 and min(widths) > 10  # a bar per week, not 201 hairlines
+    # the axis: labelled ticks up to the first one past the highest week (10 misses)
+    labels = re.findall(r'text-anchor="end" class="val"[^>]*>([\d,]+)</text>', trend)
+    assert labels == ["0", "2", "4", "6", "8", "10"]
+    alt = re.search(r'aria-label="([^"]*)"', trend).group(1)
+    assert "29 bars from week of 2026-01-05 to week of 2026-07-20" in alt
+    assert "12 in all" in alt and "the highest 10 (week of 2026-01-05)" in alt

@@ -209,14 +209,22 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
 
 # ---- the recall-miss audit -------------------------------------------------------------------
 
+_MOST_DAYS = 120  # daily bars up to this many days, weekly ones past it
+
+
 def _audit_charts(terms: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
                   outcomes: Sequence[str], limit: int) -> list[str]:
     charts = []
     if daily.height:
+        # past ~4 months a bar per day is a hairline: a bar per week (from each Monday)
+        weekly = daily.height > _MOST_DAYS
+        per = (daily.group_by(pl.col("day").dt.truncate("1w"), maintain_order=True)
+               .agg(pl.col(list(outcomes)).sum()).sort("day") if weekly else daily)
         charts.append(svg_bars(
-            [d.isoformat() for d in daily.get_column("day").to_list()],
-            [(o, daily.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
-            title="misses per day (UTC)",
+            [("week of " if weekly else "") + d.isoformat()
+             for d in per.get_column("day").to_list()],
+            [(o, per.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
+            title="misses per week (UTC)" if weekly else "misses per day (UTC)",
         ))
     top = terms.head(min(limit, 25))
     if top.height:
