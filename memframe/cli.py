@@ -6,6 +6,11 @@ to stdout, readable text on a terminal and JSON when piped or with ``--format js
 stage messages and progress bars go to stderr, on a terminal only (``--quiet`` silences
 them). Each subcommand imports only what it needs, so that ``memframe digest`` on the
 sample store starts quickly.
+
+Everything printed or written passes through :mod:`memframe._render.terminal`: stored and
+source text can never drive the terminal, text reports are cut to its width, and JSON on a
+terminal has its unsafe characters escaped (the same document). Piped JSON is the API's
+bytes.
 """
 
 from __future__ import annotations
