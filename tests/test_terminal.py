@@ -94,6 +94,11 @@ def hostile(tmp_path_factory) -> dict[str, Path]:
     store.review(ids[0], "proposed", reason=HOSTILE)
     sid = store.session_start(HOSTILE)
     store.session_finish(sid, handoff=HOSTILE + " handoff")
+    (gone,) = store.ingest({"content": "to forget", "source": "s", "anchor": "b"})
+    store.forget(gone, reason=HOSTILE)
+    store.record_git_scan("git:" + HOSTILE, HOSTILE, [{"capsule_id": ids[0], "kind": "mention",
+                                              "ref": HOSTILE, "verdict": "corroborated",
+                                              "detail": HOSTILE}])
     # an nMEMORY source: hostile ids in a blocks cycle, texts, and an extra table's name
     source = root / "source.db"
     b = nmemory_fixture.Builder(source)
