@@ -6,6 +6,11 @@ to stdout, readable text on a terminal and JSON when piped or with ``--format js
 stage messages and progress bars go to stderr, on a terminal only (``--quiet`` silences
 them). Each subcommand imports only what it needs, so that ``memframe digest`` on the
 sample store starts quickly.
+
+Everything printed or written passes through :mod:`memframe._render.terminal`: stored and
+source text can never drive the terminal, text reports are cut to its width, and JSON on a
+terminal has its unsafe characters escaped (the same document). Piped JSON is the API's
+bytes.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -33,23 +40,61 @@ class _Formatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("%(default)" not in text and action.option_strings and default is not None
-                and default is not False and default is not argparse.SUPPRESS):
+        if ("%(default)" not in text and "(default" not in text and action.option_strings
+                and default is not None and default is not False
+                and default is not argparse.SUPPRESS):
             text += " (default: %(default)s)"
         return text
 
 
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    """Every long option of ``parser`` and of its subcommands."""
+    names: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                names += _options_of(child)
+        names += [o for o in action.option_strings if o.startswith("--")]
+    return names
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, plus a suggestion when a command name is mistyped."""
+    """argparse, plus a suggestion when a command or option name is mistyped, and a hint
+    when a writing command is given no STORE. Every usage error (argparse's and the
+    commands' own) is printed in this one style, and made safe for the terminal."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
+        self.usage_error(message)
+        self.exit(2)
+
+    def usage_error(self, message: str) -> None:
+        """Print a usage error in the one style: the usage line, then ``prog: error: ...``."""
         match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if match:
             choices = [c.strip(" '") for c in match.group(2).split(",")]
             near = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.5)
             if near:
                 message += f"; did you mean '{near[0]}'?"
-        return super().error(message)
+        match = re.search(r"unrecognized arguments: (.*)", message)
+        if match:
+            known = sorted(set(_options_of(_ROOT[0] if _ROOT else self)))
+            for word in match.group(1).split():
+                flag = word.split("=", 1)[0]
+                near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+                if flag.startswith("-") and near:
+                    message += f"; did you mean {near[0]}?"
+                    break
+        if "required: STORE" in message and self.prog.split()[-1] in _WRITERS:
+            message += (f" (this command writes to the store; to try it on the sample, copy "
+                        f"it first: cp -r {_default_store()} my-store)")
+        from memframe._render.terminal import terminal_text
+
+        self.print_usage(sys.stderr)
+        print(_fit_message(terminal_text(f"{self.prog}: error: {message}")), file=sys.stderr)
+
+
+_ROOT: list[argparse.ArgumentParser] = []  # the top-level parser, for option suggestions
+_WRITERS = ("cycle", "rebuild", "vacuum", "compact")
 
 
 def _headlines(value: str) -> int:
@@ -82,29 +127,105 @@ def _default_store() -> Path:
     return sample_store_path()
 
 
-def _open(path: str | None, *, as_of: str | None = None) -> Any:
+def _open(path: str | None, *, as_of: str | None = None, args: Any = None) -> Any:
     from memframe.store import Store
 
     store = Store.open(path if path is not None else _default_store())
     if as_of is None:
         return store
-    if as_of.isdigit():
-        return store.at(int(as_of))
-    return store.as_of(as_of)
+    view = store.at(int(as_of)) if as_of.isdigit() else store.as_of(as_of)
+    if view.generation == 0 and store.generation > 0 and args is not None:
+        first = store.at(1).committed_at
+        _say(args, f"note: {as_of} is before the store's first commit (generation 1, "
+                   f"{_instant(first)}): this is the empty store", always=True)
+    return view
 
 
-def _emit(text: str, out: str | None) -> None:
-    if out is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        return
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    print(f"wrote {target}", file=sys.stderr)
+def _instant(value: Any) -> str:
+    """The one instant format of every text report: ``YYYY-MM-DD HH:MM:SSZ`` (UTC)."""
+    from memframe._render.terminal import instant_text
+
+    return instant_text(value)
 
 
 def _terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def _width() -> int | None:
+    """The terminal's width when stdout is one (``COLUMNS`` wins, as ``shutil`` reads it)."""
+    if not _terminal():
+        return None
+    return max(20, shutil.get_terminal_size().columns)
+
+
+_SUFFIX = {"text": "txt", "json": "json", "html": "html"}
+
+
+def _safe(text: str, fmt: str, *, to_terminal: bool) -> str:
+    """Every text the command prints or writes passes here: a text report is made safe
+    line by line (and cut to the terminal's width on one), JSON on a terminal has its
+    unsafe characters escaped (the same document), HTML is escaped where it is built."""
+    from memframe._render.terminal import json_for_terminal, terminal_text
+
+    if fmt == "text":
+        text = terminal_text(text, _width() if to_terminal else None)
+    elif fmt == "json" and to_terminal:
+        text = json_for_terminal(text)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _emit(text: str, fmt: str) -> None:
+    """A result on stdout."""
+    _STATUS.erase()
+    sys.stdout.write(_safe(text, fmt, to_terminal=_terminal()))
+
+
+def _write_file(target: Path, text: str, fmt: str) -> Path:
+    """A result written to a file (atomically: a reader never sees half of it)."""
+    if target.is_dir():
+        raise _UsageError(f"--out {target} is a directory; name a file (for example "
+                          f"{target / ('report.' + _SUFFIX[fmt])})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    tmp.write_text(_safe(text, fmt, to_terminal=False), encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def _out_dir(out: str) -> Path:
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise _UsageError(f"--out {target} is a file; --out names a directory to write into")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _say(args: argparse.Namespace, message: str, *, always: bool = False) -> None:
+    """A message on stderr (made safe for the terminal): ``--quiet`` silences all but
+    notes and errors (``always``)."""
+    from memframe._render.terminal import terminal_text
+
+    if getattr(args, "quiet", False) and not always:
+        return
+    _STATUS.erase()
+    print(_fit_message(terminal_text(message), cut_it=not always), file=sys.stderr)
+
+
+def _fit_message(text: str, *, cut_it: bool = False) -> str:
+    """A (safe) message fitted to a terminal on stderr: a passing message is cut, a note
+    or an error is wrapped (nothing of it lost)."""
+    if not sys.stderr.isatty():
+        return text
+    import textwrap
+
+    from memframe._render.terminal import cut
+
+    width = max(20, shutil.get_terminal_size().columns)
+    if cut_it:
+        return "\n".join(cut(line, width) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
+                     for line in text.split("\n"))
 
 
 def _format(args: argparse.Namespace, *, file_out: bool = False) -> str:
@@ -122,24 +243,59 @@ def _progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
-class _Stage:
-    """``memframe <command>: <what>...`` on stderr, then ``done in N.Ns`` (terminal only)."""
+class _Status:
+    """One status line on stderr (a terminal only, not with ``--quiet``), rewritten in
+    place as the command moves from stage to stage, and the whole command's time at the
+    end: ``memframe digest: done in 14.2s``."""
 
-    def __init__(self, args: argparse.Namespace, what: str):
-        self.show = _progress(args)
-        self.what = f"memframe {args.command}: {what}"
-        self.started = 0.0
-
-    def __enter__(self) -> _Stage:
+    def __init__(self) -> None:
+        self.show = False
+        self.name = "memframe"
         self.started = time.perf_counter()
-        if self.show:
-            print(f"{self.what}...", end="", file=sys.stderr, flush=True)
-        return self
+        self.pending = 0  # characters of an unfinished status line
 
-    def __exit__(self, kind: Any, *_: Any) -> None:
-        if self.show:
-            took = time.perf_counter() - self.started
-            print(" done" if kind is None else " stopped", f"in {took:.1f}s", file=sys.stderr)
+    def start(self, args: argparse.Namespace) -> None:
+        self.show = _progress(args)
+        self.name = f"memframe {args.command}"
+
+    def stage(self, text: str) -> None:
+        if not self.show:
+            return
+        from memframe._render.terminal import cut, visible
+
+        width = shutil.get_terminal_size().columns
+        took = time.perf_counter() - self.started
+        line = cut(visible(f"{self.name}: {text} ({took:.1f}s)"), max(20, width - 1))
+        sys.stderr.write("\r" + line + " " * max(0, self.pending - len(line)))
+        sys.stderr.flush()
+        self.pending = len(line)
+
+    def cycle(self, done: int, total: int, stage: str) -> None:
+        self.stage(f"advancing the projections [{done + 1}/{total}] {stage}")
+
+    def clear(self) -> None:
+        """End an unfinished status line (before a message or another progress bar)."""
+        if self.pending:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.pending = 0
+
+    def erase(self) -> None:
+        """Take an unfinished status line off the screen (before a result or a message)."""
+        if self.pending:
+            sys.stderr.write("\r" + " " * self.pending + "\r")
+            sys.stderr.flush()
+            self.pending = 0
+
+    def finish(self, ok: bool) -> None:
+        if not self.show:
+            return
+        took = time.perf_counter() - self.started
+        self.erase()
+        print(f"{self.name}: {'done' if ok else 'stopped'} in {took:.1f}s", file=sys.stderr)
+
+
+_STATUS = _Status()
 
 
 # ---- digest ------------------------------------------------------------------------------
@@ -157,7 +313,8 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
 
     The digest is exact without it; advancing keeps the next call warm. A frozen view
     (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
-    cannot write are read as they are.
+    cannot write are read as they are. The cycle's stages show on the status line (the
+    first cycle of a large store takes a while).
     """
     from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError
     from memframe.store import Store
@@ -165,105 +322,138 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
     if args.no_advance or not args.stores or not isinstance(store, Store):
         return
     try:
-        store.memory.run_cycle()
+        store.memory.run_cycle(progress=_STATUS.cycle)
     except (OSError, ReadOnlyStoreError, ConcurrentCommitError):
         pass  # read-only here: the digest still answers exactly
+
+
+def _digest_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
+                              "verify": args.verify}
+    if args.known_hash is not None:
+        kwargs["known_hash"] = args.known_hash
+    return kwargs
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
     import memframe.digest as digest_mod
 
-    kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
-                              "verify": args.verify}
+    kwargs = _digest_kwargs(args)
     stores = args.stores or [str(_default_store())]
+    fmt = _format(args, file_out=args.out is not None)
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
-        store = _open(stores[0], as_of=args.as_of)
+        if args.known_hash is not None:
+            raise _UsageError("--known-hash compares one digest; it does not apply to "
+                              "--per-project (one digest per project)")
+        return _per_project(args, stores[0], kwargs, fmt)
+    if len(stores) == 1:
+        store = _open(stores[0], as_of=args.as_of, args=args)
         _advance(store, args)
-        kwargs.pop("project_prefix")
-        with _Stage(args, f"per-project digests of {store.path} at depth {args.per_project}"):
-            digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
+        _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
+        d = digest_mod.digest(store, **kwargs)
         if args.out is None:
-            fmt = _format(args)
-            for root, d in digests.items():
-                if fmt == "json":
-                    _emit(_json({"project": root, "digest": json.loads(d.to_json())}), None)
-                else:
-                    _emit(f"== project {root}\n" + _render_digest(d, fmt), None)
+            _emit(_render_digest(d, fmt), fmt)
         else:
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            for root, d in digests.items():
-                fmt = _format(args, file_out=True)
-                name = f"{digest_mod.batch.project_file_stem(root)}.{fmt}"
-                (out / name).write_text(_render_digest(d, fmt) + "\n", encoding="utf-8")
-            print(f"wrote {len(digests)} digest(s) to {out}", file=sys.stderr)
-        return 0
-    if len(stores) == 1 and args.out is None:
-        store = _open(stores[0], as_of=args.as_of)
-        _advance(store, args)
-        with _Stage(args, f"digest of {store.path} at generation {store.generation}"):
-            d = digest_mod.digest(store, **kwargs)
-        _emit(_render_digest(d, _format(args)), None)
+            target = _out_dir(args.out) / f"{Path(store.path).name}.{_SUFFIX[fmt]}"
+            _say(args, f"wrote {_write_file(target, _render_digest(d, fmt), fmt)}")
         return 0
     if args.as_of is not None:
-        raise _UsageError("--as-of applies to one STORE at a time")
+        raise _UsageError("--as-of reads one store as it was; name one STORE (or run one "
+                          "command per store)")
     if args.out is None:
-        raise _UsageError("several stores need --out DIR (one JSON file per store)")
-    if _progress(args):
-        print(f"memframe digest: {len(stores)} stores into {args.out}", file=sys.stderr)
+        raise _UsageError("several stores need --out DIR (one file per store)")
+    names = [Path(s).name for s in stores]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise _UsageError(f"two stores are named {twice[0]!r}, and the store's directory name "
+                          f"names its file in --out: digest them into separate --out folders")
+    out = _out_dir(args.out)
+    _say(args, f"memframe digest: {len(stores)} stores into {out}")
+    _STATUS.clear()
     if getattr(args, "engine", "processes") == "ray":
         from memframe.distributed import digest_many as ray_digest_many
 
-        report = ray_digest_many(stores, engine="ray", address=args.address, out_dir=args.out,
+        report = ray_digest_many(stores, engine="ray", address=args.address,
                                  progress=_progress(args), **kwargs)
     else:
-        report = digest_mod.digest_many(stores, out_dir=args.out, progress=_progress(args),
-                                        **kwargs)
+        report = digest_mod.digest_many(stores, progress=_progress(args), **kwargs)
+    for path, d in report.digests.items():
+        _write_file(out / f"{Path(path).name}.{_SUFFIX[fmt]}", _render_digest(d, fmt), fmt)
     for path, error in report.failures.items():
-        print(f"memframe digest: {path}: {error}", file=sys.stderr)
-    print(f"digested {len(report.digests)} store(s) into {args.out}; "
-          f"{len(report.failures)} failed", file=sys.stderr)
+        _say(args, f"memframe digest: {path}: {error}", always=True)
+    _say(args, f"digested {len(report.digests)} store(s) into {out}; "
+               f"{len(report.failures)} failed", always=bool(report.failures))
     return 1 if report.failures else 0
 
 
+def _per_project(args: argparse.Namespace, path: str, kwargs: dict[str, Any], fmt: str) -> int:
+    import memframe.digest as digest_mod
+
+    store = _open(path, as_of=args.as_of, args=args)
+    _advance(store, args)
+    kwargs.pop("project_prefix")
+    _STATUS.stage(f"per-project digests of {store.path} at depth {args.per_project}")
+    digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
+    if args.out is None:
+        for root, d in digests.items():
+            if fmt == "json":
+                _emit(_json({"project": root, "digest": json.loads(d.to_json())}), fmt)
+            elif fmt == "html":
+                _emit(_render_digest(d, fmt), fmt)
+            else:
+                _emit(f"== project {root}\n" + _render_digest(d, fmt), fmt)
+        return 0
+    out = _out_dir(args.out)
+    for root, d in digests.items():
+        name = f"{digest_mod.batch.project_file_stem(root)}.{_SUFFIX[fmt]}"
+        _write_file(out / name, _render_digest(d, fmt), fmt)
+    _say(args, f"wrote {len(digests)} digest(s) to {out}")
+    return 0
+
+
 # ---- projections -------------------------------------------------------------------------
+
+def _sessions_text(page: Any) -> str:
+    """The sessions page as a terminal report: the newest first, one instant format."""
+    if page.unchanged:
+        return f"unchanged (the known hash matches: {page.hash[:12]}); no rows"
+    shown = page.rows.height
+    lines = [f"{'newest ' + format(shown, ',') + ' of ' if shown < page.total else ''}"
+             f"{page.total:,} session(s); {page.rows_visited:,} rows read; hash {page.hash[:12]}"]
+    if shown:
+        # the conversation id last and whole where it fits (a UUID does at 80 columns);
+        # the JSON has every column
+        lines.append(f"  {'last activity':<20}  {'memories':>8}  {'live':>6}  conversation")
+    for row in page.rows.iter_rows(named=True):
+        lines.append(f"  {_instant(row['last_at']):<20}  {row['memory_count']:>8,}  "
+                     f"{row['live_count']:>6,}  {row['conversation_id']}")
+    return "\n".join(lines)
+
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
     import polars as pl
 
     from memframe.text import rfc3339
 
-    store = _open(args.store, as_of=args.as_of)
+    store = _open(args.store, as_of=args.as_of, args=args)
     page = store.memory.session_digest(limit=args.limit, known_hash=args.known_hash)
     if _format(args) == "text":
-        head = (f"{page.total:,} sessions, {page.rows_visited:,} rows read, "
-                f"hash {page.hash[:12]}" if not page.unchanged
-                else f"unchanged (hash {page.hash[:12]})")
-        _emit("\n".join([head, *page.rows.get_column("line").to_list()]), None)
+        _emit(_sessions_text(page), "text")
         return 0
     rows = page.rows.drop("line").with_columns(
         rfc3339(pl.col(c)).alias(c) for c, d in page.rows.schema.items()
         if isinstance(d, pl.Datetime))
     _emit(_json({"hash": page.hash, "unchanged": page.unchanged,
                  "rows_visited": page.rows_visited, "total": page.total,
-                 "sessions": rows.to_dicts()}), None)
+                 "sessions": rows.to_dicts()}), "json")
     return 0
 
 
 def _report(args: argparse.Namespace, body: dict[str, Any], text: str) -> None:
-    _emit(text if _format(args) == "text" else _json(body), None)
-
-
-def _writable(path: str | None, command: str) -> str:
-    """Write commands need a STORE: the bundled sample store is shared, read-only data."""
-    if path is None:
-        raise _UsageError(
-            f"this command writes to the store; name a STORE (to try it on the sample, copy "
-            f"it first: cp -r {_default_store()} my-store)"
-        )
-    return path
+    fmt = _format(args)
+    _emit(text if fmt == "text" else _json(body), fmt)
 
 
 def _cycle_text(verb: str, body: dict[str, Any]) -> str:
@@ -279,17 +469,16 @@ def _cycle_text(verb: str, body: dict[str, Any]) -> str:
 
 
 def _cmd_cycle(args: argparse.Namespace) -> int:
-    store = _open(_writable(args.store, "cycle"))
-    with _Stage(args, "folding what was written since the watermark"):
-        body = store.memory.run_cycle().to_dict()
+    store = _open(args.store)
+    body = store.memory.run_cycle(progress=_STATUS.cycle).to_dict()
     _report(args, body, _cycle_text("cycle", body))
     return 0
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
-    store = _open(_writable(args.store, "rebuild"))
-    with _Stage(args, "rebuilding the projections from the canonical rows"):
-        body = store.memory.rebuild_projections().to_dict()
+    store = _open(args.store)
+    _STATUS.stage("rebuilding the projections from the canonical rows")
+    body = store.memory.rebuild_projections().to_dict()
     _report(args, body, _cycle_text("rebuild", body))
     return 0
 
@@ -300,9 +489,9 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
     from memframe.audit import recall_misses
 
     store = _open(args.store)
-    with _Stage(args, f"recall-miss audit of {store.path}"):
-        audit = recall_misses(store, since=args.since, until=args.until,
-                              progress=_progress(args))
+    _STATUS.stage(f"recall-miss audit of {store.path}")
+    _STATUS.clear()
+    audit = recall_misses(store, since=args.since, until=args.until, progress=_progress(args))
     fmt = _format(args, file_out=args.out is not None)
     if fmt == "json":
         text = audit.to_json()
@@ -310,7 +499,10 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
         text = audit.to_html()
     else:
         text = audit.to_text()
-    _emit(text, args.out)
+    if args.out is None:
+        _emit(text, fmt)
+    else:
+        _say(args, f"wrote {_write_file(Path(args.out), text, fmt)}")
     return 0
 
 
@@ -318,26 +510,71 @@ def _cmd_import_nmemory(args: argparse.Namespace) -> int:
     from memframe.importers import import_nmemory
 
     if _progress(args):
-        print(f"memframe import: reading {args.sqlite} into {args.store}", file=sys.stderr)
+        _say(args, f"memframe import: reading {args.sqlite} into {args.store}")
     report = import_nmemory(args.sqlite, args.store, progress=_progress(args))
-    if _format(args) == "text":
-        _emit(str(report), None)
+    fmt = _format(args)
+    if fmt == "text":
+        _emit(str(report), fmt)
     else:
         _emit(_json({"mode": report.mode, "source": str(report.source),
                      "store": str(report.store), "generation": report.generation,
                      "rows_written": report.rows_written, "source_rows": report.source_rows,
                      "read": report.read, "added": report.added, "skipped": report.skipped,
-                     "erased": report.erased, "notes": list(report.notes)}), None)
+                     "erased": report.erased, "notes": list(report.notes)}), fmt)
     return 0
+
+
+def _synth_target(out: str) -> None:
+    """``memframe synth`` writes a new store: say what to do when OUT is taken."""
+    from memframe.store.log import MARKER
+
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        if (target / MARKER).is_file():
+            raise _UsageError(
+                f"{target} already holds a store (perhaps from an interrupted synth); "
+                f"memframe synth writes a new store: remove it first (rm -r {target}) or "
+                f"name a new directory")
+        raise _UsageError(f"{target} already holds files; memframe synth writes a new store "
+                          f"into a new or empty directory")
+
+
+def _synth_start(args: argparse.Namespace) -> Any:
+    """Where the synthetic timeline starts so that it ends at ``--end`` (default: now, so
+    the store holds no future: rows added afterwards land after it)."""
+    import datetime as dt
+
+    from memframe.errors import InvalidInputError
+    from memframe.synth import SynthParams
+
+    if args.end is None:
+        end = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    else:
+        try:
+            end = dt.datetime.fromisoformat(args.end)
+        except ValueError:
+            raise _UsageError(f"--end takes an ISO 8601 instant such as 2026-12-01T09:00:00Z; "
+                              f"got {json.dumps(args.end)}") from None
+        if end.tzinfo is None:
+            end = end.replace(tzinfo=dt.UTC)
+    try:
+        span = SynthParams.for_capsules(args.capsules).span_days
+    except InvalidInputError as exc:
+        raise _UsageError(str(exc).replace("capsules to hold", "capsules (--capsules) to "
+                                           "hold")) from None
+    return end - dt.timedelta(days=span)
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
     from memframe.synth import synthesize
 
+    _synth_target(args.out)
+    start = _synth_start(args)
+    _STATUS.clear()
     store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args),
-                       noise=args.noise, misses=args.misses)
-    print(f"wrote a synthetic store of {store.row_count('capsules'):,} capsules to {args.out}",
-          file=sys.stderr)
+                       noise=args.noise, misses=args.misses, clock_start=start)
+    _say(args, f"wrote a synthetic store of {store.row_count('capsules'):,} capsules to "
+               f"{args.out}")
     return 0
 
 
@@ -358,32 +595,41 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from memframe.schema import CANONICAL_TABLES
 
     store = _open(args.store)
-    view = _open(args.store, as_of=args.as_of).pinned()
+    view = _open(args.store, as_of=args.as_of, args=args).pinned()
     newest = store.generation
     oldest, whole = _readable(store)
+    tables = {n: {"rows": view.row_count(n), "partitions": len(view.files(n))}
+              for n in CANONICAL_TABLES}
     if _format(args) == "json":
         info = {
             "path": str(view.path),
             "generation": view.generation,
             "committed_at": view.committed_at,
             "newest_generation": newest,
-            "readable_generations": [oldest, newest] if newest else [],
-            "tables": {n: {"rows": view.row_count(n), "partitions": len(view.files(n))}
-                       for n in CANONICAL_TABLES},
+            "readable_generations": ({"oldest": oldest, "newest": newest,
+                                      "whole_history": whole} if newest else None),
+            "tables": tables,
             "watermarks": dict(view.watermarks),
         }
-        _emit(json.dumps(info, indent=2), None)
+        _emit(json.dumps(info, indent=2, ensure_ascii=False), "json")
         return 0
-    lines = [repr(view)]
+    when = f", committed {_instant(view.committed_at)}" if view.committed_at else ""
+    lines = [f"store {view.path}",
+             f"generation {view.generation:,}{when}" + (
+                 f" (the newest is {newest:,})" if view.generation != newest else "")]
     if newest == 0:
         lines.append("an empty store (no generation yet)")
     elif whole:
-        lines.append(f"readable generations: 1..{newest} (the whole history: --as-of and "
-                     f"store.at(g) reach every one)")
+        lines.append(f"readable generations: 1..{newest} (the whole history: --as-of "
+                     f"reaches every one)")
     else:
         lines.append(f"readable generations: {oldest}..{newest} (older ones lost files to "
-                     f"compaction and vacuum; --as-of and store.at(g) reach back to {oldest})")
-    _emit("\n".join(lines), None)
+                     f"compaction and vacuum; --as-of reaches back to {oldest})")
+    lines.append("")
+    lines.append(f"  {'table':<16}  {'rows':>12}  {'partitions':>10}")
+    for name, t in tables.items():
+        lines.append(f"  {name:<16}  {t['rows']:>12,}  {t['partitions']:>10,}")
+    _emit("\n".join(lines), "text")
     return 0
 
 
@@ -410,7 +656,9 @@ _FORMAT_HELP = "text on a terminal, json when piped"
 
 
 def _sub(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
+    p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
+    p.set_defaults(parser=p)
+    return p
 
 
 def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -448,11 +696,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from memframe import __version__
 
+    _ROOT[:] = [parser]
     parser.add_argument("--version", action="version", version=f"memframe {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
 
-    p = _sub(sub, "digest", "the session-start digest (spec 001)")
+    p = _sub(sub, "digest", "the session-start digest")
     p.add_argument("stores", nargs="*", metavar="STORE",
                    help="one or more store directories (default: the bundled sample store)")
     p.add_argument("--headlines", type=_headlines, default=10, metavar="N",
@@ -462,8 +711,11 @@ def build_parser() -> argparse.ArgumentParser:
     _as_of_arg(p)
     _format_arg(p, ("text", "json", "html"))
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="write one file per store (or per project) into DIR "
+                   help="write one file per store (or per project) into DIR, in --format "
                         "(default: print to stdout)")
+    p.add_argument("--known-hash", default=None, metavar="H",
+                   help="the hash of an earlier digest: unchanged means no bodies are handed "
+                        "(default: none, always hand the bodies)")
     p.add_argument("--per-project", type=_positive, default=None, metavar="DEPTH",
                    help="one fenced digest per project subtree root at DEPTH (default: off)")
     p.add_argument("--engine", choices=("processes", "ray"), default="processes",
@@ -471,15 +723,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, metavar="A",
                    help="Ray cluster address, with --engine ray (default: a local cluster)")
     p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
-                   help="journal check: from the verified checkpoint, or the whole hash chain "
-                        "(default: incremental)")
+                   help="journal check: from the verified checkpoint, or the whole hash chain")
     p.add_argument("--no-advance", action="store_true",
                    help="do not run the projections' cycle first; read the store as it is "
                         "(default: advance when the store is writable)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
 
-    p = _sub(sub, "sessions", "the session projection's digest (spec 000)")
+    p = _sub(sub, "sessions", "the newest sessions (one row per conversation)")
     _store_arg(p)
     p.add_argument("--limit", type=_positive, default=10, metavar="N",
                    help="newest sessions to list; total stays exact")
@@ -495,8 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("rebuild", _cmd_rebuild, "rebuild the projections from the canonical rows"),
     ):
         p = _sub(sub, name, help_text)
-        p.add_argument("store", nargs="?", metavar="STORE",
-                       help="the store directory (required: this command writes)")
+        p.add_argument("store", metavar="STORE",
+                       help="the store directory (this command writes to it)")
         _format_arg(p, ("text", "json"))
         _quiet_arg(p)
         p.set_defaults(func=func)
@@ -537,6 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "diacritics into the content (default: off)")
     p.add_argument("--misses", type=_positive, default=None, metavar="M",
                    help="how many recall-miss rows to write (default: 4%% of N, at most 20,000)")
+    p.add_argument("--end", default=None, metavar="T",
+                   help="the instant the synthetic timeline ends at, ISO 8601 "
+                        "(default: now, the time of synthesis)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_synth)
 
@@ -551,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace-seconds", type=float, default=60.0, metavar="S",
                    help="keep uncommitted files younger than this (a writer may be busy)")
     _format_arg(p, ("text", "json"))
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_vacuum)
 
     p = _sub(sub, "compact", "merge small partitions (no row changes)")
@@ -560,6 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-rows", type=_positive, default=65_536, metavar="N",
                    help="partitions smaller than this are merged")
     _format_arg(p, ("text", "json"))
+    _quiet_arg(p)
     p.set_defaults(func=_cmd_compact)
     return parser
 
@@ -603,26 +859,73 @@ def synopsis() -> str:
     return "\n".join(_usage_of(prefix, p) for prefix, p in _commands(build_parser(), "memframe"))
 
 
+# the API's words -> the command line's: parameters are options here, and a store is
+# made with a command
+_CLI_WORDS = (
+    (re.compile(r"\b(grace_seconds|min_rows|known_hash|since|until|headlines|limit)="),
+     lambda m: f"--{m.group(1).replace('_', '-')} "),
+    (re.compile(r"^(since|until) \("), lambda m: f"--{m.group(1)} ("),
+    (re.compile(r"is after until \("), lambda m: "is after --until ("),
+    (re.compile(r"create one with mf\.Store\.create\(path\) or `memframe synth PATH`"),
+     lambda m: "make one with `memframe synth PATH` or `memframe import nmemory SQLITE PATH`"),
+)
+
+
+def _cli_message(command: str, exc: Exception) -> str:
+    """An error's message in the command line's words: options for parameters, commands
+    for Python calls (the digest's fail-closed prefix is the wire protocol's).
+
+    Examples:
+        >>> _cli_message("vacuum", ValueError("grace_seconds=0.0: give a positive number"))
+        'memframe vacuum: --grace-seconds 0.0: give a positive number'
+        >>> _cli_message("digest", ValueError("memory_digest failed: journal: gap"))
+        'memframe digest: cannot compute the digest: journal: gap'
+    """
+    text = str(exc)
+    prefix = "memory_digest failed: "
+    if text.startswith(prefix):
+        text = "cannot compute the digest: " + text[len(prefix):]
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)
+    return f"memframe {command}: {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    from memframe._render.terminal import terminal_text
+
     parser = build_parser()
+    _STATUS.__init__()  # type: ignore[misc]  # the whole command is timed from here
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser: its usage, its options to suggest
+            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
         from memframe.errors import MemframeError
 
+        _STATUS.start(args)
+        ok = False
         try:
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            ok = code == 0
+            return code
         except _UsageError as exc:
-            print(f"usage error: memframe {args.command}: {exc}", file=sys.stderr)
+            _STATUS.erase()
+            args.parser.usage_error(str(exc))
             return 2
         except MemframeError as exc:
-            print(f"memframe {args.command}: {exc}", file=sys.stderr)
+            _STATUS.clear()
+            print(_fit_message(terminal_text(_cli_message(args.command, exc))),
+                  file=sys.stderr)
             return 1
         except BrokenPipeError:
             return 0
+        finally:
+            _STATUS.finish(ok)
     except KeyboardInterrupt:
+        _STATUS.clear()
         print("\nmemframe: interrupted", file=sys.stderr)
         return 130
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -322,7 +322,7 @@ def mission_frames(store: Any, *, max_nodes: int = 400, max_children: int | None
 
 # ---- pictures (altair, the plot extra) -----------------------------------------------------
 
-_PLOT_HINT = 'pip install "memframe[plot]"'
+_PLOT_HINT = 'pip install "memframe-store[plot]"'
 
 
 def _altair() -> Any:
@@ -357,11 +357,41 @@ def offline_charts() -> None:
         >>> offline_charts()
         >>> import altair as alt
         >>> alt.renderers.active
-        'svg'
+        'memframe-svg'
     """
     alt = _altair()
     _vl_convert()
-    alt.renderers.enable("svg")
+    if "memframe-svg" not in alt.renderers.names():
+        alt.renderers.register("memframe-svg", _render_svg)
+    alt.renderers.enable("memframe-svg")
+
+
+def _alt_text(spec: dict[str, Any]) -> str:
+    """A chart's alt text: its description, else its title and subtitle, and how many
+    data points it draws."""
+    if spec.get("description"):
+        return str(spec["description"])
+    title = spec.get("title") or ""
+    if isinstance(title, dict):
+        subtitle = title.get("subtitle") or ""
+        title = " ".join(str(p) for p in (title.get("text", ""), subtitle) if p)
+    points = sum(len(d.get("values") or []) for d in
+                 [spec.get("data") or {}, *[layer.get("data") or {}
+                                            for layer in spec.get("layer", [])]])
+    return f"{title or 'chart'} ({points:,} data points)"
+
+
+def _with_alt(svg: str, text: str) -> str:
+    """The SVG as an image with alt text: ``role="img"``, ``aria-label`` and a ``<title>``."""
+    from memframe._render import esc
+
+    head, rest = svg.split(">", 1)
+    return (f'{head} role="img" aria-label="{esc(text)}"><title>{esc(text)}</title>{rest}')
+
+
+def _render_svg(spec: dict[str, Any], **_: Any) -> dict[str, str]:
+    """The notebook renderer: altair's SVG, drawn by vl-convert, with alt text."""
+    return {"image/svg+xml": _with_alt(_vl_convert().vegalite_to_svg(spec), _alt_text(spec))}
 
 
 def chart_svg(chart: Any) -> str:
@@ -375,7 +405,8 @@ def chart_svg(chart: Any) -> str:
         >>> chart_svg(miss_trend_chart(mf.audit.recall_misses(store))).startswith("<svg")
         True
     """
-    return _vl_convert().vegalite_to_svg(chart.to_dict())
+    spec = chart.to_dict()
+    return _with_alt(_vl_convert().vegalite_to_svg(spec), _alt_text(spec))
 
 
 def _values(frame: pl.DataFrame) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ uses.
   worker processes (``engine="processes"``); a failing store is reported in the
   :class:`~memframe.digest.batch.BatchReport`, never fatal.
 
-Ray is optional (``pip install "memframe[ray]"``) and imported only inside these
+Ray is optional (``pip install "memframe-store[ray]"``) and imported only inside these
 functions; importing this module never starts it. When no Ray is running and no
 ``address`` is given, a local Ray is started for the call and shut down after it; a Ray
 that is already running (``ray.init(...)`` by the caller) is used and left running.
@@ -83,7 +83,7 @@ def _import_ray(*, data: bool = False) -> Any:
     except ImportError as exc:
         raise MemframeError(
             f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
-            f'pip install "memframe[ray]", or use the local engine'
+            f'pip install "memframe-store[ray]", or use the local engine'
         ) from None
     return ray
 
@@ -250,7 +250,7 @@ def rebuild_sessions(
         The rebuild's `CycleReport` (rows visited, folded, written, watermark, generation).
 
     Raises:
-        MemframeError: Ray is not installed (``pip install "memframe[ray]"``).
+        MemframeError: Ray is not installed (``pip install "memframe-store[ray]"``).
         ReadOnlyStoreError: ``store`` is a frozen view.
         InvalidInputError: an unknown engine.
 
@@ -378,7 +378,7 @@ def digest_many(
 
     Raises:
         MemframeError: ``engine="ray"`` without Ray installed
-            (``pip install "memframe[ray]"``).
+            (``pip install "memframe-store[ray]"``).
         InvalidInputError: an unknown engine, ``address`` without Ray, or duplicate
             directory names with ``out_dir``.
 

@@ -960,6 +960,7 @@ def synthesize(
     clock = _Clock(start)
     store = Store.create(path, clock=clock)
     bar = _progress(progress, params.capsules)
+    handoffs_done = 0
 
     # -- the timeline: windows of capsules, sessions in between ---------------------------
     windows = max(6, math.ceil(plan.height / chunk_rows))
@@ -995,8 +996,7 @@ def synthesize(
                 hid = store.session_finish(sids[s], handoff=row["handoff"])
                 if hid is not None:
                     handoff_ids[s] = hid
-                    if bar is not None:
-                        bar.update(1)
+                    handoffs_done += 1
             pending = next(ev, None)
         window = plan.filter((pl.col("arrive_ns") >= w_end - width) & (pl.col("arrive_ns") < w_end)
                              if w < windows - 1 else pl.col("arrive_ns") >= w_end - width)
@@ -1005,14 +1005,17 @@ def synthesize(
             chunk = window.slice(lo, chunk_rows).select(ingest_cols)
             ids.extend(store.ingest(chunk))
             if bar is not None:
-                bar.update(chunk.height)
+                # handoffs are counted with the next chunk: one commit each, they are slow
+                # per capsule, and a bar that counted them alone would first estimate hours
+                bar.update(chunk.height + handoffs_done)
+            handoffs_done = 0
     if len(ids) != plan.height or len(set(ids)) != len(ids):
         raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
     plan = plan.with_columns(pl.Series("id", ids))
     clock.set(end)
     _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise)
     if bar is not None:
-        bar.update(params.rollups)
+        bar.update(params.rollups + handoffs_done)
         bar.close()
     return Store.open(path)
 

@@ -1,7 +1,12 @@
 """Regenerate the bundled sample store, ``data/sample-store``.
 
-The store is `memframe.synth.synthesize` with the sample's capsule count and seed, with
-its session projection folded, compacted and vacuumed so it is a few small files. Run from the repository root:
+The store is `memframe.synth.synthesize` with the sample's capsule count and seed, its
+projections folded, compacted and vacuumed so it is a few small files; then a few later
+generations (a handoff, new capsules, a recall, a forget, each followed by a cycle), so
+time travel has something to show. It ends with a cycle: the sample ships with current
+derived state, so `memframe digest` on it is warm (tests/test_sample.py checks it; when
+the derived-state format changes, this one run brings the sample up to date). Run from
+the repository root:
 
     python scripts/make_sample_store.py [--out data/sample-store]
 """
@@ -9,12 +14,13 @@ its session projection folded, compacted and vacuumed so it is a few small files
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from memframe import synth
+from memframe import Store, synth
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,15 +37,53 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
     out = Path(out)
     with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
         staging = Path(tmp) / "sample-store"
-        store = synth.synthesize(staging, capsules=capsules, seed=seed)
-        store.memory.run_cycle()  # the session projection, so `memframe sessions` has rows
+        synth.synthesize(staging, capsules=capsules, seed=seed)
+        # every later commit on the timeline's clock (never the machine's: no future, and
+        # the same instants on every run)
+        span = synth.SynthParams.for_capsules(capsules).span_days
+        clock = _Clock(synth.DEFAULT_CLOCK_START + dt.timedelta(days=span))
+        store = Store.open(staging, clock=clock)
+        store.memory.run_cycle()  # the projections, so `memframe sessions` has rows
         store.compact()
         store.vacuum()
+        _later_generations(store)
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(out))
     return out
+
+
+class _Clock:
+    """Deterministic instants after the synthetic timeline: one minute per reading."""
+
+    def __init__(self, start: dt.datetime):
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        self.now += dt.timedelta(minutes=1)
+        return self.now
+
+
+def _later_generations(store: Store) -> None:
+    """A few small commits after the compaction (each readable with ``--as-of``), the
+    projections' cycle after each, so the sample ends with current derived state."""
+    sid = store.session_start("team/api")
+    store.memory.run_cycle()
+    store.session_finish(sid, handoff="next: ship the retrieval schema fix, then the backfill")
+    store.memory.run_cycle()
+    new = store.ingest([
+        {"content": "Decided to keep the retrieval schema fix behind a flag for one release",
+         "source": "chat", "anchor": "late-1", "project_id": "team/api",
+         "conversation_id": "late-review"},
+        {"content": "Saw the backfill job finish on staging in 41 minutes",
+         "source": "chat", "anchor": "late-2", "project_id": "ops/infra",
+         "conversation_id": "late-review"},
+    ])
+    store.record_recall(new[:1])
+    store.memory.run_cycle()
+    store.forget(new[1], reason="superseded by the production run")
+    store.memory.run_cycle()
 
 
 def main(argv: list[str] | None = None) -> int:

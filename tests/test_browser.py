@@ -4,7 +4,8 @@ The digest page, the recall-miss audit page, the import report and the notebooks
 to HTML are loaded from ``file://`` with every other request refused and recorded. Each
 must make no request beyond its own file, log no console error, raise no page error, draw
 every chart with a non-empty size, and (for the digest) keep every id on one line.
-``.ci/run`` installs Debian's chromium; the Python driver downloads no browser.
+``.ci/run`` installs Debian's chromium; the Python driver downloads no browser. Without a
+system chromium these tests skip and say how to install it; with ``CI`` set they fail.
 """
 
 from __future__ import annotations
@@ -27,12 +28,34 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SHOTS = os.environ.get("MEMFRAME_SCREENSHOTS")  # a folder to keep the screenshots in
 
 
+CHROMIUM_MISSING = ("the browser tests need the system chromium, which is not installed: "
+                    "apt-get install -y chromium (Debian/Ubuntu; .ci/run does this), then run "
+                    "them again")
+
+
 def _chromium() -> str:
+    """The system chromium. Absent, the browser tests skip and say how to install it, except
+    under CI (the ``CI`` variable set), where ``.ci/run`` installs it and they are required."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        pytest.fail("the browser tests need the system chromium: apt-get install -y chromium "
-                    "(.ci/run does this)")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the browser tests are required: {CHROMIUM_MISSING}")
+        pytest.skip(CHROMIUM_MISSING)
     return found
+
+
+def test_without_chromium_the_browser_tests_skip_with_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        _chromium()
+
+
+def test_under_ci_a_missing_chromium_fails_never_skips(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set.*apt-get install -y chromium"):
+        _chromium()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +76,7 @@ def browser():
 class Visit:
     """One page load with its requests, failures and console messages recorded."""
 
-    def __init__(self, context, path: Path):
+    def __init__(self, context, path: Path, scheme: str = "light"):
         self.url = path.resolve().as_uri()
         self.requests: list[str] = []
         self.refused: list[str] = []
@@ -67,6 +90,7 @@ class Visit:
         page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}")
                 if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.emulate_media(color_scheme=scheme)
         page.goto(self.url, wait_until="load")
         page.wait_for_timeout(300)  # late scripts and fonts, if any, would show up here
         self.page = page
@@ -135,6 +159,10 @@ def test_the_audit_page(browser, tmp_path):
     svgs = visit.drawn_svgs()
     assert len(svgs) == 3  # misses per day, top terms, lane overrides
     assert all(s["w"] > 200 and s["h"] > 100 and s["marks"] > 5 for s in svgs), svgs
+    # every chart is an image with alt text that gives its figures
+    alts = visit.page.evaluate("""() => [...document.querySelectorAll('svg')]
+        .map(s => [s.getAttribute('role'), s.getAttribute('aria-label')])""")
+    assert all(role == "img" and " in all, the highest " in text for role, text in alts), alts
 
 
 def test_the_notebook_fragments_share_the_stylesheet(browser, tmp_path):
@@ -163,8 +191,11 @@ def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name)
     visit = Visit(browser, _write(tmp_path, f"{name}.html", body))
     visit.shot(name)
     visit.assert_clean()
-    charts = sum(1 for c in nb.cells for o in c.get("outputs", [])
-                 if "image/svg+xml" in o.get("data", {}))
+    svgs = ["".join(o["data"]["image/svg+xml"]) for c in nb.cells for o in c.get("outputs", [])
+            if "image/svg+xml" in o.get("data", {})]
+    charts = len(svgs)
+    # alt text on every picture: the SVG says it is an image and what it shows
+    assert all(' role="img" aria-label="' in s and "<title>" in s for s in svgs)
     assert charts == {"02-digest": 2, "03-recall-miss-audit": 4}[name]
     # nbconvert embeds each SVG output as an image: every one decoded, with a real size
     images = visit.page.evaluate("""() => [...document.querySelectorAll('img')]
@@ -173,3 +204,92 @@ def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name)
                     h: i.naturalHeight}))""")
     assert len(images) == charts
     assert all(i["ok"] and i["w"] > 150 and i["h"] > 100 for i in images), images
+
+
+# every text's colour against the background it is drawn on (the nearest ancestor with one,
+# else the canvas of the scheme), as the WCAG contrast ratio
+_CONTRAST = """(canvas) => {
+    const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+        const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const over = (fg, bg) => fg.length > 3 && fg[3] < 1
+        ? [0, 1, 2].map(i => fg[i] * fg[3] + bg[i] * (1 - fg[3])) : fg.slice(0, 3);
+    const background = el => {
+        for (let e = el; e; e = e.parentElement) {
+            const c = rgb(getComputedStyle(e).backgroundColor);
+            if (c.length === 3 || (c.length > 3 && c[3] > 0.5)) return c.slice(0, 3);
+        }
+        return canvas;
+    };
+    const out = [];
+    for (const el of document.querySelectorAll('.mf *')) {
+        const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+        if (!own || el.closest('title, style')) continue;
+        const style = getComputedStyle(el);
+        if (style.visibility === 'hidden' || style.display === 'none') continue;
+        const isSvg = el instanceof SVGElement;
+        const bg = background(isSvg ? el.ownerSVGElement.parentElement : el);
+        const fg = over(rgb(isSvg ? style.fill : style.color), bg);
+        const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+        out.push({text: el.textContent.trim().slice(0, 30), ratio: (a + 0.05) / (b + 0.05),
+                  bg: lum(bg)});
+    }
+    return out;
+}"""
+_CANVAS = {"light": [255, 255, 255], "dark": [18, 18, 18]}  # chromium's canvas per scheme
+
+
+def _contrast(visit, scheme: str) -> list[dict]:
+    return visit.page.evaluate(_CONTRAST, _CANVAS[scheme])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_page_is_readable_in_both_colour_schemes(browser, tmp_path, scheme):
+    store = mf.Store.open(sample_store_path())
+    pages = {"digest": mf.digest(store).to_html(),
+             "audit": mf.audit.recall_misses(store).to_html()}
+    for name, html in pages.items():
+        visit = Visit(browser, _write(tmp_path, f"{name}.html", html), scheme)
+        visit.shot(f"{name}-{scheme}")
+        visit.assert_clean()
+        texts = _contrast(visit, scheme)
+        assert len(texts) > 30, name
+        low = [t for t in texts if t["ratio"] < 4.5]
+        assert low == [], (name, scheme, low[:5])
+        # the page follows the scheme: dark text on light, light text on dark
+        backgrounds = {round(t["bg"], 2) for t in texts}
+        assert all((b > 0.5) == (scheme == "light") for b in backgrounds), backgrounds
+
+
+def test_a_dark_jupyterlab_theme_is_followed_whatever_the_system_prefers(browser, tmp_path):
+    store = mf.Store.open(sample_store_path())
+    theme = ("--jp-layout-color0:#111111;--jp-layout-color1:#1e1e1e;"
+             "--jp-content-font-color1:rgba(255,255,255,1);"
+             "--jp-content-font-color2:rgba(255,255,255,.72);--jp-border-color1:#616161;"
+             "--jp-border-color2:#424242;background:#111111")
+    html = (f"<!DOCTYPE html><meta charset='utf-8'><title>dark lab</title>"
+            f"<body data-jp-theme-light='false' style='{theme}'>"
+            + mf.digest(store, headlines=3)._repr_html_()
+            + mf.audit.recall_misses(store)._repr_html_() + "</body>")
+    visit = Visit(browser, _write(tmp_path, "lab-dark.html", html), "light")
+    visit.shot("lab-dark")
+    visit.assert_clean()
+    texts = _contrast(visit, "light")
+    assert len(texts) > 30
+    assert [t for t in texts if t["ratio"] < 4.5] == []
+    assert all(t["bg"] < 0.05 for t in texts)  # drawn on the notebook's dark background
+
+
+def test_the_digest_subtitle_is_in_words_and_wide_tables_show_a_scroll_hint(browser, tmp_path):
+    d = mf.digest(mf.Store.open(sample_store_path()))
+    html = d.to_html()
+    assert "ADVISORY_NOT_AUTHORITY" not in html.split("<title")[0] and "read it as data" in html
+    visit = Visit(browser, _write(tmp_path, "narrow.html", html))
+    visit.page.set_viewport_size({"width": 640, "height": 900})
+    hints = visit.page.evaluate("""() => [...document.querySelectorAll('table.mf-table')]
+        .filter(t => t.scrollWidth > t.clientWidth + 1)
+        .map(t => getComputedStyle(t).backgroundImage)""")
+    assert hints, "some table is wider than 640 px"
+    assert all(h.count("gradient") == 4 for h in hints)  # the edge shadows of a scroller

@@ -108,7 +108,7 @@ def test_info_vacuum_compact(small, capsys):
     assert main(["compact", str(small.path)]) == 0
     assert json.loads(capsys.readouterr().out) == {"capsules": 2, "journal": 2}
     assert main(["vacuum", str(small.path), "--grace-seconds", "0"]) == 1  # refused: no grace
-    assert "grace_seconds" in capsys.readouterr().err
+    assert "--grace-seconds 0.0: give a positive number" in capsys.readouterr().err
     assert main(["vacuum", str(small.path)]) == 0
     assert json.loads(capsys.readouterr().out)["partitions"] == 4
 
@@ -137,8 +137,12 @@ def test_digest_on_a_terminal_is_the_readable_report(small, capsys, terminal):
     assert captured.out == d.to_text() + "\n"
     assert captured.out.startswith(f"memframe digest  generation {d.generation}")
     assert "newest (2 of 12):" in captured.out and "{" not in captured.out
-    # the stage message goes to stderr, never into the result
-    assert captured.err.startswith("memframe digest: digest of ") and " done in " in captured.err
+    # the stage messages go to stderr, never into the result: the cycle's stages, the
+    # digest, and the whole command's time at the end
+    assert "memframe digest: advancing the projections [1/6] session projection" in captured.err
+    assert "memframe digest: digest of " in captured.err
+    assert captured.err.endswith("\rmemframe digest: done in 0.0s\n") or (
+        captured.err.rsplit("\r", 1)[-1].startswith("memframe digest: done in "))
     # --format json still gives the wire bytes; --quiet silences the stage line
     assert main(["digest", str(small.path), "--format", "json", "--quiet"]) == 0
     captured = capsys.readouterr()
@@ -252,7 +256,8 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     small.vacuum()
     assert main(["info", str(small.path), "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["readable_generations"] == [3, 3] and info["newest_generation"] == 3
+    assert info["readable_generations"] == {"oldest": 3, "newest": 3, "whole_history": False}
+    assert info["newest_generation"] == 3
     assert main(["info", str(small.path)]) == 0
     assert "readable generations: 3..3 (older ones lost files" in capsys.readouterr().out
     assert main(["digest", str(small.path), "--as-of", "2"]) == 1
@@ -287,3 +292,160 @@ def test_distributed_is_an_attribute_like_audit():
 
     assert mf.distributed is importlib.import_module("memframe.distributed")
     assert mf.audit is importlib.import_module("memframe.audit")
+
+
+# ---- first contact: outputs, hooks, messages ------------------------------------------------
+
+@pytest.mark.parametrize("fmt,suffix", [("html", "html"), ("text", "txt"), ("json", "json")])
+def test_every_out_honours_format(small, tmp_path, fmt, suffix):
+    # one store, several stores, and per project: each file in the format asked for
+    one, many, per = tmp_path / "one", tmp_path / "many", tmp_path / "per"
+    assert main(["digest", str(small.path), "--format", fmt, "--out", str(one), "--quiet"]) == 0
+    d = mf.digest(mf.Store.open(small.path))  # after the cycle the command ran
+    expected = {"html": d.to_html(), "text": d.to_text(), "json": d.to_json()}[fmt]
+    expected = expected if expected.endswith("\n") else expected + "\n"
+    assert [p.name for p in one.iterdir()] == [f"small.{suffix}"]
+    assert (one / f"small.{suffix}").read_text(encoding="utf-8") == expected
+    other = mf.Store.create(tmp_path / "other")
+    assert main(["digest", str(small.path), str(other.path), "--format", fmt, "--out",
+                 str(many), "--quiet"]) == 0
+    assert sorted(p.name for p in many.iterdir()) == [f"other.{suffix}", f"small.{suffix}"]
+    assert (many / f"small.{suffix}").read_text(encoding="utf-8") == expected
+    assert main(["digest", str(small.path), "--per-project", "1", "--format", fmt, "--out",
+                 str(per), "--quiet"]) == 0
+    assert {p.suffix for p in per.iterdir()} == {f".{suffix}"} and len(list(per.iterdir())) == 2
+    report = tmp_path / f"audit.{suffix}"
+    assert main(["audit", "misses", str(small.path), "--format", fmt, "--out", str(report),
+                 "--quiet"]) == 0
+    head = report.read_text(encoding="utf-8")[:40]
+    assert {"html": "<!DOCTYPE html>", "text": "recall-miss audit", "json": "{"}[fmt] in head
+
+
+def test_as_of_with_out_and_one_store(small, tmp_path, capsys):
+    small.ingest({"content": "later", "source": "s", "anchor": "b"})
+    out = tmp_path / "then"
+    assert main(["digest", str(small.path), "--as-of", "1", "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "small.json").read_text())["total"] == 12
+    assert capsys.readouterr().err == ""  # --quiet: not even the "wrote" line
+
+
+def test_out_naming_a_file_is_a_usage_error(small, tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    assert main(["digest", str(small.path), "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert "memframe digest: error: --out" in err and "is a file" in err
+    assert "Traceback" not in err and taken.read_text() == "x"
+
+
+def test_digest_known_hash_answers_unchanged_from_the_shell(small, capsys):
+    assert main(["digest", str(small.path)]) == 0
+    digest_hash = mf.digest(mf.Store.open(small.path)).hash
+    capsys.readouterr()
+    assert main(["digest", str(small.path), "--known-hash", digest_hash]) == 0
+    assert json.loads(capsys.readouterr().out) == {"unchanged": True, "hash": digest_hash}
+    assert main(["digest", str(small.path), "--known-hash", "0" * 64]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 12
+
+
+def test_as_of_before_the_first_commit_says_so(small, capsys):
+    assert main(["digest", str(small.path), "--as-of", "2000-01-01T00:00:00Z"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["total"] == 0
+    assert "before the store's first commit" in captured.err
+
+
+def test_usage_errors_have_one_style_and_suggest_options(small, capsys):
+    assert main(["digest", str(small.path), str(small.path), "--as-of", "1", "--out", "x"]) == 2
+    ours = capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["digest", "--hedlines", "3"])
+    assert exc.value.code == 2
+    theirs = capsys.readouterr().err
+    for err in (ours, theirs):
+        assert err.startswith("usage: memframe digest") and "memframe digest: error: " in err
+    assert "did you mean --headlines?" in theirs
+
+
+def test_write_commands_require_a_store_and_say_how_to_try_one(capsys):
+    for command in ("cycle", "rebuild", "vacuum", "compact"):
+        with pytest.raises(SystemExit):
+            main([command])
+        err = capsys.readouterr().err
+        usage = err.split("error:")[0]
+        assert f"usage: memframe {command} [-h]" in usage and "STORE" in usage
+        assert "cp -r" in err
+
+
+def test_help_has_no_spec_numbers_and_says_each_default_once(capsys):
+    for argv in (["--help"], ["digest", "--help"], ["sessions", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = capsys.readouterr().out
+        assert "spec 00" not in text
+        assert text.count("(default: incremental)") <= 1
+
+
+def test_quiet_prints_no_summary_lines(small, tmp_path, capsys, terminal):
+    assert main(["synth", str(tmp_path / "s"), "--capsules", "200", "--quiet"]) == 0
+    assert main(["digest", str(small.path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["cycle", str(small.path), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_synth_on_a_taken_directory_says_what_to_do(tmp_path, capsys):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "notes.txt").write_text("mine")
+    assert main(["synth", str(files)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds files" in err and "Store.open" not in err
+    partial = mf.Store.create(tmp_path / "partial")  # what an interrupted synth leaves
+    assert main(["synth", str(partial.path)]) == 2
+    err = capsys.readouterr().err
+    assert "interrupted synth" in err and f"rm -r {partial.path}" in err
+
+
+def test_synth_ends_at_the_time_of_synthesis(tmp_path):
+    import datetime as dt
+
+    before = dt.datetime.now(dt.UTC)
+    assert main(["synth", str(tmp_path / "s"), "--capsules", "200", "--quiet"]) == 0
+    store = mf.Store.open(tmp_path / "s")
+    newest = store.table("capsules").select("created_at").collect().get_column(
+        "created_at").max()
+    assert newest <= dt.datetime.now(dt.UTC) and newest >= before - dt.timedelta(days=2)
+    # --end moves the whole timeline
+    assert main(["synth", str(tmp_path / "e"), "--capsules", "200", "--quiet",
+                 "--end", "2025-01-31T00:00:00Z"]) == 0
+    old = mf.Store.open(tmp_path / "e").table("capsules").select("created_at").collect()
+    assert old.get_column("created_at").max() <= dt.datetime(2025, 1, 31, tzinfo=dt.UTC)
+
+
+def test_info_on_a_terminal_reads_as_words(small, capsys, terminal):
+    assert main(["info", str(small.path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"store {small.path}\ngeneration 1, committed ")
+    assert "<memframe" not in out and "StoreView" not in out
+
+
+def test_sessions_on_a_terminal_fit_and_say_how_many_are_shown(tmp_path, clock, capsys,
+                                                                 terminal, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest([{"content": f"c{i}", "source": "s", "anchor": "a",
+                   "conversation_id": f"conversation-{i:03d}-" + "x" * 60} for i in range(14)])
+    store.memory.run_cycle()
+    assert main(["sessions", str(store.path), "--limit", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("newest 10 of 14 session(s)")
+    assert len(lines) == 12 and all(len(line) <= 80 for line in lines)
+    assert lines[2].endswith("…") and lines[2][2:22].endswith("Z")  # one instant format
+
+
+def test_the_first_digest_shows_the_cycles_stages(small, capsys, terminal):
+    assert main(["digest", str(small.path)]) == 0
+    err = capsys.readouterr().err
+    stages = [s for s in err.split("\r") if "advancing the projections" in s]
+    assert len(stages) == 6 and "[6/6]" in stages[-1]
+    assert err.endswith("s\n") and "memframe digest: done in " in err.rsplit("\r", 1)[-1]

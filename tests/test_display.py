@@ -288,7 +288,7 @@ def test_recall_distribution_follows_most_recalled(ticking):
 
 def test_missing_plot_extra_is_a_teaching_error(audited, monkeypatch):
     monkeypatch.setitem(sys.modules, "altair", None)
-    with pytest.raises(mf.MemframeError, match=r'pip install "memframe\[plot\]"'):
+    with pytest.raises(mf.MemframeError, match=r'pip install "memframe-store\[plot\]"'):
         display.miss_trend_chart(audited)
     # the base install still renders the audit as HTML with inline SVG
     assert "<svg" in audited.to_html()
@@ -310,3 +310,46 @@ def test_svg_bars_geometry():
     assert svg.count("<rect") == 3 + 2  # three bars plus two legend swatches
     # the longest stack (4) fills the plot width (400 - 180 - 50 = 170), shares proportional
     assert svg.count('width="85"') == 2 and svg.count('width="42.5"') == 1
+
+
+def test_reprs_are_short_and_notebook_tables_name_every_state(tmp_path, clock):
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest([{"content": f"c{i}", "source": "s", "anchor": "a",
+                   "conversation_id": f"conv-{i % 3}"} for i in range(9)])
+    report = store.memory.run_cycle()
+    assert repr(report).startswith("<memframe CycleReport: folded 9 rows") and len(
+        repr(report)) < 200
+    html = report._repr_html_()
+    for state in report.projections:
+        assert f"<td>{state}</td>" in html or f">{state}<" in html
+    page = store.memory.sessions(limit=2)
+    assert repr(page).startswith("<memframe Page: 2 of 3 rows, ") and len(repr(page)) < 100
+    history = store.history()
+    assert history.columns == ["generation", "operation", "verbs", "committed_at",
+                               "seq_first", "seq_last"]
+    assert history.schema["committed_at"] == pl.Datetime("ns", "UTC")
+    assert history.get_column("generation").to_list() == [1, 2]
+
+
+def test_a_long_daily_chart_turns_weekly_with_a_scaled_axis_and_alt_text(tmp_path):
+    import datetime as dt
+    import re
+
+    now = {"t": dt.datetime(2026, 1, 5, 12, tzinfo=dt.UTC)}
+    store = mf.Store.create(tmp_path / "s", clock=lambda: now["t"])
+    for day, n in ((0, 3), (1, 7), (200, 2)):
+        now["t"] = dt.datetime(2026, 1, 5, 12, tzinfo=dt.UTC) + dt.timedelta(days=day)
+        store.record_miss([f"term{i}" for i in range(n)], "abstain")
+    audit = mf.audit.recall_misses(store)
+    assert audit.daily.height == 201  # quiet days included
+    html = audit.to_html()
+    (trend,) = [s for s in re.findall(r"<svg.*?</svg>", html) if "per week" in s]
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"[^>]*><title>week',
+                                           trend)]
+    assert len(widths) == 2 and min(widths) > 10  # a bar per week, not 201 hairlines
+    # the axis: labelled ticks up to the first one past the highest week (10 misses)
+    labels = re.findall(r'text-anchor="end" class="val"[^>]*>([\d,]+)</text>', trend)
+    assert labels == ["0", "2", "4", "6", "8", "10"]
+    alt = re.search(r'aria-label="([^"]*)"', trend).group(1)
+    assert "29 bars from week of 2026-01-05 to week of 2026-07-20" in alt
+    assert "12 in all" in alt and "the highest 10 (week of 2026-01-05)" in alt

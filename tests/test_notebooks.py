@@ -100,5 +100,13 @@ def test_notebook_04_starts_with_a_real_first_cycle():
     first_cycle = next(c for c in nb.cells if c.cell_type == "code"
                        and "report = store.memory.run_cycle()" in c.source)
     (result,) = [o for o in first_cycle.outputs if o.output_type == "execute_result"]
-    report = eval(result["data"]["text/plain"], {})  # a dict literal printed by the kernel
-    assert report["rows_folded"] > 0 and report["rows_written"] > 0
+    # the report shows as a table per maintained state, and as one line of words
+    import re
+
+    assert "session" in result["data"]["text/html"]
+    found = re.search(r"folded ([\d,]+) rows, wrote ([\d,]+) session",
+                      result["data"]["text/plain"])
+    folded, written = (int(n.replace(",", "")) for n in found.groups())
+    assert folded > 0 and written > 0
+    # a tutorial shows its results; it does not assert them
+    assert not any("assert " in c.source for c in nb.cells if c.cell_type == "code")

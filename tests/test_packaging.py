@@ -1,9 +1,12 @@
-"""The sample store is found from a source checkout and from a built (non-editable) wheel."""
+"""Packaging: the distribution's name and every install command that names it; the sample
+store found from a source checkout and from a built (non-editable) wheel."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -26,7 +29,7 @@ def test_a_built_wheel_carries_the_sample_store_and_finds_it(tmp_path):
         capture_output=True, text=True,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "dist").glob("memframe-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("memframe_store-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     store_files = sorted(
         p.relative_to(ROOT / "data").as_posix()
@@ -49,3 +52,69 @@ def test_a_built_wheel_carries_the_sample_store_and_finds_it(tmp_path):
     path, capsules = probe.stdout.split()
     assert Path(path) == site / "memframe" / "_data" / "sample-store"
     assert int(capsules) > 1000
+
+
+DISTRIBUTION = "memframe-store"
+# What a user reads: the docs, the notebooks and every hint the package prints.
+_READ = ["README.md", "docs/*.md", "notebooks/*.md", "notebooks/*.ipynb", "memframe/**/*.py",
+         ".ci/run"]
+_INSTALL = re.compile(r"pip3? install ([^`\n]+)")
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def _install_commands() -> list[tuple[str, list[str]]]:
+    """Every ``pip install ...`` a reader can copy, as (file, requirement arguments)."""
+    found = []
+    for pattern in _READ:
+        for path in sorted(ROOT.glob(pattern)):
+            text = path.read_text(encoding="utf-8").replace('\\"', '"')
+            for match in _INSTALL.finditer(text):
+                words = []
+                for word in match.group(1).split("#")[0].split("&&")[0].split():
+                    word = word.strip("\"'`,;:)")
+                    if word.startswith("-") or not word:
+                        continue
+                    words.append(word)
+                found.append((str(path.relative_to(ROOT)), words))
+    return found
+
+
+def test_the_distribution_is_not_the_unrelated_memframe_on_pypi():
+    # "memframe" on PyPI is another project (an AGPL database-backed DataFrame); the import
+    # package and the command keep the name memframe, as scikit-learn installs sklearn.
+    project = _project()
+    assert project["name"] == DISTRIBUTION
+    assert project["scripts"] == {"memframe": "memframe.cli:main"}
+
+
+def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
+    extras = set(_project()["optional-dependencies"])
+    commands = _install_commands()
+    # the README, the notebooks' README, docs/distributed.md and both hints are read
+    files = {f for f, _ in commands}
+    assert {"README.md", "notebooks/README.md", "docs/distributed.md", "memframe/display.py",
+            "memframe/distributed.py"} <= files, files
+    for where, words in commands:
+        for word in words:
+            name = re.match(r"[A-Za-z0-9._-]*", word).group(0)
+            wanted = re.findall(r"\[([^\]]*)\]", word)
+            asked = {e.strip() for group in wanted for e in group.split(",")}
+            if name.startswith(".") or name == "":
+                # a source checkout (`pip install -e ".[plot]"`): its extras exist
+                assert asked <= extras, (where, word)
+            elif name.lower().replace("_", "-").startswith("memframe"):
+                assert name == DISTRIBUTION, f"{where}: `pip install {word}` names {name!r}"
+                assert asked <= extras, (where, word)
+
+
+def test_the_grep_catches_the_unrelated_name(tmp_path, monkeypatch):
+    # the check above must be able to fail: a hint naming the bare "memframe" is caught
+    (tmp_path / "memframe").mkdir()
+    (tmp_path / "memframe" / "hint.py").write_text('HINT = \'pip install "memframe[plot]"\'\n')
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (found,) = _install_commands()
+    assert found == ("memframe/hint.py", ["memframe[plot]"])
+    assert re.match(r"[A-Za-z0-9._-]*", found[1][0]).group(0) != DISTRIBUTION

@@ -340,3 +340,27 @@ def test_committed_sample_store_is_what_synth_makes(tmp_path: Path) -> None:
     for name in S.CANONICAL_TABLES:
         assert committed[name].equals(fresh[name]), (
             f"{name} differs: regenerate with `python scripts/make_sample_store.py`")
+
+
+def test_the_progress_bar_counts_handoffs_with_the_chunks(tmp_path, monkeypatch):
+    # a handoff is one commit; counted one by one before the first chunk, the bar's first
+    # rate was a handful of capsules a second, and its first estimate hundreds of hours
+    import tqdm.auto
+
+    updates: list[int] = []
+
+    class Recorder:
+        def __init__(self, *args, **kwargs):
+            self.total = kwargs.get("total")
+
+        def update(self, n):
+            updates.append(n)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
+    synth.synthesize(tmp_path / "s", capsules=1200, seed=3, progress=True, chunk_rows=150)
+    assert sum(updates) == 1200
+    assert min(updates[:-1]) >= 2  # never one handoff alone
+    assert len(updates) <= 1200 // 150 + 8

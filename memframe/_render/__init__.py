@@ -6,34 +6,31 @@ audit or the graph code. Result objects (``Store``, ``Digest``, ``Page``, ``Miss
 (``style.css`` beside this file) styles every HTML output.
 """
 
-from memframe._render.html import (
-    cards,
-    chips,
-    esc,
-    fragment,
-    html_table,
-    instant,
-    kv_table,
-    label,
-    page,
-    rows_table,
-    stylesheet,
-    visible,
-)
-from memframe._render.reports import (
-    OUTCOME_COLORS,
-    audit_html,
-    digest_html,
-    door_page_html,
-    import_html,
-    store_html,
-)
-from memframe._render.svg import svg_bars
-from memframe._render.text import audit_summary, audit_text, audit_window, digest_text, plural
+import importlib
+from typing import Any
 
-__all__ = [
-    "OUTCOME_COLORS", "audit_html", "audit_summary", "audit_text", "audit_window", "cards",
-    "chips", "digest_html", "digest_text", "door_page_html", "esc", "fragment", "html_table",
-    "import_html", "instant", "kv_table", "label", "page", "plural", "rows_table",
-    "store_html", "stylesheet", "svg_bars", "visible",
-]
+# name -> the module defining it; loaded on first use, so the command line's text and JSON
+# (memframe._render.terminal) never load the HTML and SVG renderers
+_WHERE = {
+    **dict.fromkeys(("cards", "chips", "esc", "fragment", "html_table", "instant",
+                     "kv_table", "label", "page", "rows_table", "stylesheet", "visible"), "html"),
+    **dict.fromkeys(("OUTCOME_COLORS", "audit_html", "digest_html", "door_page_html",
+                     "import_html", "store_html"), "reports"),
+    "svg_bars": "svg",
+    **dict.fromkeys(("audit_summary", "audit_text", "audit_window", "digest_text", "plural"),
+                    "text"),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'memframe._render' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"memframe._render.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -1,7 +1,8 @@
 """HTML primitives: escaping, instants, tables, cards, chips, the page shell.
 
 Every value that may come from a store goes through :func:`esc`: control, line and
-paragraph separators and bidirectional overrides are made visible as ``\\uXXXX`` text, then
+paragraph separators and bidirectional overrides are made visible as ``\\uXXXX`` text (the
+one :func:`memframe._render.terminal.visible`), then
 ``html.escape(..., quote=True)`` neutralises markup and attribute breakouts.
 """
 
@@ -18,30 +19,13 @@ from typing import Any
 
 import polars as pl
 
+from memframe._render.terminal import visible
 from memframe.text import headline
 
 __all__ = [
     "esc", "visible", "label", "instant", "cell", "html_table", "rows_table", "kv_table",
     "cards", "chips", "fragment", "page", "stylesheet",
 ]
-
-_INVISIBLE = (
-    list(range(0x00, 0x20))
-    + list(range(0x7F, 0xA0))
-    + [0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E]
-    + [0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF]
-)
-_VISIBLE = str.maketrans({code: f"\\u{code:04x}" for code in _INVISIBLE})
-
-
-def visible(text: str) -> str:
-    """Make control, separator and bidi-override characters visible as ``\\uXXXX``.
-
-    Examples:
-        >>> visible("a\\nb\\u202ec")
-        'a\\\\u000ab\\\\u202ec'
-    """
-    return text.translate(_VISIBLE)
 
 
 def esc(value: Any) -> str:
@@ -283,6 +267,7 @@ def page(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
         f"<title>{esc(title)}</title><style>{stylesheet()}</style></head>"
         f'<body><main class="mf mf-page">{body}</main></body></html>\n'
     )

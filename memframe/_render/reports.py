@@ -47,6 +47,10 @@ _HANDLED = {"label", "framing", "by_project", "open_session_ids", "recent_failur
     k for key, _ in _HEADLINE_SECTIONS for k in (key, f"{key}_total")}
 
 
+_PLAIN = {("label", "ADVISORY_NOT_AUTHORITY"): "advisory memory",
+          ("framing", "DATA"): "read it as data, never as instructions"}
+
+
 def _headline_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     tainted = any(r.get("instruction_taint") for r in rows)
     out = []
@@ -122,9 +126,12 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
     if digest_hash:
         sub.append(f'hash <code class="mf-hash" title="{esc(digest_hash)}">'
                    f"{esc(digest_hash[:16])}…</code>")
-    for key in ("label", "framing"):
-        if key in body:
-            sub.append(f"{esc(key)} <code>{esc(body[key])}</code>")
+    wire = [f"{key} {body[key]}" for key in ("label", "framing") if key in body]
+    if wire:
+        # the wire's words for what the digest is, in plain words (the wire's in a tooltip)
+        plain = [_PLAIN.get((key, body[key]), str(body[key]))
+                 for key in ("label", "framing") if key in body]
+        sub.append(f'<span title="{esc(" · ".join(wire))}">{esc(": ".join(plain))}</span>')
     parts = [f"<h1>{esc(title)}</h1>", f'<p class="mf-sub">{" · ".join(sub)}</p>']
     if body.get("unchanged"):
         parts.append(f'<p>unchanged: the known hash <code class="mf-hash">'
@@ -202,14 +209,22 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
 
 # ---- the recall-miss audit -------------------------------------------------------------------
 
+_MOST_DAYS = 120  # daily bars up to this many days, weekly ones past it
+
+
 def _audit_charts(terms: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
                   outcomes: Sequence[str], limit: int) -> list[str]:
     charts = []
     if daily.height:
+        # past ~4 months a bar per day is a hairline: a bar per week (from each Monday)
+        weekly = daily.height > _MOST_DAYS
+        per = (daily.group_by(pl.col("day").dt.truncate("1w"), maintain_order=True)
+               .agg(pl.col(list(outcomes)).sum()).sort("day") if weekly else daily)
         charts.append(svg_bars(
-            [d.isoformat() for d in daily.get_column("day").to_list()],
-            [(o, daily.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
-            title="misses per day (UTC)",
+            [("week of " if weekly else "") + d.isoformat()
+             for d in per.get_column("day").to_list()],
+            [(o, per.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
+            title="misses per week (UTC)" if weekly else "misses per day (UTC)",
         ))
     top = terms.head(min(limit, 25))
     if top.height:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from memframe._render.html import esc, label
 
-__all__ = ["svg_bars"]
+__all__ = ["svg_bars", "ticks"]
 
 # Presentation attributes on every text (not only CSS classes), so an SVG copied out of the
 # page on its own still renders its labels.
@@ -23,6 +23,34 @@ _TTL = f'class="ttl" {_FONT} font-size="12" font-weight="600" fill="#222"'
 
 def _num(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def ticks(top: int, most: int = 5) -> list[int]:
+    """Whole-number axis ticks from 0 past ``top``: steps of 1, 2 or 5 times a power of
+    ten, at most ``most`` + 1 of them.
+
+    Examples:
+        >>> ticks(7), ticks(38), ticks(1), ticks(0)
+        ([0, 2, 4, 6, 8], [0, 10, 20, 30, 40], [0, 1], [0, 1])
+    """
+    top = max(int(top), 1)
+    power = 1
+    while True:
+        for unit in (1, 2, 5):
+            step = unit * power
+            if math.ceil(top / step) <= most:
+                return [step * i for i in range(math.ceil(top / step) + 1)]
+        power *= 10
+
+
+def _describe(title: str, categories: Sequence[str], totals: Sequence[int]) -> str:
+    """The chart's alt text: what it shows and its figures, for a reader who cannot see it."""
+    if not categories:
+        return f"{title}: no data"
+    peak = max(range(len(totals)), key=lambda i: totals[i])
+    return (f"{title}: {len(categories):,} bars from {label(categories[0], 40)} to "
+            f"{label(categories[-1], 40)}, {sum(totals):,} in all, the highest "
+            f"{totals[peak]:,} ({label(categories[peak], 40)})")
 
 
 def svg_bars(
@@ -52,7 +80,8 @@ def svg_bars(
     """
     n = len(categories)
     totals = [sum(int(values[i]) for _, values, _ in series) for i in range(n)]
-    top = max(totals, default=0) or 1
+    scale = ticks(max(totals, default=0))
+    top = scale[-1]
     parts: list[str] = []
     legend_y = 36
     if horizontal:
@@ -81,10 +110,13 @@ def svg_bars(
         step = plot_w / max(n, 1)
         bar = max(step * 0.8, 1.0)
         every = max(1, math.ceil(n * 70 / plot_w))  # date labels at least 70 px apart
-        parts.append(f'<line x1="{left}" y1="{head + plot_h}" x2="{left + plot_w}" '
-                     f'y2="{head + plot_h}" stroke="#888"/>')
-        parts.append(f'<text x="{left - 4}" y="{head + 8}" text-anchor="end" {_VAL}>'
-                     f"{top}</text>")
+        for tick in scale:  # a labelled gridline per tick, the axis at 0
+            y = head + plot_h - plot_h * tick / top
+            parts.append(f'<line x1="{left}" y1="{_num(y)}" x2="{left + plot_w}" '
+                         f'y2="{_num(y)}" stroke="#888" stroke-opacity="'
+                         f'{1 if tick == 0 else 0.3}"/>')
+            parts.append(f'<text x="{left - 4}" y="{_num(y + 4)}" text-anchor="end" {_VAL}>'
+                         f"{tick:,}</text>")
         for i, cat in enumerate(categories):
             x = left + i * step + (step - bar) / 2
             y = float(head + plot_h)
@@ -106,9 +138,10 @@ def svg_bars(
                       f'fill="{colour}"/><text x="{lx + 14}" y="{legend_y}" {_LBL}>'
                       f"{esc(name)}</text>")
         lx += 24 + 7 * len(name)
+    described = _describe(title, categories, totals)
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{esc(title)}"><title>{esc(title)}</title>'
+        f'aria-label="{esc(described)}"><title>{esc(described)}</title>'
         f'<text x="10" y="16" {_TTL}>{esc(title)}'
         f"</text>{''.join(legend)}{''.join(parts)}</svg>"
     )

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from memframe._render.html import label
+from memframe._render.terminal import instant_text, visible
 
 __all__ = ["digest_text", "audit_text", "audit_summary", "audit_window", "plural"]
 
@@ -28,8 +29,7 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def _when(value: Any) -> str:
-    text = value.isoformat() if hasattr(value, "isoformat") else str(value or "")
-    return text[:10] + " " + text[11:19] + "Z" if len(text) >= 19 and text[10] == "T" else text
+    return instant_text(value)
 
 
 def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -> str:
@@ -62,7 +62,7 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
         for r in rows:
             extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
             taint = " [taint]" if r.get("instruction_taint") else ""
-            lines.append(f"  {r['id']:<{idw}}  {_when(r.get('created_at'))}  "
+            lines.append(f"  {visible(str(r['id'])):<{idw}}  {_when(r.get('created_at'))}  "
                          f"{label(r['project_id'], 20):<{pw}}  {label(r['headline'], 72)}"
                          f"{taint}{extra}")
     lines.append("")
@@ -74,13 +74,13 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
         lines.append(f"dag ok: ready {dag['ready_total']}, blocked {dag['blocked_total']}, "
                      f"done {dag['done_total']}")
     else:
-        lines.append(f"dag CYCLE: {' -> '.join(dag['cycle'])} "
+        lines.append(f"dag CYCLE: {' -> '.join(visible(str(i)) for i in dag['cycle'])} "
                      f"(entangled {dag['entangled_total']})")
     if "mission" in body:
         m = body["mission"]
         lines.append(f"mission {m['status']}: " + (
-            ", ".join(f"{r['id']} ({r['children']} children)" for r in m["roots"])
-            if m["status"] == "ok" else " -> ".join(m["cycle"])))
+            ", ".join(f"{visible(str(r['id']))} ({r['children']} children)" for r in m["roots"])
+            if m["status"] == "ok" else " -> ".join(visible(str(i)) for i in m["cycle"])))
     tiers, journal = body["tiers"], body["journal"]
     lines.append(f"tiers active {tiers['active']:,} archived {tiers['archived']:,} "
                  f"quarantined {tiers['quarantined']:,}  journal {journal['chain']}  "
@@ -89,26 +89,19 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
 
 
 def audit_window(since: datetime.datetime | None, until: datetime.datetime | None) -> str:
-    """The audit window in words.
+    """The audit window in words, in the one instant format of every report.
 
     Examples:
         >>> audit_window(None, None)
         'all time'
+        >>> audit_window(datetime.datetime(2026, 7, 1, tzinfo=datetime.UTC), None)
+        'from 2026-07-01 00:00:00Z until now (exclusive)'
     """
     if since is None and until is None:
         return "all time"
-    first = _rfc(since) if since else "the beginning"
-    last = _rfc(until) if until else "now"
+    first = instant_text(since) if since else "the beginning"
+    last = instant_text(until) if until else "now"
     return f"from {first} until {last} (exclusive)"
-
-
-def _rfc(value: datetime.datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    text = value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += "." + f"{value.microsecond:06d}".rstrip("0")
-    return text + "Z"
 
 
 def audit_summary(generation: int, totals: Mapping[str, int]) -> str:
@@ -125,8 +118,10 @@ def audit_summary(generation: int, totals: Mapping[str, int]) -> str:
 
 def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: pl.DataFrame,
                aliases: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
-               recurring_days: int, per_term: int, limit: int = 20) -> str:
-    """The recall-miss audit as a plain-text report.
+               recurring_days: int, per_term: int, limit: int = 20, days: int = 31) -> str:
+    """The recall-miss audit as a plain-text report: at most ``limit`` terms, ``limit``
+    times ``per_term`` alias proposals and the last ``days`` days, each list saying how
+    many it shows of how many (the JSON report holds every row).
 
     Examples:
         >>> print(audit_text(summary="s", window="all time",
@@ -144,46 +139,44 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
         return "\n".join(lines)
     lines.append(f"outcomes: abstain {t['abstain']:,}, missing_evidence "
                  f"{t['missing_evidence']:,}")
-    lines.append(f"recurring terms (missed on {recurring_days}+ days): "
-                 f"{t['recurring_terms']:,}; terms the store's vocabulary lacks: "
-                 f"{t['unknown_terms']:,} ({t['terms_with_alias']:,} with an alias proposal)")
+    lines.append(f"recurring terms (missed on {recurring_days}+ days): {t['recurring_terms']:,}")
+    lines.append(f"terms the store's vocabulary lacks: {t['unknown_terms']:,} "
+                 f"({t['terms_with_alias']:,} with an alias proposal)")
     lines.append(f"lane overrides: {t['lane_overrides']:,}")
     if terms.height:
-        lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,})",
-                  f"  {'misses':>6} {'abstain':>7} {'missing':>7} {'days':>4}  "
-                  f"{'first seen':<20} {'last seen':<20}  term"]
+        lines += ["", f"top missed terms ({min(limit, terms.height)} of {terms.height:,}; "
+                      f"days*: recurring)",
+                  f"  {'term':<20}  {'misses':>6}  {'days':>5}  {'last seen':<20}  alias"]
         for row in terms.head(limit).iter_rows(named=True):
-            flags = []
-            if row["recurring"]:
-                flags.append("recurring")
-            if row["alias"] is not None:
-                flags.append(f"-> {label(row['alias'], 40)}")
-            elif not row["in_vocabulary"]:
-                flags.append("not in vocabulary")
+            note = (f"-> {label(row['alias'], 24)}" if row["alias"] is not None
+                    else "" if row["in_vocabulary"] else "(in no capsule)")
+            on_days = f"{row['days']}{'*' if row['recurring'] else ' '}"
             lines.append(
-                f"  {row['misses']:>6,} {row['abstain']:>7,} {row['missing_evidence']:>7,} "
-                f"{row['days']:>4}  {row['first_seen']:%Y-%m-%d %H:%M:%S}Z "
-                f"{row['last_seen']:%Y-%m-%d %H:%M:%S}Z  "
-                f"{label(row['term'], 40)}" + (f"  [{', '.join(flags)}]" if flags else ""))
+                f"  {label(row['term'], 20):<20}  {row['misses']:>6,}  {on_days:>5}  "
+                f"{_when(row['last_seen']):<20}  {note}".rstrip())
         if terms.height > limit:
-            lines.append(f"  ... {terms.height - limit:,} more rows (all of them in .terms and "
-                         f"to_json())")
+            lines.append(f"  … {terms.height - limit:,} more (the JSON report lists every "
+                         f"term)")
     if aliases.height:
-        shown = aliases.head(limit * per_term)
-        lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; missed term -> "
-                      f"vocabulary term: distance, live capsules, misses it would explain)"]
+        shown = aliases.head(limit)
+        lines += ["", f"alias proposals ({shown.height:,} of {aliases.height:,}; up to "
+                      f"{per_term} per term)",
+                  "  missed term -> vocabulary term: distance, live capsules, misses explained"]
         for row in shown.iter_rows(named=True):
             explained = (f", explains {plural(row['misses_explained'], 'miss', 'misses')}"
                          if "misses_explained" in row else "")
             lines.append(f"  {label(row['term'], 40)} -> {label(row['alias'], 40)}: "
                          f"{row['distance']}, {plural(row['capsules'], 'capsule')}{explained}")
         if aliases.height > shown.height:
-            lines.append(f"  ... {aliases.height - shown.height:,} more rows "
-                         f"(all of them in .aliases and to_json())")
+            lines.append(f"  … {aliases.height - shown.height:,} more (the JSON report lists "
+                         f"every proposal)")
     if daily.height:
-        lines += ["", "misses per day (UTC)"]
-        top = max(daily.get_column("misses").max() or 1, 1)  # type: ignore[operator]
-        for row in daily.iter_rows(named=True):
+        recent = daily.tail(days)
+        lines += ["", "misses per day (UTC)" + (
+            f", the last {recent.height:,} of {daily.height:,} days" if recent.height <
+            daily.height else "")]
+        top = max(recent.get_column("misses").max() or 1, 1)  # type: ignore[operator]
+        for row in recent.iter_rows(named=True):
             bar = "#" * max(0, round(40 * row["misses"] / top))
             lines.append(f"  {row['day']:%Y-%m-%d} {row['misses']:>6,} {bar}")
     if t["lane_overrides"]:

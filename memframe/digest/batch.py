@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import multiprocessing
 import os
 import re
 import sys
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,6 +180,10 @@ def digest_many(
         >>> sorted(os.path.basename(p) for p in report.digests), len(report.failures)
         (['a', 'b'], 1)
     """
+    # imported here: a single digest (a session-start hook) never starts worker processes
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     from tqdm.auto import tqdm
 
     paths = [str(Path(p)) for p in store_paths]

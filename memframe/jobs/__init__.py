@@ -55,14 +55,15 @@ class Memory:
         return f"<memframe Memory of {self._store.path}>"
 
     # -- jobs and the rebuild door ---------------------------------------------------------
-    def run_cycle(self) -> CycleReport:
-        """Fold the canonical rows written since the watermark into the projections.
+    def run_cycle(self, progress: _cycle.Progress | None = None) -> CycleReport:
+        """Fold the canonical rows written since the watermarks into every projection.
 
-        Reads only partitions committed after the watermark and the stored rows of the
-        conversations they touch; writes the changed rows and the new watermark in one
-        commit; a cycle with nothing new writes nothing.
+        Reads only partitions committed after the watermarks and the stored rows of the
+        keys they touch; writes the changed rows and the new watermarks in one commit; a
+        cycle with nothing new writes nothing. ``progress(done, total, stage)``, when
+        given, is called before each stage (the command line shows them).
         """
-        return _cycle.run_cycle(self._store)  # type: ignore[arg-type]
+        return _cycle.run_cycle(self._store, progress)  # type: ignore[arg-type]
 
     def rebuild_projections(self) -> CycleReport:
         """The rebuild door: fold every canonical row, replace the projections in one commit.

@@ -22,13 +22,13 @@ import polars as pl
 
 from memframe.errors import InvalidInputError
 from memframe.jobs import registry
-from memframe.jobs.stages import Job, Reports
+from memframe.jobs.stages import CYCLE_STAGES, Job, Progress, Reports
 
 if TYPE_CHECKING:
     from memframe.store import Store
     from memframe.store.capture import Commit
 
-__all__ = ["CycleReport", "run_cycle", "rebuild", "stage_rebuild"]
+__all__ = ["CycleReport", "CYCLE_STAGES", "Progress", "run_cycle", "rebuild", "stage_rebuild"]
 
 _OPERATIONS = ("memory_projections", "memory_rebuild_projections")
 
@@ -66,6 +66,29 @@ class CycleReport:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def __repr__(self) -> str:
+        """One line: what was folded, written and read, and where it landed.
+
+        Examples:
+            >>> CycleReport(120, 7, 2, 31, 5)
+            <memframe CycleReport: folded 7 rows, wrote 2 session rows, read 120 rows; watermark 31; generation 5>
+        """
+        return f"<memframe CycleReport: {self._summary()}>"
+
+    def _summary(self) -> str:
+        landed = (f"generation {self.generation}" if self.generation is not None
+                  else "nothing to commit")
+        return (f"folded {self.rows_folded:,} rows, wrote {self.rows_written:,} session rows, "
+                f"read {self.rows_visited:,} rows; watermark {self.watermark:,}; {landed}")
+
+    def _repr_html_(self) -> str:
+        """A notebook table: one row per maintained state (what it read, folded, wrote)."""
+        from memframe._render import esc, fragment, rows_table
+
+        head = f"<p><b>cycle</b>: {esc(self._summary())}</p>"
+        rows = [{"state": name, **part} for name, part in self.projections.items()]
+        return fragment(head + (rows_table(rows) if rows else ""))
+
 
 def _report(commit: Commit, job: Job, parts: Reports) -> CycleReport:
     visited = sum(p["rows_visited"] for p in parts.values())
@@ -83,9 +106,10 @@ def _claim(commit: Commit) -> None:
             "rebuild_projections); run the second after the transaction commits")
 
 
-def _run(commit: Commit, stage: str, operation: str) -> CycleReport:
+def _run(commit: Commit, stage: str, operation: str, progress: Progress | None = None
+         ) -> CycleReport:
     _claim(commit)
-    job = Job(commit, commit.view)
+    job = Job(commit, commit.view, progress=progress)
     parts: Reports = {}
     for name in registry.MEMORY_PROJECTION_NAMES:
         parts.update(getattr(registry.PROJECTIONS[name], stage)(job))
@@ -93,8 +117,11 @@ def _run(commit: Commit, stage: str, operation: str) -> CycleReport:
     return _report(commit, job, parts)
 
 
-def run_cycle(store: Store) -> CycleReport:
+def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
     """Fold what was written since the watermarks into every projection (one commit).
+
+    ``progress(done, total, stage)``, when given, is called before each of the
+    `CYCLE_STAGES` (again from the first when a lost race runs the cycle once more).
 
     Examples:
         >>> import memframe as mf, tempfile, os
@@ -108,7 +135,8 @@ def run_cycle(store: Store) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
-    return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0]), operation=_OPERATIONS[0])
+    return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
+                        operation=_OPERATIONS[0])
 
 
 def rebuild(store: Store) -> CycleReport:

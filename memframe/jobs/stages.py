@@ -9,6 +9,7 @@ rows_folded, rows_written}``. `memframe.jobs.registry` maps every name of
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -29,10 +30,19 @@ if TYPE_CHECKING:
     from memframe.store import StoreView
     from memframe.store.capture import Commit
 
-__all__ = ["Job", "Reports", "session_cycle", "session_rebuild", "session_land",
+__all__ = ["Job", "Reports", "CYCLE_STAGES", "Progress", "session_cycle", "session_rebuild", "session_land",
            "digest_cycle", "digest_rebuild"]
 
 Reports = dict[str, dict[str, int]]
+
+#: The stages of a job, in order, as ``progress`` callbacks are told them.
+CYCLE_STAGES: tuple[str, ...] = (
+    "session projection", "live-count indexes", "journal checkpoint", "digest state",
+    "store-wide sections", "kept sections",
+)
+
+#: ``progress(done, total, stage)``: called before each stage of a job.
+Progress = Callable[[int, int, str], None]
 
 _CAPSULE_COLUMNS = ["seq", "id", "created_at", "content_chars", "conversation_id"]
 _SUMMARY_COLUMNS = ["seq", "conversation_id", "summary"]
@@ -51,6 +61,7 @@ class Job:
             capsule parts above the session watermark and their rows; ``"journal"``: the
             journal parts the checkpoint verified).
         subset: the digest subset's rows, when this commit rebuilt the digest state.
+        progress: the caller's ``progress(done, total, stage)`` (`step` tells it).
     """
 
     commit: Commit
@@ -60,6 +71,12 @@ class Job:
     capsules: pl.DataFrame | None = None
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)
     subset: pl.DataFrame | None = None
+    progress: Progress | None = None
+
+    def step(self, stage: str) -> None:
+        """Tell the ``progress`` callback that ``stage`` (one of `CYCLE_STAGES`) starts."""
+        if self.progress is not None:
+            self.progress(CYCLE_STAGES.index(stage), len(CYCLE_STAGES), stage)
 
 
 def part(visited: int, folded: int, written: int) -> dict[str, int]:
@@ -72,6 +89,7 @@ def session_cycle(job: Job) -> Reports:
     """Fold the capsules and summaries above the session watermark into partial rows,
     appended as a run (no stored row is read); advance the live-count indexes."""
     view, commit = job.view, job.commit
+    job.step("session projection")
     mark = job.old_mark = job.new_mark = watermark_of(view)
     cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
     sum_parts = [p for p in view.partitions("summaries") if (p.seq_hi or 0) > mark]
@@ -79,6 +97,7 @@ def session_cycle(job: Job) -> Reports:
     if cap_parts or sum_parts:
         report = _fold_new(job, cap_parts, sum_parts)
     # the indexes advance with the new watermark, sharing the capsule rows read here
+    job.step("live-count indexes")
     dead = forgotten.stage_cycle(commit, view, job.new_mark,
                                  capsules=(job.old_mark, job.capsules))
     return {"session": report, "forgotten": dead}
@@ -138,14 +157,18 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
 def digest_cycle(job: Job) -> Reports:
     """Advance the digest's state by what was written since its watermarks."""
     commit, view = job.commit, job.view
+    job.step("journal checkpoint")
     check = journal.stage_checkpoint(commit, view, full=False)
     if check.read is not None:
         job.shared["journal"] = check.read
     rebuilt: dict[str, Any] = {}
+    job.step("digest state")
     state = digest_state.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
     job.subset = rebuilt.get("subset")
+    job.step("store-wide sections")
     families = digest_families.stage_cycle(commit, view)
     # last: the kept sections follow the marks the state and the families just staged
+    job.step("kept sections")
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,

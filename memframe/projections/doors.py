@@ -80,6 +80,21 @@ class Page:
     def __len__(self) -> int:
         return self.rows.height
 
+    def __repr__(self) -> str:
+        """One line, not the dataclass dump of every row.
+
+        Examples:
+            >>> import polars as pl
+            >>> Page(pl.DataFrame({"a": [1, 2]}), rows_visited=40, hash="ab" * 32, total=9)
+            <memframe Page: 2 of 9 rows, 40 rows read, hash abababababab>
+        """
+        if self.unchanged:
+            return f"<memframe Page: unchanged, {self.rows_visited:,} rows read, hash {self.hash[:12]}>"
+        shown = (f"{self.rows.height:,} of {self.total:,}" if self.total is not None
+                 and self.total != self.rows.height else f"{self.rows.height:,}")
+        return (f"<memframe Page: {shown} rows, {self.rows_visited:,} rows read, "
+                f"hash {self.hash[:12]}>")
+
     def _repr_html_(self) -> str:
         from memframe._render import door_page_html  # the leaf renderer
 

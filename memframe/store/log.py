@@ -178,7 +178,7 @@ class Log:
         if exist_ok and (root / MARKER).exists():
             return Log.open(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
-            what = "a store already" if (root / MARKER).exists() else "files"
+            what = "a store" if (root / MARKER).exists() else "files"
             raise StoreExistsError(
                 f"{root} already holds {what}; open it with Store.open(path), or pick an "
                 f"empty or new directory for Store.create"

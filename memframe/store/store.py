@@ -507,7 +507,7 @@ class Store(StoreView):
             >>> store.commit(lambda w: w.ingest({"content": "x", "source": "s", "anchor": "a"}),
             ...              operation="my_job")
             ['cap-1']
-            >>> store.history()[-1]["operation"]
+            >>> store.history()["operation"][-1]
             'my_job'
         """
         if not isinstance(operation, str) or not operation.strip():
@@ -660,22 +660,32 @@ class Store(StoreView):
                 self._log.write_checkpoint(self._snap)
         return True
 
-    def history(self) -> list[dict[str, Any]]:
-        """One dict per generation of the log: generation, operation, verbs, timestamp, seq.
+    def history(self) -> pl.DataFrame:
+        """One row per generation of the log: ``generation``, ``operation``, ``verbs``,
+        ``committed_at`` (UTC) and the ``seq`` range it wrote (``seq_first``, ``seq_last``;
+        null when it wrote no canonical row).
 
         Examples:
             >>> import memframe as mf, tempfile, os
             >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
             >>> _ = store.session_start("p")
-            >>> [(h["generation"], h["operation"]) for h in store.history()]
+            >>> store.history().select("generation", "operation").rows()
             [(1, 'session_start')]
         """
-        out = []
+        rows = []
         for g in range(1, self.generation + 1):
             entry = self._log.read_entry(g)
-            out.append({k: entry.get(k) for k in
-                        ("generation", "operation", "verbs", "timestamp", "seq")})
-        return out
+            seq = entry.get("seq") or [None, None]
+            rows.append({"generation": entry.get("generation"),
+                         "operation": entry.get("operation"),
+                         "verbs": list(entry.get("verbs") or []),
+                         "committed_at": entry.get("timestamp"),
+                         "seq_first": seq[0], "seq_last": seq[1]})
+        schema = {"generation": pl.Int64, "operation": pl.String, "verbs": pl.List(pl.String),
+                  "committed_at": pl.String, "seq_first": pl.Int64, "seq_last": pl.Int64}
+        return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None).with_columns(
+            pl.col("committed_at").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="ns",
+                                                   time_zone="UTC"))
 
     # -- verbs ----------------------------------------------------------------------------
     def ingest(self, rows: Any) -> list[str]:

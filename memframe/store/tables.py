@@ -100,7 +100,8 @@ def scan(root: Path, parts: Sequence[Part], schema: pl.Schema) -> pl.LazyFrame:
     missing = [p.path for p in parts if not (root / p.path).exists()]
     if missing:
         raise GenerationNotFoundError(_missing_message(root, missing[0]))
-    return pl.scan_parquet(_paths(root, parts), schema=schema)
+    # the paths are exact names, never patterns: a store under "runs[1]" or "a*b" is read
+    return pl.scan_parquet(_paths(root, parts), schema=schema, glob=False)
 
 
 def read(root: Path, parts: Sequence[Part], schema: pl.Schema, columns: Iterable[str] | None = None) -> pl.DataFrame:

@@ -277,7 +277,9 @@ def test_text_report(known):
     # a transposition is one edit; the evidence: live capsules, misses it would explain
     assert any(line.startswith("  retreival -> retrieval: 1, 2 capsules, explains ")
                for line in lines)
-    seen = [line for line in lines if "retreival  [recurring" in line][0]
-    assert seen.split()[5].endswith("Z") and seen.split()[7].endswith("Z")  # Z instants
-    assert any(line.endswith("retreival  [recurring, -> retrieval]") for line in lines)
+    seen = [line for line in lines if line.startswith("  retreival ")][0]
+    assert seen.split()[2] == "3*"  # missed on 3 days: recurring
+    assert seen.split()[4].endswith("Z")  # the one instant format: YYYY-MM-DD HH:MM:SSZ
+    assert seen.endswith("-> retrieval")
+    assert all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
     assert "  vector -> fused: 2" in lines

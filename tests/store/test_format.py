@@ -36,3 +36,18 @@ def test_another_engine_reads_a_generation_from_the_log_alone(store):
     ours = (store.table("capsules").group_by("project_id")
             .agg(n=__import__("polars").len()).sort("project_id").collect().rows())
     assert [(p, n) for p, n, _ in got] == ours
+
+
+def test_a_store_whose_directory_name_looks_like_a_glob_reads_every_row(tmp_path, clock):
+    # "[x]" is a character class to a glob: read as a pattern, "runs[x]" names "runsx" and
+    # every table reads empty (and the digest fails closed) without a word
+    import memframe as mf
+
+    for name in ("runs[x]", "a*b?c", "{a,b}"):
+        store = mf.Store.create(tmp_path / name, clock=clock)
+        store.ingest([{"content": f"c{i}", "source": "s", "anchor": "a",
+                       "conversation_id": "conv"} for i in range(3)])
+        store.memory.run_cycle()
+        assert store.table("capsules").collect().height == 3
+        assert mf.digest(store).to_dict()["total"] == 3
+        assert store.memory.sessions().rows.get_column("memory_count").to_list() == [3]

@@ -56,14 +56,18 @@ class ImportReport:
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
+        # source table names, paths and notes come from the source file: made visible
+        from memframe._render.terminal import visible
+
         lines = [
-            f"nMEMORY import ({self.mode}) {self.source} -> {self.store}",
+            visible(f"nMEMORY import ({self.mode}) {self.source} -> {self.store}"),
             f"generation {self.generation}; {self.rows_written:,} rows written in "
             f"{self.seconds:.2f}s" + (f"; {self.erased} capsule content(s) erased"
                                        if self.erased else ""),
             "source table          rows       read   |  memframe table        added",
         ]
-        left = [(k, f"{v:>10,} {self.read.get(k, 0):>10,}") for k, v in self.source_rows.items()]
+        left = [(visible(k), f"{v:>10,} {self.read.get(k, 0):>10,}")
+                for k, v in self.source_rows.items()]
         right = list(self.added.items())
         for i in range(max(len(left), len(right))):
             ls = f"{left[i][0]:<16}{left[i][1]}" if i < len(left) else " " * 37
@@ -72,9 +76,9 @@ class ImportReport:
         if self.skipped:
             lines.append("not imported (the digest does not read them):")
             for name, rows in self.skipped.items():
-                lines.append(f"  {name:<24}{'?' if rows is None else format(rows, ','):>10}")
+                lines.append(f"  {visible(name):<24}{'?' if rows is None else format(rows, ','):>10}")
         for note in self.notes:
-            lines.append(f"note: {note}")
+            lines.append(f"note: {visible(note)}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
