@@ -128,10 +128,10 @@ def test_rebuild_never_runs_on_its_own(mstore, monkeypatch):
 
     run = cycle._run
 
-    def refuse(commit, stage, operation):
+    def refuse(commit, stage, *args):
         if stage == "rebuild":
             raise AssertionError("the rebuild ran without being asked")
-        return run(commit, stage, operation)
+        return run(commit, stage, *args)
 
     monkeypatch.setattr(cycle, "_run", refuse)
     mstore.ingest(caps([("a", 1)]))
