@@ -850,14 +850,29 @@ def subset_expr() -> pl.Expr:
     )
 
 
+#: the whole days after which a stale capsule becomes a candidate, in nanoseconds
+#: (``whole_days(now - created_at) > 180`` is ``now - created_at >= 181 days``)
+STALE_AFTER_NS = (ARCHIVE_AFTER_DAYS + 1) * 86_400 * 1_000_000_000
+_I64_MAX = 2**63 - 1
+
+
+def _plus_ns(column: str, ns: int) -> pl.Expr:
+    """``column + ns`` as an instant, or null where the sum is past the last instant a
+    nanosecond timestamp holds (no ``now`` ever reaches it: never, rather than a wrapped
+    instant in 1677)."""
+    epoch = pl.col(column).dt.epoch("ns")
+    return pl.when(epoch <= _I64_MAX - ns).then(epoch + ns).cast(TIMESTAMP)
+
+
 def _archive_instant() -> pl.Expr:
     """When a superseded, active, unpinned, non-suspect capsule becomes an archive
     candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
-    with no recall from ``created_at + 181 days`` (the earlier of the two)."""
-    expired = pl.col("valid_to") + pl.duration(nanoseconds=1, time_unit="ns")
+    with no recall from ``created_at + 181 days`` (the earlier of the two; null when both
+    are past the instant range: never)."""
+    expired = _plus_ns("valid_to", 1)
     stale = pl.when(pl.col("recall_count").fill_null(0) == 0).then(
-        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1, time_unit="ns"))
-    return pl.min_horizontal(expired.cast(TIMESTAMP), stale.cast(TIMESTAMP)).cast(TIMESTAMP)
+        _plus_ns("created_at", STALE_AFTER_NS))
+    return pl.min_horizontal(expired, stale).cast(TIMESTAMP)
 
 
 def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFrame:
