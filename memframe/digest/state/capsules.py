@@ -22,7 +22,7 @@ order-independent terms, one group of columns per source table:
 * ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
   the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
   row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of;
-* ``members`` (``part_of`` edges into the capsule) is a sum, ``newest_member`` (their
+* ``members`` (``part_of`` rows into the capsule) is a sum, ``newest_member`` (their
   highest from-id number) a max.
 
 The rebuild door folds every canonical row; the cycle folds the rows written since the
@@ -137,8 +137,9 @@ STATE_SCHEMA = pl.Schema(
         "named": pl.Boolean(),
         "forget_named": pl.Boolean(),
         "superseded": pl.Boolean(),
-        # ``part_of`` edges into the capsule: how many (the store keeps an edge once), and
-        # the highest capsule number among their from-ids
+        # ``part_of`` rows into the capsule: how many (rows, so an edge a source wrote
+        # twice counts twice: read only as "has members"; ``member_total`` counts the
+        # distinct edges, `memframe.digest.efforts`), and the highest from-id number
         "members": pl.Int64(),
         "newest_member": pl.Int64(),
         "review_verdict": pl.String(),
