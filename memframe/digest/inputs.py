@@ -21,6 +21,7 @@ import polars as pl
 
 from memframe.digest.staged import annotate
 from memframe.digest.state import families as digest_globals
+from memframe.digest.state import seal
 from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
 from memframe.schema import REVIEW_VERDICTS
@@ -434,6 +435,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check is not None and check.walked == "incremental"
+    # ... and as far as the canonical parts it folded are the files sealed (one stat each)
+    warm = warm and seal.holds(view)
     if trust_state is not None:  # the job's reads: it trusts its own state (or none)
         warm = trust_state and verify != "full"
     holder: dict[str, Any] = {}

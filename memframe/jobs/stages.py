@@ -15,7 +15,7 @@ import polars as pl
 
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state import families as digest_families
-from memframe.digest.state import journal, keep_sections
+from memframe.digest.state import journal, keep_sections, seal
 from memframe.projections import forgotten, session_rows
 from memframe.projections.session import (
     capsule_partials,
@@ -51,6 +51,8 @@ class Job:
             capsule parts above the session watermark and their rows; ``"journal"``: the
             journal parts the checkpoint verified).
         subset: the digest subset's rows, when this commit rebuilt the digest state.
+        notes: what a stage could not do as asked and what it did instead (the report's
+            ``notes``).
     """
 
     commit: Commit
@@ -60,6 +62,7 @@ class Job:
     capsules: pl.DataFrame | None = None
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)
     subset: pl.DataFrame | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 def part(visited: int, folded: int, written: int) -> dict[str, int]:
@@ -136,8 +139,14 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
 # -- digest: the journal checkpoint, the per-capsule state, the families, the sections ------
 
 def digest_cycle(job: Job) -> Reports:
-    """Advance the digest's state by what was written since its watermarks."""
+    """Advance the digest's state by what was written since its watermarks; rebuild it
+    when the canonical parts it folded are no longer the files sealed (`seal`)."""
     commit, view = job.commit, job.view
+    if seal.MARK in view.watermarks and not seal.holds(view):
+        job.notes.append("digest: canonical parts at or below the digest state's seal "
+                         "changed since it was recorded (a part rewritten, compacted or "
+                         "copied): the digest's state was rebuilt from every row")
+        return digest_rebuild(job)
     check = journal.stage_checkpoint(commit, view, full=False)
     if check.read is not None:
         job.shared["journal"] = check.read
@@ -147,6 +156,7 @@ def digest_cycle(job: Job) -> Reports:
     families = digest_families.stage_cycle(commit, view)
     # last: the kept sections follow the marks the state and the families just staged
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared)
+    seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
@@ -161,6 +171,7 @@ def digest_rebuild(job: Job) -> Reports:
     job.subset = rebuilt.get("subset")
     families = digest_families.stage_cycle(commit, view, full=True)
     sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset)
+    seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
