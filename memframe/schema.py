@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import polars as pl
 
 from memframe.errors import SchemaValidationError
+from memframe.ids import SESSION_PATTERN
 
 # --- closed vocabularies -----------------------------------------------------------------
 RELATION_KINDS: tuple[str, ...] = (
@@ -175,7 +176,7 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
 
     class Brackets(_Canonical):
         at: Timestamp
-        session_id: pl.String = pa.Field(str_startswith="sess-")
+        session_id: pl.String = pa.Field(str_matches=SESSION_PATTERN)
         event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
         project_id: pl.String
         summary: pl.String = pa.Field(nullable=True)
