@@ -457,7 +457,7 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
 
 def bad_brackets(brackets: pl.DataFrame) -> bool:
     """Does a bracket row lack its time or session id (the digest fails closed on it)?"""
-    return bool(brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height)
+    return check_rows("brackets", brackets) is not None
 
 
 def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
