@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DEFAULT_PROJECT = "default"
 DEFAULT_CONFIDENCE = 0.6
 DEFAULT_AUTHORITY = "agent-inferred"
-SESSION_FINISH_SOURCE = "memory_session_finish"
+SESSION_FINISH_SOURCE = S.HANDOFF_SOURCE  # the digest's bracket handoffs (reference 2.3)
 
 INGEST_COLUMNS = (
     "content",

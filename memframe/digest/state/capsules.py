@@ -53,7 +53,7 @@ import polars as pl
 from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
-from memframe.schema import TIMESTAMP
+from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
@@ -86,8 +86,6 @@ WATERMARK = "projections/digest/capsules@3"
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
 #: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"
-THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
-HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
 ERASING = ("redact", "purge")
 #: rows per row group of the state's runs: a digest reads them whole (large groups read
