@@ -470,7 +470,7 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
     for family in digest_globals.FAMILIES:
         try:
             ok, n = digest_globals.is_current(view, family)
-        except Exception:  # noqa: BLE001 - unreadable kept values: read the tables instead
+        except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
             continue
         visited += n
         if ok and family == "graph":
@@ -481,7 +481,7 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
         frames = pl.collect_all([
             view.derived(digest_globals.table_of(f), digest_globals.MEMO_SCHEMA)
             for f in current], engine="in-memory") if current else []
-    except Exception:  # noqa: BLE001 - read the tables instead
+    except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
         return kept, visited
     for family, rows in zip(current, frames, strict=True):
         kept[family] = digest_globals.decode(family, rows, view)

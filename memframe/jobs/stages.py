@@ -153,9 +153,10 @@ def digest_cycle(job: Job) -> Reports:
     rebuilt: dict[str, Any] = {}
     state = digest_state.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
     job.subset = rebuilt.get("subset")
-    families = digest_families.stage_cycle(commit, view)
+    families = digest_families.stage_cycle(commit, view, notes=job.notes)
     # last: the kept sections follow the marks the state and the families just staged
-    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared)
+    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
+                                         notes=job.notes)
     seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
@@ -169,8 +170,9 @@ def digest_rebuild(job: Job) -> Reports:
     rebuilt: dict[str, Any] = {}
     state = digest_state.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
-    families = digest_families.stage_cycle(commit, view, full=True)
-    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset)
+    families = digest_families.stage_cycle(commit, view, full=True, notes=job.notes)
+    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
+                                         notes=job.notes)
     seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
