@@ -81,7 +81,8 @@ def holds(view: StoreView) -> bool:
 
 def stage(commit: Any, view: StoreView) -> None:
     """Record the seal of every canonical part ``view`` names (the parts the job just
-    folded), unless it is the one recorded (a cycle with nothing new writes nothing)."""
+    folded), unless it is the one recorded (a cycle with nothing new writes nothing) or
+    there is none (a virgin store)."""
     now = seal_of(view)
-    if now is not None and view.watermarks.get(MARK) != now:
+    if now is not None and now["parts"] and view.watermarks.get(MARK) != now:
         commit.set_watermark(MARK, now)
