@@ -11,8 +11,9 @@ uses.
   again -- exactly as the cycle folds new rows into stored ones -- and lands the
   projection with its watermark through the store's normal commit. Its rows and hashes
   are identical to ``store.memory.rebuild_projections()`` at the same generation.
-* `digest_many` runs one digest per store as a Ray task (``engine="ray"``) or in local
-  worker processes (``engine="processes"``); a failing store is reported in the
+* `digest_many` is `memframe.digest.digest_many`, the one batch digest: one digest per
+  store as a Ray task (``engine="ray"``) or in local worker processes (``engine=
+  "processes"``); a failing store is reported in the
   :class:`~memframe.digest.batch.BatchReport`, never fatal.
 
 Ray is optional (``pip install "memframe-store[ray]"``) and imported only inside these
@@ -34,20 +35,23 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import sys
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe import schema as S
-from memframe.digest.batch import BatchReport, _digest_one, _write, prepare_out_dir
-from memframe.digest.batch import digest_many as _digest_many_processes
-from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
+from memframe.digest.batch import (
+    DIGEST_ENGINES,
+    BatchReport,
+    check_workers,
+    digest_many,
+)
+from memframe.digest.batch import import_ray as _import_ray
+from memframe.digest.batch import ray_running as _ray_running
+from memframe.errors import InvalidInputError, ReadOnlyStoreError
 from memframe.jobs import cycle as _cycle
 from memframe.jobs.cycle import CycleReport
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions
@@ -63,52 +67,10 @@ __all__ = ["rebuild_sessions", "digest_many", "fold_block", "merge_blocks", "Bat
 
 #: engines of `rebuild_sessions`: Ray Data, or the local rebuild door
 REBUILD_ENGINES: tuple[str, ...] = ("ray", "local")
-#: engines of `digest_many`: Ray tasks, or local worker processes
-DIGEST_ENGINES: tuple[str, ...] = ("ray", "processes")
 
 #: the capsule columns the session fold reads (the summaries are read on the driver)
 _BLOCK_COLUMNS = ["id", "created_at", "content_chars", "conversation_id"]
 _SUMMARY_COLUMNS = ["seq", "conversation_id", "summary"]
-
-
-# ---- Ray, optional and lazy ----------------------------------------------------------------
-
-def _import_ray(*, data: bool = False) -> Any:
-    """The ``ray`` module (with ``ray.data`` when asked), or a teaching error."""
-    try:
-        import ray
-
-        if data:
-            import ray.data  # noqa: F401
-    except ImportError as exc:
-        raise MemframeError(
-            f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
-            f'pip install "memframe-store[ray]", or use the local engine'
-        ) from None
-    return ray
-
-
-@contextlib.contextmanager
-def _ray_running(ray: Any, address: str | None, num_cpus: int | None) -> Iterator[bool]:
-    """Use the running Ray, else connect to ``address`` or start a local one; stop what
-    was started here. Yields True when this call started (or connected) Ray."""
-    if ray.is_initialized():
-        yield False
-        return
-    if address is not None:
-        ray.init(address=address)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
-    try:
-        yield True
-    finally:
-        ray.shutdown()
-
-
-def _check_num_cpus(num_cpus: int | None) -> None:
-    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int)
-                                 or num_cpus < 1):
-        raise InvalidInputError(f"num_cpus must be a positive integer or None, got {num_cpus!r}")
 
 
 # ---- the session fold, per block -----------------------------------------------------------
@@ -270,7 +232,7 @@ def rebuild_sessions(
             f"unknown engine {engine!r}; rebuild_sessions runs on one of: "
             f"{', '.join(REBUILD_ENGINES)}"
         )
-    _check_num_cpus(num_cpus)
+    check_workers(num_cpus)
     if isinstance(store, (str, os.PathLike)):
         store = Store.open(store)
     if not isinstance(store, Store):
@@ -295,123 +257,3 @@ def rebuild_sessions(
     mark = max((p.seq_hi or 0 for p in [*cap_parts, *sum_parts]), default=0)
     return store.commit(lambda c: _land(c, rows, mark, visited, folded_in),
                         operation="memory_rebuild_projections")
-
-
-# ---- batch digests --------------------------------------------------------------------------
-
-def _digest_or_error(path: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    """One store's digest, or its error text (run as a Ray task)."""
-    try:
-        return True, _digest_one(path, kwargs)
-    except Exception as exc:  # noqa: BLE001 - reported per store, never fatal
-        return False, f"{type(exc).__name__}: {exc}"
-
-
-def _digest_on_ray(ray: Any, paths: list[str], out: Path | None, progress: bool,
-                   kwargs: dict[str, Any]) -> BatchReport:
-    from tqdm.auto import tqdm
-
-    report = BatchReport()
-    task = ray.remote(num_cpus=1)(_digest_or_error)
-    pending = {task.remote(os.path.abspath(path), kwargs): path for path in dict.fromkeys(paths)}
-    bar = tqdm(total=len(pending), desc="digest", unit="store", file=sys.stderr,
-               disable=not (progress and sys.stderr.isatty()))
-    waiting = list(pending)
-    while waiting:
-        done, waiting = ray.wait(waiting, num_returns=1)
-        for ref in done:
-            path = pending[ref]
-            try:
-                ok, value = ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
-                ok, value = False, f"{type(exc).__name__}: {exc}"
-            if ok:
-                report.digests[path] = value
-                if out is not None:
-                    report.written[path] = _write(out, Path(path).name, value.to_json())
-            else:
-                report.failures[path] = value
-            bar.update(1)
-    bar.close()
-    report.digests = {p: report.digests[p] for p in paths if p in report.digests}
-    report.failures = {p: report.failures[p] for p in paths if p in report.failures}
-    report.written = {p: report.written[p] for p in paths if p in report.written}
-    return report
-
-
-def digest_many(
-    store_paths: Iterable[str | os.PathLike[str]],
-    engine: str = "ray",
-    *,
-    address: str | None = None,
-    num_cpus: int | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    progress: bool = True,
-    **digest_kwargs: Any,
-) -> BatchReport:
-    """Digest many stores as Ray tasks (or in local worker processes).
-
-    Each store is digested on its own (``memframe.digest(Store.open(path),
-    **digest_kwargs)``), so every result is identical to a one-by-one digest. A store
-    that fails (missing, not a store, damaged, a lost worker) is reported in
-    ``failures`` with its error text and never stops the batch.
-
-    Args:
-        store_paths: the store directories. With a cluster, every host must see them at
-            the same path (shared storage); relative paths are made absolute here.
-        engine: ``"ray"`` (one Ray task per store) or ``"processes"`` (local worker
-            processes, as :func:`memframe.digest.digest_many`).
-        address: a Ray cluster address (only with ``engine="ray"``). Without it, a
-            running Ray is used, else a local one is started for this call and shut down
-            after it.
-        num_cpus: CPUs of a local Ray started here, or worker processes with
-            ``engine="processes"`` (default: all of this machine's).
-        out_dir: when given, each digest's ``to_json()`` is written to
-            ``<out_dir>/<store directory name>.json`` (directory names must be unique).
-        progress: show a progress bar on stderr (only when stderr is a terminal).
-        **digest_kwargs: passed to :func:`memframe.digest` (``headlines``,
-            ``project_prefix``, ``now``, ``known_hash``).
-
-    Returns:
-        A :class:`~memframe.digest.batch.BatchReport`: ``digests`` and ``failures`` by
-        store path (in input order) and ``written`` files.
-
-    Raises:
-        MemframeError: ``engine="ray"`` without Ray installed
-            (``pip install "memframe-store[ray]"``).
-        InvalidInputError: an unknown engine, ``address`` without Ray, or duplicate
-            directory names with ``out_dir``.
-
-    Examples:
-        >>> import datetime as dt, os, tempfile
-        >>> import memframe as mf
-        >>> from memframe.distributed import digest_many
-        >>> root = tempfile.mkdtemp()
-        >>> for name in ("a", "b"):
-        ...     _ = mf.Store.create(os.path.join(root, name))
-        >>> paths = [os.path.join(root, n) for n in ("a", "b", "missing")]
-        >>> now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-        >>> report = digest_many(paths, engine="processes", progress=False, now=now)
-        >>> len(report.digests), len(report.failures)
-        (2, 1)
-        >>> report = digest_many(paths, engine="ray", progress=False, now=now)  # doctest: +SKIP
-        >>> len(report.digests), len(report.failures)  # doctest: +SKIP
-        (2, 1)
-    """
-    if engine not in DIGEST_ENGINES:
-        raise InvalidInputError(
-            f"unknown engine {engine!r}; digest_many runs on one of: {', '.join(DIGEST_ENGINES)}"
-        )
-    _check_num_cpus(num_cpus)
-    if engine == "processes":
-        if address is not None:
-            raise InvalidInputError("address names a Ray cluster; pass engine='ray' with it")
-        return _digest_many_processes(store_paths, out_dir=out_dir, processes=num_cpus,
-                                      progress=progress, **digest_kwargs)
-    paths = [str(Path(p)) for p in store_paths]
-    out = prepare_out_dir(paths, out_dir)
-    if not paths:
-        return BatchReport()
-    ray = _import_ray()
-    with _ray_running(ray, address, num_cpus):
-        return _digest_on_ray(ray, paths, out, progress, digest_kwargs)

@@ -22,6 +22,9 @@ __all__ = [
     "capsule_number",
     "capsule_number_expr",
     "session_number",
+    "session_number_expr",
+    "SESSION_PATTERN",
+    "SESSION_ID_RULE",
 ]
 
 CAPSULE_PREFIX = "cap-"
@@ -32,6 +35,11 @@ _NUMBER = r"[1-9][0-9]{0,17}"
 _CAPSULE_RE = re.compile(rf"cap-({_NUMBER})")
 _SESSION_RE = re.compile(rf"sess-({_NUMBER})")
 _CAPSULE_PATTERN = rf"^cap-{_NUMBER}$"
+#: a whole column of session ids is checked with this pattern (the schema, the importer)
+SESSION_PATTERN = rf"^sess-{_NUMBER}$"
+#: what a session id is, for error messages that teach it
+SESSION_ID_RULE = ("session ids are 'sess-<n>' with n a whole number from 1, in ASCII "
+                   "digits without leading zeros (e.g. 'sess-12')")
 
 
 def capsule_number(value: object) -> int | None:
@@ -60,6 +68,24 @@ def session_number(value: object) -> int | None:
         return None
     m = _SESSION_RE.fullmatch(value)
     return int(m.group(1)) if m else None
+
+
+def session_number_expr(expr: pl.Expr | str) -> pl.Expr:
+    """`session_number` as a Polars expression: Int64, null for anything not ``sess-<n>``.
+
+    Examples:
+        >>> import polars as pl
+        >>> ids = pl.Series(["sess-3", "sess-03", "sess-", "sess-abc", None])
+        >>> pl.select(session_number_expr(pl.lit(ids))).to_series().to_list()
+        [3, None, None, None, None]
+    """
+    text = pl.col(expr) if isinstance(expr, str) else expr
+    return (
+        pl.when(text.str.contains(SESSION_PATTERN))
+        .then(text.str.strip_prefix(SESSION_PREFIX).cast(pl.Int64, strict=False))
+        .otherwise(None)
+        .cast(pl.Int64)
+    )
 
 
 def capsule_id(number: int) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import polars as pl
 
 from memframe.errors import SchemaValidationError
+from memframe.ids import SESSION_PATTERN
 
 # --- closed vocabularies -----------------------------------------------------------------
 RELATION_KINDS: tuple[str, ...] = (
@@ -73,6 +74,12 @@ BRACKET_EVENTS: tuple[str, ...] = ("start", "finish")
 CORROBORATION_SOURCES: tuple[str, ...] = ("git",)
 CORROBORATION_KINDS: tuple[str, ...] = ("anchor_path", "anchor_sha", "anchor_content", "mention")
 CORROBORATION_VERDICTS: tuple[str, ...] = ("corroborated", "drifted", "missing")
+#: the provenance source of a bracket handoff (reference 2.3), matched exactly: what
+#: ``session_finish`` writes, and any ingest with that source counts too
+HANDOFF_SOURCE = "memory_session_finish"
+#: a thread handoff (reference 2.3): content opening ``ACTIVE(``; the label is everything up
+#: to the first ``)`` (may be empty, may hold newlines); no ``)``, no label
+THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
 #: review verdicts (reference 2.1 / 6): a capsule is staged while its latest is not ratified
 REVIEW_VERDICTS: tuple[str, ...] = ("proposed", "ratified", "rejected")
 
@@ -185,7 +192,7 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
 
     class Brackets(_Canonical):
         at: Timestamp
-        session_id: pl.String = pa.Field(str_startswith="sess-")
+        session_id: pl.String = pa.Field(str_matches=SESSION_PATTERN)
         event: pl.String = pa.Field(isin=list(BRACKET_EVENTS))
         # null: a session imported from an nMEMORY store, whose sessions hold no project,
         # that holds no capsule either (nothing says which project it was)

@@ -22,6 +22,7 @@ __all__ = [
     "headline",
     "rfc3339",
     "rfc3339_text",
+    "epoch_ns",
     "journal_lines",
     "HEADLINE_CHARS",
 ]
@@ -260,6 +261,19 @@ def parse_instant(value: object, name: str = "instant") -> datetime.datetime | N
 INSTANT_MIN = datetime.datetime(1677, 9, 21, 0, 12, 44, tzinfo=datetime.UTC)
 INSTANT_MAX = datetime.datetime(2262, 4, 11, 23, 47, 16, tzinfo=datetime.UTC)
 _RANGE_TEXT = "1677-09-21T00:12:44Z..2262-04-11T23:47:16Z"
+
+
+def epoch_ns(when: datetime.datetime) -> int:
+    """An aware datetime as nanoseconds since the epoch, exactly (a Python int, which
+    never wraps: compare instants through it where a difference could pass 292 years).
+
+    Examples:
+        >>> import datetime as dt
+        >>> epoch_ns(dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=dt.UTC))
+        -500000000
+    """
+    since = when - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return ((since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds) * 1_000
 
 
 def _range_error(field: str, value: object) -> InvalidInputError:

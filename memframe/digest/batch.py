@@ -3,12 +3,13 @@ store in one pass."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from memframe.digest.assemble import assemble_roots
 from memframe.digest.core import HEADLINES_DEFAULT, digest, read_pinned
 from memframe.digest.params import validate_headlines
 from memframe.digest.result import Digest
-from memframe.errors import InvalidInputError
+from memframe.errors import InvalidInputError, MemframeError
 
-__all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem"]
+__all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem",
+           "DIGEST_ENGINES"]
 
 
 def per_project_digests(
@@ -146,28 +148,151 @@ def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) ->
     return out
 
 
+#: the engines of `digest_many`: local worker processes, or one Ray task per store
+DIGEST_ENGINES: tuple[str, ...] = ("ray", "processes")
+
+
+def import_ray(*, data: bool = False) -> Any:
+    """The ``ray`` module (with ``ray.data`` when asked), or a teaching error (Ray is
+    optional: ``pip install "memframe-store[ray]"``)."""
+    try:
+        import ray
+
+        if data:
+            import ray.data  # noqa: F401
+    except ImportError as exc:
+        raise MemframeError(
+            f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
+            f'pip install "memframe-store[ray]", or use the local engine'
+        ) from None
+    return ray
+
+
+@contextlib.contextmanager
+def ray_running(ray: Any, address: str | None, num_cpus: int | None) -> Iterator[bool]:
+    """Use the running Ray, else connect to ``address`` or start a local one; stop what
+    was started here. Yields True when this call started (or connected) Ray."""
+    if ray.is_initialized():
+        yield False
+        return
+    if address is not None:
+        ray.init(address=address)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+    try:
+        yield True
+    finally:
+        ray.shutdown()
+
+
+def check_workers(value: int | None, name: str = "num_cpus") -> None:
+    """A worker count is a positive integer or None (all of this machine's CPUs)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
+        raise InvalidInputError(f"{name} must be a positive integer or None, got {value!r}")
+
+
+def _bar(total: int, progress: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="digest", unit="store", file=sys.stderr,
+                disable=not (progress and sys.stderr.isatty()))
+
+
+def _digest_or_error(path: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    """One store's digest, or its error text (run as a Ray task)."""
+    try:
+        return True, _digest_one(path, kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported per store, never fatal
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def _on_processes(paths: list[str], workers: int | None, progress: bool,
+                  kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
+    # imported here: a single digest (a session-start hook) never loads worker machinery
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    count = max(1, min(workers or os.cpu_count() or 1, len(paths)))
+    bar = _bar(len(paths), progress)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+        futures = {pool.submit(_digest_or_error, path, kwargs): path for path in paths}
+        for future in as_completed(futures):
+            path = futures[future]
+            try:
+                ok, value = future.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
+                ok, value = False, f"{type(exc).__name__}: {exc}"
+            yield path, ok, value
+            bar.update(1)
+    bar.close()
+
+
+def _on_ray(paths: list[str], workers: int | None, address: str | None, progress: bool,
+            kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
+    ray = import_ray()
+    with ray_running(ray, address, workers):
+        task = ray.remote(num_cpus=1)(_digest_or_error)
+        pending = {task.remote(os.path.abspath(path), kwargs): path
+                   for path in dict.fromkeys(paths)}
+        bar = _bar(len(pending), progress)
+        waiting = list(pending)
+        while waiting:
+            done, waiting = ray.wait(waiting, num_returns=1)
+            for ref in done:
+                try:
+                    ok, value = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
+                    ok, value = False, f"{type(exc).__name__}: {exc}"
+                yield pending[ref], ok, value
+                bar.update(1)
+        bar.close()
+
+
 def digest_many(
     store_paths: Iterable[str | os.PathLike[str]],
+    engine: str = "processes",
     *,
-    out_dir: str | os.PathLike[str] | None = None,
     processes: int | None = None,
+    num_cpus: int | None = None,
+    address: str | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     **kwargs: Any,
 ) -> BatchReport:
-    """Digest many stores, each in its own worker process.
+    """Digest many stores, each on its own: in local worker processes, or as Ray tasks.
+
+    Each store is digested alone (``memframe.digest(Store.open(path), **kwargs)``), so
+    every result is identical to a one-by-one digest, whatever the engine. A store that
+    fails (missing, not a store, damaged, a lost worker) is reported in ``failures`` with
+    its error text and never stops the batch.
 
     Args:
-        store_paths: the store directories.
+        store_paths: the store directories. With a Ray cluster, every host must see them
+            at the same path (shared storage); relative paths are made absolute.
+        engine: ``"processes"`` (local worker processes, the default) or ``"ray"`` (one
+            Ray task per store; ``pip install "memframe-store[ray]"``).
+        processes: worker processes (default: CPU count, at most one per store).
+        num_cpus: the same count under Ray's name: CPUs of a local Ray started here, or
+            worker processes (give one of the two).
+        address: a Ray cluster address (only with ``engine="ray"``). Without it, a
+            running Ray is used, else a local one is started for this call and shut down
+            after it.
         out_dir: when given, each digest's ``to_json()`` is written to
             ``<out_dir>/<store directory name>.json`` (directory names must be unique).
-        processes: worker processes (default: CPU count, at most one per store).
         progress: show a progress bar on stderr (only when stderr is a terminal).
         **kwargs: passed to :func:`memframe.digest` (``headlines``, ``project_prefix``,
             ``now``, ``known_hash``).
 
     Returns:
-        A :class:`BatchReport`; a failing store is reported there and never stops the
-        batch.
+        A :class:`BatchReport`: ``digests`` and ``failures`` by store path (in input
+        order) and ``written`` files.
+
+    Raises:
+        MemframeError: ``engine="ray"`` without Ray installed.
+        InvalidInputError: an unknown engine, ``address`` without Ray, a bad worker count
+            or duplicate directory names with ``out_dir``.
 
     Examples:
         >>> import datetime as dt, os, tempfile
@@ -175,45 +300,43 @@ def digest_many(
         >>> root = tempfile.mkdtemp()
         >>> for name in ("a", "b"):
         ...     _ = mf.Store.create(os.path.join(root, name))
-        >>> report = digest_many([os.path.join(root, n) for n in ("a", "b", "missing")],
-        ...                      progress=False, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+        >>> paths = [os.path.join(root, n) for n in ("a", "b", "missing")]
+        >>> now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> report = digest_many(paths, progress=False, now=now)
         >>> sorted(os.path.basename(p) for p in report.digests), len(report.failures)
         (['a', 'b'], 1)
+        >>> report = digest_many(paths, engine="ray", progress=False, now=now)  # doctest: +SKIP
+        >>> len(report.digests), len(report.failures)  # doctest: +SKIP
+        (2, 1)
     """
-    # imported here: a single digest (a session-start hook) never starts worker processes
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from tqdm.auto import tqdm
-
+    if engine not in DIGEST_ENGINES:
+        raise InvalidInputError(
+            f"unknown engine {engine!r}; digest_many runs on one of: {', '.join(DIGEST_ENGINES)}"
+        )
+    check_workers(processes, "processes")
+    check_workers(num_cpus, "num_cpus")
+    if processes is not None and num_cpus is not None and processes != num_cpus:
+        raise InvalidInputError(
+            f"processes={processes} and num_cpus={num_cpus} name the same worker count; "
+            f"give one of them")
+    workers = processes if processes is not None else num_cpus
+    if engine == "processes" and address is not None:
+        raise InvalidInputError("address names a Ray cluster; pass engine='ray' with it")
     paths = [str(Path(p)) for p in store_paths]
     out = prepare_out_dir(paths, out_dir)
     report = BatchReport()
     if not paths:
         return report
-    workers = max(1, min(processes or os.cpu_count() or 1, len(paths)))
-    bar = tqdm(
-        total=len(paths),
-        desc="digest",
-        unit="store",
-        file=sys.stderr,
-        disable=not (progress and sys.stderr.isatty()),
-    )
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_digest_one, path, kwargs): path for path in paths}
-        for future in as_completed(futures):
-            path = futures[future]
-            try:
-                result = future.result()
-            except Exception as exc:  # noqa: BLE001 - report and keep going
-                report.failures[path] = f"{type(exc).__name__}: {exc}"
-            else:
-                report.digests[path] = result
-                if out is not None:
-                    report.written[path] = _write(out, Path(path).name, result.to_json())
-            bar.update(1)
-    bar.close()
+    results = (_on_ray(paths, workers, address, progress, kwargs) if engine == "ray"
+               else _on_processes(paths, workers, progress, kwargs))
+    for path, ok, value in results:
+        if ok:
+            report.digests[path] = value
+            if out is not None:
+                report.written[path] = _write(out, Path(path).name, value.to_json())
+        else:
+            report.failures[path] = value
     report.digests = {p: report.digests[p] for p in paths if p in report.digests}
     report.failures = {p: report.failures[p] for p in paths if p in report.failures}
+    report.written = {p: report.written[p] for p in paths if p in report.written}
     return report

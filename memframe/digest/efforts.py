@@ -214,7 +214,14 @@ def open_efforts_sections(
     top = top_per_scope(board, n)
     # the per-row work (dag slices, handoffs) follows the rows shown, not every open epic
     shown_ids = top.get_column("id").unique()
-    shown_members = graph.members(shown_ids)
+    shown_members = graph.members(shown_ids).unique(["epic", "member"])
+    # member_total counts distinct members, from the edges themselves: a relation row
+    # written twice (a source whose relations lost their key) is one member
+    counted = shown_members.group_by("epic").agg(
+        pl.col("member").n_unique().cast(pl.Int64).alias("member_total"))
+    top = (top.drop("member_total")
+           .join(counted, left_on="id", right_on="epic", how="left", maintain_order="left")
+           .with_columns(pl.col("member_total").fill_null(0)))
     belongs = pl.concat(
         [shown_members.select("epic", "member"),
          pl.DataFrame({"epic": shown_ids, "member": shown_ids})]

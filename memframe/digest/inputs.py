@@ -21,9 +21,9 @@ import polars as pl
 
 from memframe.digest.staged import annotate
 from memframe.digest.state import families as digest_globals
+from memframe.digest.state import seal
 from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
-from memframe.schema import REVIEW_VERDICTS
 from memframe.state import capsule_state
 
 __all__ = [
@@ -158,47 +158,13 @@ def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr
 
 
 def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
-    """The row checks the reference fails on (a corrupt capsule row, an unknown kind...)."""
-    caps = tables.get("capsules")
-    bad = caps.filter(
-        pl.col("id").is_null()
-        | ~pl.col("id").str.starts_with("cap-")
-        | pl.col("project_id").is_null()
-        | pl.col("created_at").is_null()
-        | pl.col("seq").is_null()
-        | pl.col("instruction_taint").is_null()
-    ) if caps is not None else pl.DataFrame()
-    if bad.height:
-        raise digest_failed(f"corrupt capsule row at seq {bad['seq'][0]}")
-    # (no relations read: the graph's values were kept by the digest job, checked then)
-    problem = (check_rows("relations", tables["relations"]) if "relations" in tables
-               else None)
-    if problem:
-        raise digest_failed(problem)
-    journal = tables.get("journal")
-    bad_at = journal.filter(
-        pl.col("at").is_null() | pl.col("audit_seq").is_null()
-    ) if journal is not None else pl.DataFrame()
-    if bad_at.height:
-        raise digest_failed(f"journal row at seq {bad_at['seq'][0]} has no valid time")
-    # (no brackets read: the open sessions were kept by the digest job, checked then)
-    if "brackets" in tables and digest_globals.bad_brackets(tables["brackets"]):
-        raise digest_failed("a session bracket row has no time or id")
-    # staged/pinned reads fail closed (reference 5)
-    reviews = tables["reviews"]
-    bad = reviews.filter(
-        pl.col("capsule_id").is_null() | pl.col("at").is_null() | pl.col("seq").is_null()
-        | ~pl.col("verdict").is_in(list(REVIEW_VERDICTS)).fill_null(False)
-    )
-    if bad.height:
-        raise digest_failed(f"review row at seq {bad['seq'][0]} is corrupt (verdict "
-                            f"{bad['verdict'][0]!r}, capsule {bad['capsule_id'][0]!r})")
-    pins = tables["pins"]
-    bad = pins.filter(
-        pl.col("capsule_id").is_null() | pl.col("pinned").is_null() | pl.col("seq").is_null()
-    )
-    if bad.height:
-        raise digest_failed(f"pin row at seq {bad['seq'][0]} is corrupt")
+    """The row checks the reference fails on (a corrupt capsule row, an unknown kind...):
+    `memframe.digest.state.capsules.check_rows`, the one set every path uses. A table
+    not read here (its values were kept by the digest job) was checked by the job."""
+    for name, frame in tables.items():
+        problem = check_rows(name, frame)
+        if problem:
+            raise digest_failed(problem)
 
 
 def _collect_together(
@@ -436,6 +402,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     # the digest state is trusted as far as the journal checkpoint is: when the verified
     # parts are not the very files verified (or nothing was verified), every table is read
     warm = verify != "full" and check is not None and check.walked == "incremental"
+    # ... and as far as the canonical parts it folded are the files sealed (one stat each)
+    warm = warm and seal.holds(view)
     if trust_state is not None:  # the job's reads: it trusts its own state (or none)
         warm = trust_state and verify != "full"
     holder: dict[str, Any] = {}
@@ -504,7 +472,7 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
     for family in digest_globals.FAMILIES:
         try:
             ok, n = digest_globals.is_current(view, family)
-        except Exception:  # noqa: BLE001 - unreadable kept values: read the tables instead
+        except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
             continue
         visited += n
         if ok and family == "graph":
@@ -515,7 +483,7 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
         frames = pl.collect_all([
             view.derived(digest_globals.table_of(f), digest_globals.MEMO_SCHEMA)
             for f in current], engine="in-memory") if current else []
-    except Exception:  # noqa: BLE001 - read the tables instead
+    except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
         return kept, visited
     for family, rows in zip(current, frames, strict=True):
         kept[family] = digest_globals.decode(family, rows, view)

@@ -12,6 +12,7 @@ from memframe.digest.state.journal import chain_walk
 from memframe.ids import capsule_number_expr
 from memframe.schema import TIERS, TIMESTAMP
 from memframe.taint import has_finding
+from memframe.text import epoch_ns
 
 __all__ = [
     "tiers_section",
@@ -26,6 +27,7 @@ __all__ = [
 from memframe.digest.state.capsules import (  # noqa: E402 - one definition for both
     ARCHIVE_AFTER_DAYS,
     FORGET_ACTIONS,
+    STALE_AFTER_NS,
 )
 
 
@@ -141,9 +143,12 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime,
     """
     now_lit = pl.lit(now).cast(TIMESTAMP)
     expired = pl.col("valid_to").is_not_null() & (pl.col("valid_to") < now_lit)
-    stale = ((now_lit - pl.col("created_at")) >= pl.duration(days=ARCHIVE_AFTER_DAYS + 1)) & (
-        pl.col("recall_count").fill_null(0) == 0
-    )
+    # now - created_at >= 181 days, compared without subtracting instants: the difference
+    # of two nanosecond instants wraps past 292 years (1678 -> 2027, 2262 -> 1700)
+    latest_ns = epoch_ns(now) - STALE_AFTER_NS  # a Python int: never wraps
+    old_enough = (pl.col("created_at").dt.epoch("ns") <= latest_ns
+                  if latest_ns >= -(2**63) else pl.lit(False))
+    stale = old_enough & (pl.col("recall_count").fill_null(0) == 0)
     unpinned = ~pl.col("pinned") if "pinned" in state.columns else pl.lit(True)
     shortlist = state.filter(
         (pl.col("status") != "tombstoned")

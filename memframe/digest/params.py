@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 
 from memframe.errors import DigestParameterError, InvalidInputError
+from memframe.text import check_instant
 
 __all__ = ["validate_project_prefix", "validate_headlines", "validate_now", "validate_verify",
            "quoted", "VERIFY_MODES"]
@@ -89,6 +90,7 @@ def validate_now(now: object) -> _dt.datetime:
         raise InvalidInputError(
             f"now must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {now!r}"
         )
+    check_instant(now, "now")  # what the sections compare it with: stored instants
     return now.astimezone(_dt.UTC)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN
+
 __all__ = [
     "THREAD_PATTERN",
     "SCOPE",
@@ -24,9 +26,6 @@ __all__ = [
 ]
 
 SCOPE = "_scope"
-HANDOFF_SOURCE = "memory_session_finish"
-_THREAD = r"^ACTIVE\(([^)]*)\)"
-THREAD_PATTERN = _THREAD
 
 
 def population(state: pl.DataFrame) -> pl.DataFrame:
@@ -49,7 +48,7 @@ def population(state: pl.DataFrame) -> pl.DataFrame:
     if "staged" in state.columns:
         keep = keep & ~pl.col("staged")
     thread = pl.col("thread") if "thread" in state.columns else pl.col("content").str.extract(
-        _THREAD, 1)
+        THREAD_PATTERN, 1)
     return (
         state.filter(keep)
         .with_columns(

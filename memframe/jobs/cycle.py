@@ -54,6 +54,9 @@ class CycleReport:
             `memframe.digest.state.sections`), its own
             ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above
             adds up every state's reads.
+        notes: what the job could not do as asked, what it did instead and why (a state
+            rebuilt because the parts it folded changed; a value not kept); empty when
+            everything was kept as asked.
     """
 
     rows_visited: int
@@ -62,6 +65,7 @@ class CycleReport:
     watermark: int
     generation: int | None
     projections: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -94,7 +98,8 @@ def _report(commit: Commit, job: Job, parts: Reports) -> CycleReport:
     visited = sum(p["rows_visited"] for p in parts.values())
     generation = None if commit.empty else commit.generation + 1
     return CycleReport(visited, parts["session"]["rows_folded"],
-                       parts["session"]["rows_written"], job.new_mark, generation, parts)
+                       parts["session"]["rows_written"], job.new_mark, generation, parts,
+                       tuple(job.notes))
 
 
 def _claim(commit: Commit) -> None:

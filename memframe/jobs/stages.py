@@ -16,7 +16,7 @@ import polars as pl
 
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state import families as digest_families
-from memframe.digest.state import journal, keep_sections
+from memframe.digest.state import journal, keep_sections, seal
 from memframe.projections import forgotten, session_rows
 from memframe.projections.session import (
     capsule_partials,
@@ -62,6 +62,8 @@ class Job:
             journal parts the checkpoint verified).
         subset: the digest subset's rows, when this commit rebuilt the digest state.
         progress: the caller's ``progress(done, total, stage)`` (`step` tells it).
+        notes: what a stage could not do as asked and what it did instead (the report's
+            ``notes``).
     """
 
     commit: Commit
@@ -72,6 +74,7 @@ class Job:
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)
     subset: pl.DataFrame | None = None
     progress: Progress | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def step(self, stage: str) -> None:
         """Tell the ``progress`` callback that ``stage`` (one of `CYCLE_STAGES`) starts."""
@@ -155,8 +158,14 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
 # -- digest: the journal checkpoint, the per-capsule state, the families, the sections ------
 
 def digest_cycle(job: Job) -> Reports:
-    """Advance the digest's state by what was written since its watermarks."""
+    """Advance the digest's state by what was written since its watermarks; rebuild it
+    when the canonical parts it folded are no longer the files sealed (`seal`)."""
     commit, view = job.commit, job.view
+    if seal.MARK in view.watermarks and not seal.holds(view):
+        job.notes.append("digest: canonical parts at or below the digest state's seal "
+                         "changed since it was recorded (a part rewritten, compacted or "
+                         "copied): the digest's state was rebuilt from every row")
+        return digest_rebuild(job)
     job.step("journal checkpoint")
     check = journal.stage_checkpoint(commit, view, full=False)
     if check.read is not None:
@@ -166,10 +175,12 @@ def digest_cycle(job: Job) -> Reports:
     state = digest_state.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
     job.subset = rebuilt.get("subset")
     job.step("store-wide sections")
-    families = digest_families.stage_cycle(commit, view)
+    families = digest_families.stage_cycle(commit, view, notes=job.notes)
     # last: the kept sections follow the marks the state and the families just staged
     job.step("kept sections")
-    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared)
+    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
+                                         notes=job.notes)
+    seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
@@ -182,8 +193,10 @@ def digest_rebuild(job: Job) -> Reports:
     rebuilt: dict[str, Any] = {}
     state = digest_state.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
-    families = digest_families.stage_cycle(commit, view, full=True)
-    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset)
+    families = digest_families.stage_cycle(commit, view, full=True, notes=job.notes)
+    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
+                                         notes=job.notes)
+    seal.stage(commit, view)
     return {"digest": part(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}

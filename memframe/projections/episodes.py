@@ -37,7 +37,7 @@ from memframe.errors import InvalidInputError
 from memframe.ids import capsule_number_expr
 from memframe.projections.doors import Page, lines_hash
 from memframe.store import StoreView
-from memframe.text import rfc3339
+from memframe.text import epoch_ns, rfc3339
 
 if TYPE_CHECKING:
     from memframe.store import Store
@@ -82,6 +82,10 @@ def _gap_ns(gap: dt.timedelta | float | int) -> int:
 
 def _num(expr: pl.Expr) -> pl.Expr:
     return capsule_number_expr(expr)
+
+
+def _wide_ns(column: str) -> pl.Expr:
+    return pl.col(column).dt.epoch("ns").cast(pl.Int128)
 
 
 def capsule_partials(capsules: pl.DataFrame) -> pl.DataFrame:
@@ -132,9 +136,11 @@ def segment(partials: pl.DataFrame, gap: dt.timedelta | float | int,
         _num(pl.col("first_member_id")).alias("_fnum"),
         _num(pl.col("last_member_id")).alias("_lnum"),
     ).sort([key, "first_at", "_fnum", "first_member_id"])
-    last_ns = pl.col("last_at").dt.epoch("ns")
+    # instants as 128-bit integers: the difference of two nanosecond instants wraps past
+    # 292 years (a row of 1678 and one of 2262), and a gap may be longer than that
+    last_ns = _wide_ns("last_at")
     prev = last_ns.cum_max().shift(1).over(key)
-    start = prev.is_null() | ((pl.col("first_at").dt.epoch("ns") - prev) > gap_ns)
+    start = prev.is_null() | ((_wide_ns("first_at") - prev) > gap_ns)
     frame = frame.with_columns(start.cast(pl.Int64).cum_sum().over(key).alias("_episode"))
     out = frame.group_by([key, "_episode"]).agg(
         pl.col("first_at").min(),
@@ -143,8 +149,8 @@ def segment(partials: pl.DataFrame, gap: dt.timedelta | float | int,
         pl.col("first_member_id").sort_by("first_at", "_fnum", "first_member_id").first(),
         pl.col("last_member_id").sort_by("last_at", "_lnum", "last_member_id").last(),
     )
-    now_ns = int(now.timestamp()) * 1_000_000_000 + now.microsecond * 1_000
-    quiet = (pl.lit(now_ns) - pl.col("last_at").dt.epoch("ns")) > gap_ns
+    now_ns = epoch_ns(now)
+    quiet = (pl.lit(now_ns, dtype=pl.Int128) - _wide_ns("last_at")) > gap_ns
     is_tail = pl.col("_episode") == pl.col("_episode").max().over(key)
     return (out.with_columns((is_tail & ~quiet).alias("open"))
             .sort([key, "first_at", "_episode"]).select(list(EPISODE_SCHEMA)))

@@ -23,6 +23,7 @@ from memframe.projections.session import (
     PARTIAL_SCHEMA,
     SESSION_SCHEMA,
     combine_partials,
+    fold_sessions,
     row_partials,
     session_row_model,
     with_hash,
@@ -41,8 +42,27 @@ WATERMARK = "projections/session"
 
 
 def watermark_of(view: StoreView) -> int:
-    """The highest canonical ``seq`` folded into the session projection at ``view``."""
-    return int(view.watermarks.get(WATERMARK, 0) or 0)
+    """The highest canonical ``seq`` folded into the session projection at ``view`` (for
+    a generation whose derived files were vacuumed, the one it recorded)."""
+    recorded = getattr(view, "vacuumed_marks", {}).get(WATERMARK)
+    return int(view.watermarks.get(WATERMARK, recorded) or 0)
+
+
+def _rows_read(view: StoreView) -> int:
+    return int(view.row_count("capsules")) + int(view.row_count("summaries"))
+
+
+def _refolded(view: StoreView) -> pl.DataFrame | None:
+    """The session rows of a generation whose derived files a vacuum removed, folded
+    from its canonical rows up to the watermark it recorded (None: the rows are stored)."""
+    if WATERMARK not in getattr(view, "vacuumed_marks", {}):
+        return None
+    mark = watermark_of(view)
+    caps = view.table("capsules").filter(pl.col("seq") <= mark).select(
+        "id", "created_at", "content_chars", "conversation_id")
+    sums = view.table("summaries").filter(pl.col("seq") <= mark).select(
+        "seq", "conversation_id", "summary")
+    return fold_sessions(caps, sums)
 
 
 def _combine(rows: pl.DataFrame) -> pl.DataFrame:
@@ -74,12 +94,18 @@ def read_keys(view: StoreView, ids: Sequence[str]) -> tuple[pl.DataFrame, int]:
         >>> rows.select("conversation_id", "memory_count").rows()
         [('c1', 2)]
     """
+    refolded = _refolded(view)
+    if refolded is not None:
+        return refolded.filter(pl.col(KEY).is_in(list(ids))), _rows_read(view)
     partials, visited = PARTIALS.lookup(view, list(ids))
     return _rows(partials), visited
 
 
 def read_all(view: StoreView) -> tuple[pl.DataFrame, int]:
     """Every session row (sorted by conversation) and the Parquet rows read."""
+    refolded = _refolded(view)
+    if refolded is not None:
+        return refolded, _rows_read(view)
     partials, visited = PARTIALS.read_all(view)
     return _rows(partials).sort(KEY), visited
 

@@ -20,7 +20,7 @@ from memframe.errors import (
     TombstonedContentError,
     UnknownCapsuleError,
 )
-from memframe.ids import capsule_number, capsule_number_expr
+from memframe.ids import SESSION_ID_RULE, capsule_number, capsule_number_expr, session_number
 from memframe.store import derived
 from memframe.store.tables import constant
 from memframe.text import fold_terms, instants_ns, journal_lines, sha256_hex
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DEFAULT_PROJECT = "default"
 DEFAULT_CONFIDENCE = 0.6
 DEFAULT_AUTHORITY = "agent-inferred"
-SESSION_FINISH_SOURCE = "memory_session_finish"
+SESSION_FINISH_SOURCE = S.HANDOFF_SOURCE  # the digest's bracket handoffs (reference 2.3)
 
 INGEST_COLUMNS = (
     "content",
@@ -714,8 +714,9 @@ def session_start(c: Commit, project: str = DEFAULT_PROJECT, session_id: str | N
             c.sessions += 1
         sid = f"sess-{c.sessions}"
     else:
-        if not isinstance(session_id, str) or not session_id.startswith("sess-"):
-            raise InvalidInputError(f"session ids look like 'sess-<n>'; got {session_id!r}")
+        if session_number(session_id) is None:
+            raise InvalidInputError(f"{SESSION_ID_RULE}; got {session_id!r}: pass such an "
+                                    f"id, or omit session_id to take the next one")
         if c.session(session_id) is not None:
             raise SessionError(f"session {session_id} already exists; start a new one without an id")
         sid = session_id
@@ -730,6 +731,9 @@ def session_start(c: Commit, project: str = DEFAULT_PROJECT, session_id: str | N
 
 
 def session_finish(c: Commit, sid: str, handoff: str | None = None) -> str | None:
+    if session_number(sid) is None:
+        raise InvalidInputError(f"{SESSION_ID_RULE}; got {sid!r}: pass the id "
+                                f"session_start returned")
     state = c.session(sid)
     if state is None:
         raise SessionError(f"session {sid!r} was never started; start one with session_start(project)")

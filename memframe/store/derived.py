@@ -25,7 +25,8 @@ from typing import Any
 
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "WRITER", "writer", "is_derived", "current", "visible", "settle"]
+__all__ = ["PREFIX", "WRITER", "writer", "is_derived", "current", "files_present", "visible",
+           "settle"]
 
 #: every derived table and every derived watermark is named under this prefix
 PREFIX = "projections/"
@@ -78,10 +79,20 @@ def current(watermarks: Mapping[str, Any]) -> bool:
     return watermarks.get(WRITER) == writer()
 
 
-def visible(snapshot: Snapshot) -> Snapshot:
+def files_present(snapshot: Snapshot, root: Path) -> bool:
+    """Whether every derived partition ``snapshot`` names is on disk under ``root`` (one
+    stat each). A vacuum removes the derived files later generations replaced, while the
+    canonical files of an old generation (appended, never replaced) usually remain."""
+    return all((root / p.path).exists()
+               for t, parts in snapshot.tables.items() if is_derived(t) for p in parts)
+
+
+def visible(snapshot: Snapshot, root: Path | None = None) -> Snapshot:
     """``snapshot`` as this code may read it: without derived tables and watermarks when
-    another code wrote them (the same snapshot, at no cost, when this code did)."""
-    if current(snapshot.watermarks):
+    another code wrote them (the same snapshot, at no cost, when this code did), or, with
+    ``root`` (time travel to an older generation), when a file of its derived state is
+    gone: a reader then folds from the canonical rows, as it would with no state."""
+    if current(snapshot.watermarks) and (root is None or files_present(snapshot, root)):
         return snapshot
     if not any(is_derived(t) for t in snapshot.tables) and not any(
             is_derived(m) for m in snapshot.watermarks):

@@ -60,21 +60,36 @@ class StoreView:
     every door accept them as well as a `Store`.
     """
 
-    def __init__(self, log: Log, snapshot: Snapshot, clock: Clock):
+    def __init__(self, log: Log, snapshot: Snapshot, clock: Clock, *,
+                 travelled: bool = False):
         self._log = log
         self._snap = snapshot
         self._clock = clock
+        # an older generation (time travel): its derived files may have been vacuumed
+        self._travelled = travelled
         self._seen_of: Snapshot | None = None
         self._seen_snap: Snapshot | None = None
 
     @property
     def _seen(self) -> Snapshot:
         """The pinned generation as this code may read it: derived state that other code
-        wrote is hidden (`memframe.store.derived`)."""
+        wrote, or (time travel) whose files a vacuum removed, is hidden
+        (`memframe.store.derived`)."""
         snap = self._snap
         if self._seen_of is not snap:
-            self._seen_snap, self._seen_of = derived.visible(snap), snap
+            root = self._log.root if self._travelled else None
+            self._seen_snap, self._seen_of = derived.visible(snap, root), snap
         return self._seen_snap  # type: ignore[return-value]
+
+    @property
+    def vacuumed_marks(self) -> Mapping[str, Any]:
+        """The derived watermarks this generation recorded when a vacuum has since removed
+        files of its derived state (time travel), so that state is hidden: a door folds
+        from the canonical rows up to these marks instead. Empty otherwise."""
+        if not self._travelled or self._seen is self._snap \
+                or not derived.current(self._snap.watermarks):
+            return {}
+        return {m: v for m, v in self._snap.watermarks.items() if derived.is_derived(m)}
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -262,7 +277,8 @@ class StoreView:
         """A frozen view of the store as it was at ``generation``."""
         if not isinstance(generation, int) or isinstance(generation, bool):
             raise InvalidInputError(f"generations are integers; got {generation!r}")
-        return StoreView(self._log, self._log.snapshot(generation), self._clock)
+        return StoreView(self._log, self._log.snapshot(generation), self._clock,
+                         travelled=True)
 
     def as_of(self, instant: datetime.datetime | str) -> StoreView:
         """A frozen view of the newest generation committed at or before ``instant``."""

@@ -90,3 +90,18 @@ def test_digest_many_refuses_colliding_output_names(tmp_path):
 def test_digest_many_of_nothing_is_empty():
     report = digest_many([], progress=False)
     assert report.ok and report.digests == {}
+
+
+def test_one_batch_digest_function_for_every_engine(tmp_path):
+    from memframe import distributed
+    from memframe.errors import InvalidInputError
+
+    assert distributed.digest_many is digest_many  # one function, engine=...
+    with pytest.raises(InvalidInputError, match="unknown engine 'threads'"):
+        digest_many([], engine="threads")
+    with pytest.raises(InvalidInputError, match="give one of them"):
+        digest_many([], processes=2, num_cpus=3)
+    with pytest.raises(InvalidInputError, match="processes must be a positive integer"):
+        digest_many([], processes=0)
+    with pytest.raises(InvalidInputError, match="pass engine='ray'"):
+        digest_many([], address="auto")

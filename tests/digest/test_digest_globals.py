@@ -275,16 +275,30 @@ def test_a_warm_digest_loads_no_graph_or_dataframe_library_of_its_own(tmp_path):
     assert store.pinned().row_count("projections/digest_archive") > 0
 
 
-def test_a_family_that_cannot_be_computed_is_not_kept_and_the_cycle_goes_on(tmp_path,
+def test_a_family_that_cannot_be_read_is_not_kept_and_the_report_says_why(tmp_path):
+    store, _ids = _populated(tmp_path / "s")
+    for path in store.pinned().files("recall_misses"):
+        path.write_bytes(b"this is not parquet at all")  # a damaged fail-open table
+    report = store.memory.run_cycle()
+    assert report.generation is not None  # the rest of the cycle landed
+    assert report.projections["digest_capsules"]["rows_written"] > 0
+    (note,) = [n for n in report.notes if "misses" in n]
+    assert "not kept: a table cannot be read" in note
+    assert dg.read_valid(store.pinned(), "misses") is None
+    assert dg.read_valid(store.pinned(), "graph") is not None
+    body = mf.digest(store, now=NOW).to_dict()
+    assert body == mf.digest(store, now=NOW, verify="full").to_dict()
+
+
+def test_a_bug_in_a_family_fails_the_cycle_instead_of_a_silent_slow_path(tmp_path,
                                                                           monkeypatch):
     store, _ids = _populated(tmp_path / "s")
+    generation = store.generation
 
     def broken(relations, tombstoned):
         raise RuntimeError("graph cannot be built")
 
     monkeypatch.setattr(dg, "graph_values", broken)
-    report = store.memory.run_cycle()
-    assert report.generation is not None  # the rest of the cycle landed
-    assert report.projections["digest_capsules"]["rows_written"] > 0
-    assert dg.watermark_of(store.pinned(), "graph") is None
-    assert dg.read_valid(store.pinned(), "misses") is not None
+    with pytest.raises(RuntimeError, match="graph cannot be built"):
+        store.memory.run_cycle()
+    assert store.generation == generation  # nothing half committed

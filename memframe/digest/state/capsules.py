@@ -22,7 +22,7 @@ order-independent terms, one group of columns per source table:
 * ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
   the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
   row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of;
-* ``members`` (``part_of`` edges into the capsule) is a sum, ``newest_member`` (their
+* ``members`` (``part_of`` rows into the capsule) is a sum, ``newest_member`` (their
   highest from-id number) a max.
 
 The rebuild door folds every canonical row; the cycle folds the rows written since the
@@ -53,7 +53,7 @@ import polars as pl
 from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
-from memframe.schema import TIMESTAMP
+from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
@@ -86,8 +86,6 @@ WATERMARK = "projections/digest/capsules"
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
 #: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"
-THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
-HANDOFF_SOURCE = "memory_session_finish"
 FORGET_ACTIONS = ("memory_forget", "memory_merge")
 ERASING = ("redact", "purge")
 #: rows per row group of the state's runs: a digest reads them whole (large groups read
@@ -137,8 +135,9 @@ STATE_SCHEMA = pl.Schema(
         "named": pl.Boolean(),
         "forget_named": pl.Boolean(),
         "superseded": pl.Boolean(),
-        # ``part_of`` edges into the capsule: how many (the store keeps an edge once), and
-        # the highest capsule number among their from-ids
+        # ``part_of`` rows into the capsule: how many (rows, so an edge a source wrote
+        # twice counts twice: read only as "has members"; ``member_total`` counts the
+        # distinct edges, `memframe.digest.efforts`), and the highest from-id number
         "members": pl.Int64(),
         "newest_member": pl.Int64(),
         "review_verdict": pl.String(),
@@ -404,11 +403,38 @@ def state_hash(rows: pl.DataFrame) -> str:
 
 # -- checks (rows the digest fails closed on are never folded) -----------------------------
 
-def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
-    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None.
+def _row_checks() -> dict[str, tuple[dict[str, pl.Expr], str]]:
+    """table -> (column -> what makes a row bad in it, the message naming the first bad
+    row: ``str.format`` over its columns). The digest's fail-closed row checks
+    (reference 5), in one place."""
+    from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
 
-    Mirrors the digest's fail-closed row checks for the tables the state folds; the
-    relations check is the digest's own (`memframe.digest.inputs` calls it).
+    def missing(*columns: str) -> dict[str, pl.Expr]:
+        return {c: pl.col(c).is_null() for c in columns}
+
+    return {
+        "capsules": ({**missing("seq", "project_id", "created_at", "instruction_taint"),
+                      "id": capsule_number_expr(pl.col("id")).is_null()},
+                     "corrupt capsule row at seq {seq}"),
+        "relations": (missing("from_id", "to_id"), "relation row at seq {seq} has no endpoint"),
+        "journal": (missing("at", "audit_seq"), "journal row at seq {seq} has no valid time"),
+        "brackets": (missing("at", "session_id"), "a session bracket row has no time or id"),
+        "reviews": ({**missing("seq", "capsule_id", "at"),
+                     "verdict": ~pl.col("verdict").is_in(list(REVIEW_VERDICTS)).fill_null(False)},
+                    "review row at seq {seq} is corrupt (verdict {verdict!r}, capsule "
+                    "{capsule_id!r})"),
+        "pins": (missing("seq", "capsule_id", "pinned"), "pin row at seq {seq} is corrupt"),
+        "_kinds": ({"kind": ~pl.col("kind").is_in(list(RELATION_KINDS)).fill_null(False)},
+                   "unknown relation kind {kind!r}"),
+    }
+
+
+def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
+    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None: THE
+    fail-closed row checks, the same verdict on every path (the reference read, the
+    warm read of the rows above the watermark, the job that never folds such rows).
+    A check of a column the frame does not carry is skipped (a reader that does not
+    read a column does not depend on it).
 
     Examples:
         >>> import polars as pl
@@ -417,31 +443,26 @@ def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
         >>> check_rows("relations", pl.DataFrame({"seq": [2], "kind": ["likes"],
         ...                                       "from_id": ["cap-1"], "to_id": ["cap-2"]}))
         "unknown relation kind 'likes'"
+        >>> check_rows("capsules", pl.DataFrame({"seq": [1], "id": ["cap-01"],
+        ...     "project_id": ["p"], "created_at": [0], "instruction_taint": [False]}))
+        'corrupt capsule row at seq 1'
     """
-    if name == "relations":
-        from memframe.schema import RELATION_KINDS
-
-        rows = frame.lazy()
-        unknown = (rows.filter(~pl.col("kind").is_in(list(RELATION_KINDS))
-                               | pl.col("kind").is_null())
-                   .select("kind").head(1).collect(engine="streaming"))
-        if unknown.height:
-            return f"unknown relation kind {unknown['kind'][0]!r}"
-        bad = pl.col("from_id").is_null() | pl.col("to_id").is_null()
-        what = "relation row at seq {} has no endpoint"
-        frame = rows
-    elif name == "capsules":
-        bad = (pl.col("id").is_null() | capsule_number_expr(pl.col("id")).is_null()
-               | pl.col("project_id").is_null() | pl.col("created_at").is_null()
-               | pl.col("seq").is_null() | pl.col("instruction_taint").is_null())
-        what = "corrupt capsule row at seq {}"
-    elif name == "journal":
-        bad = pl.col("at").is_null() | pl.col("audit_seq").is_null()
-        what = "journal row at seq {} has no valid time"
-    else:
-        return None
-    found = frame.lazy().filter(bad).select("seq").head(1).collect(engine="streaming")
-    return what.format(found["seq"][0]) if found.height else None
+    checks = _row_checks()
+    rows = frame.lazy()
+    have = set(rows.collect_schema().names())
+    for key in (["_kinds", name] if name == "relations" else [name]):
+        if key not in checks:
+            return None
+        columns, what = checks[key]
+        bad = [expr for column, expr in columns.items() if column in have]
+        if not bad:
+            continue
+        found = rows.filter(pl.any_horizontal(bad)).head(1).collect(engine="streaming")
+        if found.height:
+            named = found.row(0, named=True)
+            return what.format_map({k: named.get(k) for k in ("seq", "verdict", "capsule_id",
+                                                                "kind")})
+    return None
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -850,14 +871,29 @@ def subset_expr() -> pl.Expr:
     )
 
 
+#: the whole days after which a stale capsule becomes a candidate, in nanoseconds
+#: (``whole_days(now - created_at) > 180`` is ``now - created_at >= 181 days``)
+STALE_AFTER_NS = (ARCHIVE_AFTER_DAYS + 1) * 86_400 * 1_000_000_000
+_I64_MAX = 2**63 - 1
+
+
+def _plus_ns(column: str, ns: int) -> pl.Expr:
+    """``column + ns`` as an instant, or null where the sum is past the last instant a
+    nanosecond timestamp holds (no ``now`` ever reaches it: never, rather than a wrapped
+    instant in 1677)."""
+    epoch = pl.col(column).dt.epoch("ns")
+    return pl.when(epoch <= _I64_MAX - ns).then(epoch + ns).cast(TIMESTAMP)
+
+
 def _archive_instant() -> pl.Expr:
     """When a superseded, active, unpinned, non-suspect capsule becomes an archive
     candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
-    with no recall from ``created_at + 181 days`` (the earlier of the two)."""
-    expired = pl.col("valid_to") + pl.duration(nanoseconds=1, time_unit="ns")
+    with no recall from ``created_at + 181 days`` (the earlier of the two; null when both
+    are past the instant range: never)."""
+    expired = _plus_ns("valid_to", 1)
     stale = pl.when(pl.col("recall_count").fill_null(0) == 0).then(
-        pl.col("created_at") + pl.duration(days=ARCHIVE_AFTER_DAYS + 1, time_unit="ns"))
-    return pl.min_horizontal(expired.cast(TIMESTAMP), stale.cast(TIMESTAMP)).cast(TIMESTAMP)
+        _plus_ns("created_at", STALE_AFTER_NS))
+    return pl.min_horizontal(expired, stale).cast(TIMESTAMP)
 
 
 def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFrame:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.digest.state.capsules import check_rows
+from memframe.errors import MemframeError
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -412,8 +413,13 @@ def _set_marks(commit: Commit, view: StoreView, family: str) -> None:
         commit.set_watermark(_count_name(family, name), view.row_count(name))
 
 
-def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
-                  ) -> dict[str, int]:
+#: what a job cannot keep and says so: an unreadable table (a damaged or vacuumed part,
+#: a file Polars cannot read); anything else is a bug and fails the job
+UNREADABLE = (MemframeError, OSError, pl.exceptions.PolarsError)
+
+
+def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
+                  notes: list[str]) -> dict[str, int]:
     if not full:
         current, visited, new = _current(view, family)
         if current:  # nothing it depends on changed: at most its marks move
@@ -424,17 +430,18 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
         return _report()  # nothing to keep
     try:
         tables, visited = _read_tables(view, family)
-    except Exception:  # noqa: BLE001 - an unreadable table: the digest reads it itself
+    except UNREADABLE as exc:  # the digest reads the table itself (and fails, or not)
+        notes.append(f"digest_globals: {family} not kept: a table cannot be read "
+                     f"({type(exc).__name__}: {exc})")
         return _report()
-    if family == "graph" and check_rows("relations", tables["relations"]) or \
-            family == "sessions" and bad_brackets(tables["brackets"]):
-        # the digest fails closed on these rows: never keep values computed over them
+    problem = (check_rows("relations", tables["relations"]) if family == "graph" else
+               check_rows("brackets", tables["brackets"]) if family == "sessions" else None)
+    if problem:  # the digest fails closed on these rows: never keep values computed over them
+        notes.append(f"digest_globals: {family} not kept: the digest fails closed on "
+                     f"its rows ({problem})")
         return _report(visited)
-    try:
-        values = family_values(family, tables)
-        rows = encode(family, values)
-    except Exception:  # noqa: BLE001 - keep nothing: the digest computes (and fails) itself
-        return _report(visited)
+    values = family_values(family, tables)
+    rows = encode(family, values)
     commit.write_derived(table_of(family), rows, replace=True)
     written = rows.height
     if family == "graph":
@@ -452,7 +459,7 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool
 
 def bad_brackets(brackets: pl.DataFrame) -> bool:
     """Does a bracket row lack its time or session id (the digest fails closed on it)?"""
-    return bool(brackets.filter(pl.col("at").is_null() | pl.col("session_id").is_null()).height)
+    return check_rows("brackets", brackets) is not None
 
 
 def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
@@ -463,12 +470,16 @@ def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
             .drop_nulls().unique().sort().alias("id").to_frame())
 
 
-def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False) -> dict[str, int]:
+def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
+                notes: list[str] | None = None) -> dict[str, int]:
     """Recompute, on ``commit``, every family whose tables were written since its
     watermark (the others are left as they are; a virgin store writes nothing); with
-    ``full`` (the rebuild door), every family that has rows."""
+    ``full`` (the rebuild door), every family that has rows. A family that cannot be
+    kept (a table cannot be read, rows the digest fails closed on) is named in ``notes``
+    with why; a digest then computes it from the tables."""
     total = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    notes = notes if notes is not None else []
     for family in FAMILIES:
-        report = _stage_family(commit, view, family, full)
+        report = _stage_family(commit, view, family, full, notes)
         total = {k: total[k] + report[k] for k in total}
     return total

@@ -12,9 +12,16 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.digest.assemble import kept_values
-from memframe.digest.inputs import COLUMNS, DigestInputs, read_inputs
+from memframe.digest.inputs import (
+    COLUMNS,
+    DigestInputs,
+    StateNotWarm,
+    digest_failed,
+    read_inputs,
+)
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state.sections import CAP, GROUP_ROWS, MARK, TABLE, encode, marks_of
+from memframe.errors import MemframeError
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -24,7 +31,8 @@ __all__ = ["stage_cycle"]
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
-                subset: pl.DataFrame | None = None, shared: Any = None) -> dict[str, int]:
+                subset: pl.DataFrame | None = None, shared: Any = None,
+                notes: list[str] | None = None) -> dict[str, int]:
     """Stage the kept values after the other digest states staged theirs on ``commit``,
     when its watermarks say they changed (see the module docstring); nothing is read when
     they did not. The values are computed at ``view`` by the warm digest's own reads (the
@@ -33,8 +41,8 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     state, when the journal checkpoint holds), or, when this commit rebuilt the state
     (``full``, or a store's first cycle), from the rebuilt ``subset`` rows and the graph's
     tables: either is the state ``commit`` lands. ``shared``: the source parts the cycle
-    read already (not read again). Nothing is kept when the digest would fail, or when a
-    rebuild kept no state."""
+    read already (not read again). Nothing is kept when the digest would fail (said in
+    ``notes``, with why), or when a rebuild kept no state."""
     report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
     marks = marks_of(commit.watermarks)
     if digest_state.WATERMARK not in commit.watermarks:
@@ -51,8 +59,10 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
                                  sections=(CAP, None), kept=False, trust_state=True,
                                  shared=shared)
         values = kept_values(inputs, CAP)
-    except Exception:  # noqa: BLE001 - no state (StateNotWarm), or the digest would fail:
-        return report  # keep nothing; the digest computes (and fails) itself
+    except (MemframeError, StateNotWarm) as exc:  # the digest computes (and fails) itself
+        if notes is not None:
+            notes.append(f"digest_sections: not kept: {exc}")
+        return report
     graph = inputs.globals.get("graph")
     warm = inputs.warm.rows_visited if inputs.warm is not None else 0
     report["rows_visited"] = (inputs.rows_visited + warm
@@ -71,7 +81,7 @@ def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
               for name in ("relations", "forgets")}
     problem = digest_state.check_rows("relations", tables["relations"])
     if problem:
-        raise ValueError(problem)  # the digest fails closed on these rows: keep nothing
+        raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
     return DigestInputs(tables=tables, optional={}, state=digest_state.state_frame(subset),
                         now=view.now(),
                         rows_visited=sum(view.row_count(n) for n in tables))

@@ -13,6 +13,7 @@ from memframe import schema as S
 from memframe.errors import (
     ImportSourceError,
 )
+from memframe.ids import SESSION_ID_RULE, session_number_expr
 from memframe.importers.nmemory.common import (
     _CANONICAL,
     _CAPSULE_V1,
@@ -350,15 +351,15 @@ def _cursor_rows(cursors: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
 
 
 def _session_number(ids: pl.Series) -> pl.Series:
-    return ids.str.strip_prefix("sess-").cast(pl.Int64, strict=False)
+    # the package's one session-id parser: null for anything not sess-<n>
+    return pl.select(session_number_expr(pl.lit(ids))).to_series()
 
 
 def _sessions(sessions: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
     """Checked source sessions with parsed instants (session_id, start, finish, summary)."""
     t, k = "sessions", "session_id"
     num = _session_number(sessions["session_id"])
-    _fail(t, k, sessions, num.is_null() | (num < 1) | ~sessions["session_id"].str.starts_with(
-        "sess-"), "session ids must look like sess-<n>")
+    _fail(t, k, sessions, num.is_null(), SESSION_ID_RULE)
     start = _times(sessions, "started_at", t, k, notes=notes)
     finish = _times(sessions, "finished_at", t, k, nullable=True, notes=notes)
     return sessions.select("session_id", start.alias("start"), finish.alias("finish"), "summary")
