@@ -80,16 +80,30 @@ def test_erased_content_leaves_no_derived_trace(tmp_path, mode):
     assert any(row["id"] == secret for row in before["handoff"])  # it was kept, shown
     assert _hits(store.path, _needles(mode))  # the test can see a copy
 
-    store.forget(also, mode=mode, reason="pii")
-    store.forget(secret, mode=mode, reason="pii")
+    with store.transaction():
+        store.forget(also, mode=mode, reason="pii")
+        store.forget(secret, mode=mode, reason="pii")
+    # right after the forget's commit: the replaced files vacuumed, nothing is left
+    store.vacuum(grace_seconds=1)
+    assert _hits(store.path, _needles(mode)) == []
+    _check_digest(store, secret, mode)
+    # nor through the cycles and merges that follow
     store.memory.run_cycle()
+    _check_digest(store, secret, mode)
     _build(store, 2)
     store.vacuum(grace_seconds=1)
     assert _hits(store.path, _needles(mode)) == []
-    # the digest still answers, warm == full, and shows nothing of the erased capsule
-    warm, full = dig(store), dig(store, verify="full")
-    assert warm == full
-    assert secret not in str(warm) and LABELS[mode] not in str(warm)
+    _check_digest(store, secret, mode)
+
+
+def _check_digest(store, secret: str, mode: str) -> None:
+    """The digest still answers, warm == full (fenced too), and shows nothing of the
+    erased capsule."""
+    for prefix in (None, "nmemory"):
+        warm = dig(store, project_prefix=prefix)
+        assert warm == dig(store, project_prefix=prefix, verify="full")
+        assert secret not in str(warm) and LABELS[mode] not in str(warm)
+        assert any(row["id"].startswith("cap-") for row in warm["handoff"])
 
 
 def test_digest_reads_text_of_emitted_rows_only(tmp_path):
