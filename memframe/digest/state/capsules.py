@@ -771,7 +771,13 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame,
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
         leaders = leaders_of(current)
-    leaders, n = fill_text(view, leaders, changed, stored, subset, need=~pl.col("floor"))
+    # the entries' text (a floor keeps none): the changed rows' first (an erased row's is
+    # empty), then the stored entries', the subset's, else the capsules'
+    index = pl.int_range(pl.len(), dtype=pl.Int64).alias("_i")
+    leaders = leaders.with_columns(index)
+    entries, n = fill_text(view, leaders.filter(~pl.col("floor")), changed, stored, subset)
+    leaders = pl.concat([entries, leaders.filter(pl.col("floor"))], how="vertical").sort(
+        "_i").drop("_i")
     commit.write_derived(LEADERS, leaders, replace=True, row_group_rows=LEADERS_GROUP_ROWS)
     return visited + n
 
