@@ -707,32 +707,59 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
             old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
             members = changed.filter(subset_expr())
             if budget is None:
-                budget = merge_budget(changed.height + members.height)
+                budget = merge_budget(changed.height + members.height
+                                      + old.filter(subset_expr()).height)
             visited += state_runs().stage_put(commit, view, changed, top, budget)
-            subset = None
-            if members.height or old.filter(subset_expr()).height:
-                subset, n = _stage_subset(commit, view, changed, members)
-                visited += n
+            sub = _subset_rows(changed, old)
+            if sub.height:
+                visited += subset_runs().stage_put(commit, view, sub, top, budget)
                 commit.set_watermark(SUBSET_MARK, top)
+            members, n = _stage_subset_text(commit, view, members, old)
+            visited += n
             written = changed.height
-            visited += _stage_derived(commit, view, changed, old, subset)
+            visited += _stage_derived(commit, view, changed, old, members)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, folded_in, written)
 
 
-def _stage_subset(commit: Commit, view: StoreView, changed: pl.DataFrame,
-                  members: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Rewrite the subset table: the stored members, less the ``changed`` numbers, plus
-    the changed rows that are members (``members``, their text filled). Returns the new
-    subset and the Parquet rows read."""
-    stored, visited = read_subset(view)
-    rows = pl.concat([stored.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode())),
-                      members.select(list(STATE_SCHEMA))], how="vertical")
-    # every member's text: at hand (the members' stored text, the rows folded from their
-    # content), else read from the capsules (after an erasure dropped the stored text)
-    rows, n = fill_text(view, rows, stored)
-    _write_subset(commit, rows)
-    return rows, visited + n
+def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
+                       old: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Append the text of the changed rows that joined the subset (``members``: the
+    changed rows that are members; ``old``: the changed rows' stored versions) to the
+    subset's text table: a joining capsule's text is at hand when it is new (folded from
+    its content), else read from its capsule row. When no text is stored (an erasure
+    dropped it), every member's is written again, read from the capsules. Returns the
+    members with the text known and the Parquet rows read."""
+    parts = view.partitions(SUBSET_TEXT)
+    if not parts and subset_runs().present(view):
+        stored, visited = subset_runs().read_all(view)
+        rows = pl.concat([with_text(stored.filter(pl.col("member"))).select(
+            list(STATE_SCHEMA)).filter(
+            ~pl.col(KEY).is_in(members.get_column(KEY).implode())),
+            members.select(list(STATE_SCHEMA))], how="vertical")
+        rows, n = fill_text(view, rows)
+        commit.write_derived(SUBSET_TEXT, rows.select(list(TEXT_SCHEMA)).sort(KEY),
+                             replace=True, row_group_rows=ROW_GROUP_ROWS)
+        return rows.filter(pl.col(KEY).is_in(members.get_column(KEY).implode())), visited + n
+    was = old.filter(subset_expr()).get_column(KEY).implode()
+    joining = members.filter(~pl.col(KEY).is_in(was))
+    if not joining.height:
+        return members, 0
+    joining, visited = fill_text(view, joining)
+    # append-only: a capsule's text never changes before its erasure, which drops the
+    # table; a table of many small parts is written again as one
+    text = joining.select(list(TEXT_SCHEMA))
+    replace = len(parts) >= TEXT_PARTS
+    if replace:
+        stored = view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
+        visited += view.row_count(SUBSET_TEXT)
+        text = pl.concat([stored, text], how="vertical").unique(KEY, keep="last").sort(KEY)
+    commit.write_derived(SUBSET_TEXT, text, replace=replace, row_group_rows=ROW_GROUP_ROWS)
+    known = joining.select(KEY, *TEXT)
+    members = members.join(known.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
+                           maintain_order="left").with_columns(
+        [pl.coalesce(f"_{c}", c).alias(c) for c in TEXT]).drop([f"_{c}" for c in TEXT])
+    return members, visited
 
 
 def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
@@ -797,7 +824,10 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     if keep is not None:
         keep["subset"] = subset
     state_runs().stage_replace(commit, view, rows, top)
-    _write_subset(commit, subset)
+    subset_runs().stage_replace(commit, view, subset.with_columns(
+        pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
+    commit.write_derived(SUBSET_TEXT, subset.select(list(TEXT_SCHEMA)).sort(KEY),
+                         replace=True, row_group_rows=ROW_GROUP_ROWS)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),
@@ -849,12 +879,15 @@ def state_door(view: StoreView) -> Any:
 # row group by row group in the order of their statistics, until the top N are certain.
 
 AGG_TABLE = "projections/digest_aggregates"
-#: the subset's rows as one table the cycle rewrites whole when the subset changes, and
-#: their text (`TEXT`) in a table of its own, which an erasure drops
-#: (`memframe.store.derived.TEXT_PREFIX`) and the next cycle rebuilds
-SUBSET_TABLE = "projections/digest_subset"
+SUBSET = "digest_subset"
+SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
+#: the subset members' text (`TEXT`), in a table of its own: appended to as capsules join
+#: the subset, dropped by an erasure (`memframe.store.derived.TEXT_PREFIX`) and written
+#: again by the next cycle
 SUBSET_TEXT = "projections/text/digest_subset"
 TEXT_SCHEMA = pl.Schema({KEY: pl.Int64(), **{c: pl.String() for c in TEXT}})
+#: parts the text table may hold before a cycle writes it again as one
+TEXT_PARTS = 16
 AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
                         "n": pl.Int64()})
 
@@ -879,27 +912,25 @@ def with_text(rows: pl.DataFrame) -> pl.DataFrame:
     return out.select(*STATE_SCHEMA, *extra)
 
 
+def subset_runs() -> keyed.KeyedRuns:
+    """Where the subset rows live (``member`` False: a former member, read as absent);
+    no text, as the state's runs."""
+    return keyed.KeyedRuns(f"projections/{SUBSET}", SUBSET_SCHEMA, KEY,
+                           row_group_rows=ROW_GROUP_ROWS)
+
+
 def read_subset(view: StoreView) -> tuple[pl.DataFrame, int]:
     """The stored subset rows (members only) with their text where it is kept (unknown,
     null, after an erasure dropped it), and the Parquet rows read."""
-    if not view.partitions(SUBSET_TABLE):
-        return pl.DataFrame(schema=STATE_SCHEMA), 0
-    rows = view.derived(SUBSET_TABLE, STORED_SCHEMA).collect(engine="in-memory")
-    visited = view.row_count(SUBSET_TABLE)
-    if not view.partitions(SUBSET_TEXT):
+    rows, visited = subset_runs().read_all(view)
+    rows = rows.filter(pl.col("member")).select(list(STORED_SCHEMA)) if rows.width else \
+        pl.DataFrame(schema=STORED_SCHEMA)
+    if not view.partitions(SUBSET_TEXT) or not rows.height:
         return with_text(rows), visited
-    text = view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
+    text = (view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
+            .unique(KEY, keep="last"))
     return (rows.join(text, on=KEY, how="left", maintain_order="left").select(*STATE_SCHEMA),
             visited + view.row_count(SUBSET_TEXT))
-
-
-def _write_subset(commit: Commit, rows: pl.DataFrame) -> None:
-    """Stage the subset's rows (`STORED_SCHEMA`) and their text (its own table)."""
-    rows = rows.sort(KEY)
-    commit.write_derived(SUBSET_TABLE, rows.select(list(STORED_SCHEMA)), replace=True,
-                         row_group_rows=ROW_GROUP_ROWS)
-    commit.write_derived(SUBSET_TEXT, rows.select(list(TEXT_SCHEMA)), replace=True,
-                         row_group_rows=ROW_GROUP_ROWS)
 
 
 def _text_of(content: pl.Expr) -> list[pl.Expr]:
@@ -1112,6 +1143,17 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
             if rows.height:
                 return int(rows.get_column("cum").tail(1).item()), read
     return 0, read
+
+
+def _subset_rows(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:
+    """Subset rows to write for changed state rows: members, and former members leaving."""
+    now_in = rows.with_columns(subset_expr().alias("member"))
+    if old is not None and old.height:
+        was = old.filter(subset_expr()).select(KEY)
+        now_in = now_in.filter(pl.col("member") | pl.col(KEY).is_in(was[KEY].implode()))
+    else:
+        now_in = now_in.filter(pl.col("member"))
+    return now_in.select(list(SUBSET_SCHEMA))
 
 
 def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
