@@ -67,9 +67,19 @@ def resolve_expired(value: object, now: _dt.datetime) -> None:
 
 def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:
     """``rows`` with their ``content`` (read for just these rows when it was not read); rows
-    that carry their ``headline`` (the digest state keeps it) need none."""
-    if "content" in rows.columns or "headline" in rows.columns or attach is None:
+    that carry their ``headline`` (the digest state's rows whose text was at hand) need
+    none: a null ``headline`` (text the state does not keep) reads the content of those
+    rows only."""
+    if "content" in rows.columns or attach is None:
         return rows
+    if "headline" in rows.columns:
+        unknown = rows.get_column("headline").is_null()
+        if not unknown.any():
+            return rows
+        index = pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")
+        numbered = rows.with_columns(index)
+        read = attach(numbered.filter(unknown)).select("_row", "content")
+        return numbered.join(read, on="_row", how="left", maintain_order="left").drop("_row")
     return attach(rows)
 
 
@@ -112,13 +122,18 @@ def headline_rows(
     if rows.height == 0:
         return []
     rows = with_content(rows, attach)
-    kept = "headline" in rows.columns  # the digest state's headline, taken as it is
+    # the digest state's headline, taken as it is where it is known
+    kept = "headline" in rows.columns
+    text = "content" in rows.columns
+    if kept and not text and rows.get_column("headline").null_count():
+        raise ValueError("headline rows without their text and no way to read it")
     shaped = rows.select(
         "id",
         "project_id",
         "instruction_taint",
         rfc3339(pl.col("created_at")).alias("created_at"),
-        pl.col("headline") if kept else pl.col("content"),
+        pl.col("headline") if kept else pl.lit(None, dtype=pl.String).alias("headline"),
+        pl.col("content") if text else pl.lit(None, dtype=pl.String).alias("content"),
         "tier",
         (pl.col("valid_to").cast(pl.Int64) if now is None else
          pl.col("valid_to").is_not_null() & (pl.lit(now).cast(TIMESTAMP) > pl.col("valid_to"))
@@ -135,7 +150,8 @@ def headline_rows(
             "project_id": row["project_id"],
             "instruction_taint": bool(row["instruction_taint"]),
             "created_at": row["created_at"],
-            "headline": row["headline"] if kept else headline(row["content"] or ""),
+            "headline": (row["headline"] if row["headline"] is not None
+                         else headline(row["content"] or "")),
         }
         if row["tier"] is not None and row["tier"] != "active":
             item["tier"] = row["tier"]

@@ -620,6 +620,10 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
             return
     number = capsule_number(capsule_id)
     assert number is not None
+    # derived text read from content (headlines, labels) is dropped with the content
+    for table, parts in c.snapshot.tables.items():
+        if table.startswith(derived.TEXT_PREFIX) and parts:
+            c.write_derived(table, pl.DataFrame(), replace=True)
     part = c.indexes.capsule_part(c.snapshot, number)
     key = part.path
     if key in c.rewrites:

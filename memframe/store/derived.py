@@ -12,6 +12,13 @@ the next job that writes derived state drops every stale table in its own commit
 (`settle`) and builds afresh. Nothing is migrated.
 
 Canonical tables and watermarks that are not derived (an import's cursor) are untouched.
+
+**Text read from content.** Derived tables that keep text read from capsule content (a
+headline, an ACTIVE() label) are named under `TEXT_PREFIX`, and no other derived table
+keeps any. A commit that erases a capsule's content (``forget`` with ``redact`` or
+``purge``) drops every one of them in that same commit, so once the replaced files are
+vacuumed no file under the store holds the erased text; their jobs rebuild them from the
+canonical rows (readers meanwhile read the text of the rows they emit from the capsules).
 """
 
 from __future__ import annotations
@@ -25,13 +32,17 @@ from typing import Any
 
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "WRITER", "writer", "is_derived", "current", "files_present", "visible",
+__all__ = ["PREFIX", "TEXT_PREFIX", "WRITER", "writer", "is_derived", "current",
+           "files_present", "visible",
            "settle"]
 
 #: every derived table and every derived watermark is named under this prefix
 PREFIX = "projections/"
 #: where derived tables were, or are, kept: state under an earlier root is dropped too
 _ROOTS = (PREFIX, "derived/")
+#: the derived tables that keep text read from capsule content (and only they) are named
+#: under this prefix: an erasure drops them all in its own commit
+TEXT_PREFIX = "projections/text/"
 #: the watermark naming the code that wrote the derived state of a generation
 WRITER = "projections/writer"
 

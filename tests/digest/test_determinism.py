@@ -130,14 +130,15 @@ def test_rows_visited_counts_the_partitions_read(store):
     aggregates = view.row_count("projections/digest_aggregates")
     subset = sum(view.row_count(t) for t in view.snapshot.tables
                  if t.startswith("projections/digest_subset/"))
+    subset += view.row_count("projections/text/digest_subset")
     assert aggregates > 0 and subset > 0
     # the newest and most-recalled lists come from the kept leaders (every row here)
-    leaders = view.row_count("projections/digest_leaders")
+    leaders = view.row_count("projections/text/digest_leaders")
     assert 0 < leaders <= 2 * state
     # the subset sections and the dag come from the kept sections (every row here: the
     # lists are shorter than the cap), so neither the subset nor the graph's values
     # are read
-    sections = view.row_count("projections/digest_sections")
+    sections = view.row_count("projections/text/digest_sections")
     graph = view.row_count("projections/digest_globals/graph")
     assert sections > 1 and graph > 0
     # the checkpoint's seal confirms the verified journal parts: its rows are not read

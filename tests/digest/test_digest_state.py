@@ -24,8 +24,7 @@ from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
 def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """State rows, subset members and aggregates as stored at ``view``."""
     rows, _ = ds.state_runs().read_all(view)
-    sub, _ = ds.subset_runs().read_all(view)
-    sub = sub.filter(pl.col("member")).select(list(ds.STATE_SCHEMA))
+    sub, _ = ds.read_subset(view)
     agg = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
     # the archive instants live in their own table, with a running total
     archive = view.derived(ds.ARCHIVE_TABLE, ds.ARCHIVE_SCHEMA).collect()
@@ -40,7 +39,9 @@ def _from_scratch(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The same three, folded from every canonical row at ``view``."""
     sources = {name: view.table(name) for name in ds.SOURCES}
     rows = ds.fold_state(sources)
-    return rows, rows.filter(ds.subset_expr()), ds.merge_aggregates(ds.contributions(rows))
+    # the state's runs store no text; the subset keeps its members' text
+    return (rows.select(list(ds.STORED_SCHEMA)), rows.filter(ds.subset_expr()),
+            ds.merge_aggregates(ds.contributions(rows)))
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str]) -> bool:
@@ -144,8 +145,8 @@ def test_a_warm_digest_reads_what_changed_not_every_capsule(tmp_path):
     # stored state row (the newest are the new ones, and the aggregates say no capsule was
     # ever recalled)
     small = sum(view.row_count(t) for t in ("projections/digest_aggregates",
-                                            "projections/digest_sections"))
-    assert view.row_count("projections/digest_sections") == 1
+                                            "projections/text/digest_sections"))
+    assert view.row_count("projections/text/digest_sections") == 1
     assert warm.rows_visited == 10 + 10 + small
     assert cold.rows_visited > 3 * 3_000
     fenced = mf.digest(view, project_prefix="p1", headlines=3)

@@ -57,7 +57,7 @@ def test_a_cycle_with_nothing_new_writes_nothing(mstore):
     assert (report.rows_folded, report.rows_written, report.rows_visited) == (0, 0, 0)
     mstore.record_recall(["cap-1"])  # nothing new for sessions; new for the digest state
     aggregates = mstore.pinned().row_count("projections/digest_aggregates")
-    leaders = mstore.pinned().row_count("projections/digest_leaders")
+    leaders = mstore.pinned().row_count("projections/text/digest_leaders")
     report = mstore.memory.run_cycle()
     assert report.projections["session"]["rows_folded"] == 0
     # the recall row, the capsule's state row (level 0), the aggregates and the leaders

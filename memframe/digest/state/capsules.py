@@ -115,6 +115,9 @@ STATE_SCHEMA = pl.Schema(
         "created_at": TIMESTAMP,
         "project_id": pl.String(),
         "bracket": pl.Boolean(),
+        # the content opens with an ACTIVE() label (false once erased)
+        "threaded": pl.Boolean(),
+        # text read from the content: never stored in the state's runs (see `TEXT`)
         "thread": pl.String(),
         "headline": pl.String(),
         "valid_to": TIMESTAMP,
@@ -147,11 +150,21 @@ STATE_SCHEMA = pl.Schema(
     }
 )
 
+#: the columns taken from a capsule's content: its ACTIVE() label and its headline. They are
+#: kept in memory only, never in the state's runs: a stored row reads them back as null
+#: (unknown), and they are filled from the subset or the leaders (which keep them, and are
+#: rewritten by the cycle that folds an erasure) or from the canonical capsule row
+#: (`fill_text`) where a reader needs them
+TEXT = ("thread", "headline")
+#: what the state's runs store of a row: everything but its text
+STORED_SCHEMA = pl.Schema({c: d for c, d in STATE_SCHEMA.items() if c not in TEXT})
+
 #: what a partial without the event carries (the fold's identity for that term)
 _DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
                              "forget_named": False, "superseded": False, "members": 0}
 
-_BASE = ("seq", "created_at", "project_id", "bracket", "thread", "headline", "valid_to",
+_BASE = ("seq", "created_at", "project_id", "bracket", "threaded", "thread", "headline",
+         "valid_to",
          "external", "instruction_taint", "guarded")
 
 
@@ -176,6 +189,7 @@ def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.
             {"seq": pl.col("seq"), "created_at": pl.col("created_at"),
              "project_id": pl.col("project_id"),
              "bracket": (pl.col("source") == HANDOFF_SOURCE).fill_null(False),
+             "threaded": pl.col("thread").is_not_null(),
              "thread": pl.col("thread"), "headline": pl.col("headline"),
              "valid_to": pl.col("valid_to"),
              "external": (pl.col("authority_class") == "externally-imported").fill_null(False),
@@ -341,6 +355,8 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
     return out.with_columns(
         pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
         .alias("thread"),
+        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
+            pl.col("threaded")).alias("threaded"),
         pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit("")).otherwise(
             pl.col("headline")).alias("headline"),
         pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
@@ -385,7 +401,8 @@ def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def state_hash(rows: pl.DataFrame) -> str:
-    """A hash of state rows (order-independent: rows are sorted by number first).
+    """A hash of state rows (order-independent: rows are sorted by number first), over
+    the stored columns (the text a row carries is the content's, not the state's).
 
     Examples:
         >>> state_hash(pl.DataFrame(schema=STATE_SCHEMA)) == state_hash(
@@ -394,8 +411,8 @@ def state_hash(rows: pl.DataFrame) -> str:
     """
     from memframe.text import sha256_hex
 
-    ordered = rows.select(list(STATE_SCHEMA)).sort(KEY)
-    line = pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in STATE_SCHEMA],
+    ordered = rows.select(list(STORED_SCHEMA)).sort(KEY)
+    line = pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in STORED_SCHEMA],
                          separator="\x1f")
     lines = ordered.select(line.alias("l")).to_series()
     return sha256_hex(pl.Series([lines.str.join("\n").item() if len(lines) else ""])).item()
@@ -587,17 +604,21 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
         sources, visited, _top = scan_all(view)
         return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
     stored, visited = state_runs().read_all(view)
+    stored = with_text(stored)
     delta, n, _top = read_above(view, mark)
     visited += n
     touched = _touched(delta)
-    if not stored.width:
-        stored = pl.DataFrame(schema=STATE_SCHEMA)
-    if not touched:
-        return stored, visited, delta
-    wanted = pl.Series(touched, dtype=pl.Int64).implode()
-    merged = fold_state(delta, stored.filter(pl.col(KEY).is_in(wanted)))
-    rest = stored.filter(~pl.col(KEY).is_in(wanted))
-    return pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical"), visited, delta
+    if touched:
+        wanted = pl.Series(touched, dtype=pl.Int64).implode()
+        merged = fold_state(delta, stored.filter(pl.col(KEY).is_in(wanted)))
+        rest = stored.filter(~pl.col(KEY).is_in(wanted))
+        stored = pl.concat([rest.select(list(STATE_SCHEMA)), merged], how="vertical")
+    # the labels the sections group by: every labelled row is in the subset, which keeps
+    # its members' text (other rows' headlines are read for the rows a digest emits)
+    subset, n = read_subset(view)
+    visited += n
+    rows, n = fill_text(view, stored, subset, need=pl.col("threaded"))
+    return rows, visited + n, delta
 
 
 def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -696,32 +717,77 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     if touched:
         existing, n = state_runs().read_keys(view, touched)
         visited += n
+        existing = with_text(existing)
         merged = fold_state(delta, existing if existing.height else None)
         if existing.height:
-            changed = merged.join(existing.select(list(STATE_SCHEMA)), on=list(STATE_SCHEMA),
-                                  how="anti", nulls_equal=True)
+            changed = merged.join(existing.select(list(STORED_SCHEMA)),
+                                  on=list(STORED_SCHEMA), how="anti", nulls_equal=True)
         else:
             changed = merged
         if changed.height:
             old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
-            sub = _subset_rows(changed, old)
+            members = changed.filter(subset_expr())
             if budget is None:
-                budget = merge_budget(changed.height + sub.height)
+                budget = merge_budget(changed.height + members.height
+                                      + old.filter(subset_expr()).height)
             visited += state_runs().stage_put(commit, view, changed, top, budget)
+            sub = _subset_rows(changed, old)
             if sub.height:
                 visited += subset_runs().stage_put(commit, view, sub, top, budget)
                 commit.set_watermark(SUBSET_MARK, top)
+            members, n = _stage_subset_text(commit, view, members, old)
+            visited += n
             written = changed.height
-            visited += _stage_derived(commit, view, changed, old)
+            visited += _stage_derived(commit, view, changed, old, members)
     commit.set_watermark(WATERMARK, top)
     return _report(visited, folded_in, written)
 
 
+def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
+                       old: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Append the text of the changed rows that joined the subset (``members``: the
+    changed rows that are members; ``old``: the changed rows' stored versions) to the
+    subset's text table: a joining capsule's text is at hand when it is new (folded from
+    its content), else read from its capsule row. When no text is stored (an erasure
+    dropped it), every member's is written again, read from the capsules. Returns the
+    members with the text known and the Parquet rows read."""
+    parts = view.partitions(SUBSET_TEXT)
+    if not parts and subset_runs().present(view):
+        stored, visited = subset_runs().read_all(view)
+        rows = pl.concat([with_text(stored.filter(pl.col("member"))).select(
+            list(STATE_SCHEMA)).filter(
+            ~pl.col(KEY).is_in(members.get_column(KEY).implode())),
+            members.select(list(STATE_SCHEMA))], how="vertical")
+        rows, n = fill_text(view, rows)
+        commit.write_derived(SUBSET_TEXT, rows.select(list(TEXT_SCHEMA)).sort(KEY),
+                             replace=True, row_group_rows=ROW_GROUP_ROWS)
+        return rows.filter(pl.col(KEY).is_in(members.get_column(KEY).implode())), visited + n
+    was = old.filter(subset_expr()).get_column(KEY).implode()
+    joining = members.filter(~pl.col(KEY).is_in(was))
+    if not joining.height:
+        return members, 0
+    joining, visited = fill_text(view, joining)
+    # append-only: a capsule's text never changes before its erasure, which drops the
+    # table; a table of many small parts is written again as one
+    text = joining.select(list(TEXT_SCHEMA))
+    replace = len(parts) >= TEXT_PARTS
+    if replace:
+        stored = view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
+        visited += view.row_count(SUBSET_TEXT)
+        text = pl.concat([stored, text], how="vertical").unique(KEY, keep="last").sort(KEY)
+    commit.write_derived(SUBSET_TEXT, text, replace=replace, row_group_rows=ROW_GROUP_ROWS)
+    known = joining.select(KEY, *TEXT)
+    members = members.join(known.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
+                           maintain_order="left").with_columns(
+        [pl.coalesce(f"_{c}", c).alias(c) for c in TEXT]).drop([f"_{c}" for c in TEXT])
+    return members, visited
+
+
 def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
-                   old: pl.DataFrame) -> int:
+                   old: pl.DataFrame, subset: pl.DataFrame | None = None) -> int:
     """Stage the aggregates, the archive instants and the leaders for state rows that
-    changed (``old``: their stored rows, absent for new numbers). Returns
-    the Parquet rows read."""
+    changed (``old``: their stored rows, absent for new numbers; ``subset``: the subset
+    rows staged, when they changed). Returns the Parquet rows read."""
     stored, visited = _read_aggregates(view)
     aggregates = merge_aggregates(stored, contributions(changed), contributions(old, -1))
     is_archive = pl.col("metric") == "archive"
@@ -735,23 +801,33 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
         visited += n
         commit.write_derived(ARCHIVE_TABLE, archive_rows(archive, moved), replace=True,
                              row_group_rows=ARCHIVE_GROUP_ROWS)
-    return visited + _stage_leaders(commit, view, changed)
+    return visited + _stage_leaders(commit, view, changed, subset)
 
 
-def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame) -> int:
+def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame,
+                   subset: pl.DataFrame | None = None) -> int:
     """Stage the leaders after ``changed`` rows (refilled from every state row when a
-    list ran low, or when the store has none yet). Returns the Parquet rows read."""
+    list ran low, or when the store has none yet), the text of their entries filled (a
+    digest emits them as they are). Returns the Parquet rows read."""
     stored, visited = _read_leaders(view)
     leaders = update_leaders(stored, changed) if stored is not None else None
     if leaders is None:
         rows, n = state_runs().read_all(view)
         visited += n
-        current = pl.concat([rows.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
+        current = pl.concat([with_text(rows)
+                             .filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
         leaders = leaders_of(current)
+    # the entries' text (a floor keeps none): the changed rows' first (an erased row's is
+    # empty), then the stored entries', the subset's, else the capsules'
+    index = pl.int_range(pl.len(), dtype=pl.Int64).alias("_i")
+    leaders = leaders.with_columns(index)
+    entries, n = fill_text(view, leaders.filter(~pl.col("floor")), changed, stored, subset)
+    leaders = pl.concat([entries, leaders.filter(pl.col("floor"))], how="vertical").sort(
+        "_i").drop("_i")
     commit.write_derived(LEADERS, leaders, replace=True, row_group_rows=LEADERS_GROUP_ROWS)
-    return visited
+    return visited + n
 
 
 def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None = None
@@ -771,6 +847,8 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     state_runs().stage_replace(commit, view, rows, top)
     subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(SUBSET_SCHEMA)), top)
+    commit.write_derived(SUBSET_TEXT, subset.select(list(TEXT_SCHEMA)).sort(KEY),
+                         replace=True, row_group_rows=ROW_GROUP_ROWS)
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     commit.write_derived(ARCHIVE_TABLE, archive_rows(None, aggregates.filter(is_archive)),
@@ -783,14 +861,16 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
 
 
 def state_door(view: StoreView) -> Any:
-    """The digest state's door: the exact state rows at ``view`` as a `Page`.
+    """The digest state's door: the exact state rows at ``view`` as a `Page`. The text
+    columns (``thread``, ``headline``) are those of the subset's members and of the rows
+    folded now; the state keeps no other text (null: read it from the capsule).
 
     Examples:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
-        >>> state_door(store.pinned()).rows.select("num", "thread", "named").rows()
-        [(1, 't', True)]
+        >>> state_door(store.pinned()).rows.select("num", "threaded", "thread", "named").rows()
+        [(1, True, 't', True)]
     """
     from memframe.projections.doors import Page
 
@@ -821,22 +901,106 @@ def state_door(view: StoreView) -> Any:
 
 AGG_TABLE = "projections/digest_aggregates"
 SUBSET = "digest_subset"
+SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
+#: the subset members' text (`TEXT`), in a table of its own: appended to as capsules join
+#: the subset, dropped by an erasure (`memframe.store.derived.TEXT_PREFIX`) and written
+#: again by the next cycle
+SUBSET_TEXT = "projections/text/digest_subset"
+TEXT_SCHEMA = pl.Schema({KEY: pl.Int64(), **{c: pl.String() for c in TEXT}})
+#: parts the text table may hold before a cycle writes it again as one
+TEXT_PARTS = 16
 AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
                         "n": pl.Int64()})
-SUBSET_SCHEMA = pl.Schema({**STATE_SCHEMA, "member": pl.Boolean()})
 
 
 def state_runs() -> keyed.KeyedRuns:
     """Where the state rows live: ``projections/digest_capsules/T<k>``, one current row
-    per capsule number (its newest version), written by `stage_cycle` as runs."""
-    return keyed.KeyedRuns(f"projections/{NAME}", STATE_SCHEMA, KEY,
+    per capsule number (its newest version), written by `stage_cycle` as runs. The runs
+    store no text (`STORED_SCHEMA`): old versions stay in them until a merge, so nothing
+    an erasure must remove may be in them."""
+    return keyed.KeyedRuns(f"projections/{NAME}", STORED_SCHEMA, KEY,
                            row_group_rows=ROW_GROUP_ROWS)
+
+
+def with_text(rows: pl.DataFrame) -> pl.DataFrame:
+    """Stored state rows (`STORED_SCHEMA`, any extra columns kept) with the text columns
+    added as unknown (null), in `STATE_SCHEMA`'s order."""
+    missing = [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT if c not in rows.columns]
+    if not rows.width:
+        return pl.DataFrame(schema=STATE_SCHEMA)
+    out = rows.with_columns(missing) if missing else rows
+    extra = [c for c in out.columns if c not in STATE_SCHEMA]
+    return out.select(*STATE_SCHEMA, *extra)
 
 
 def subset_runs() -> keyed.KeyedRuns:
-    """Where the subset rows live (``member`` False: a former member, read as absent)."""
+    """Where the subset rows live (``member`` False: a former member, read as absent);
+    no text, as the state's runs."""
     return keyed.KeyedRuns(f"projections/{SUBSET}", SUBSET_SCHEMA, KEY,
                            row_group_rows=ROW_GROUP_ROWS)
+
+
+def read_subset(view: StoreView) -> tuple[pl.DataFrame, int]:
+    """The stored subset rows (members only) with their text where it is kept (unknown,
+    null, after an erasure dropped it), and the Parquet rows read."""
+    rows, visited = subset_runs().read_all(view)
+    rows = rows.filter(pl.col("member")).select(list(STORED_SCHEMA)) if rows.width else \
+        pl.DataFrame(schema=STORED_SCHEMA)
+    if not view.partitions(SUBSET_TEXT) or not rows.height:
+        return with_text(rows), visited
+    text = (view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
+            .unique(KEY, keep="last"))
+    return (rows.join(text, on=KEY, how="left", maintain_order="left").select(*STATE_SCHEMA),
+            visited + view.row_count(SUBSET_TEXT))
+
+
+def _text_of(content: pl.Expr) -> list[pl.Expr]:
+    return [content.str.extract(THREAD_PATTERN, 1).alias("thread"),
+            headline_expr(content).alias("headline")]
+
+
+def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
+              need: pl.Expr | None = None) -> tuple[pl.DataFrame, int]:
+    """``rows`` (state rows) with the text of those whose text is unknown filled in: from
+    ``known`` rows of the same numbers that carry it (a capsule's text never changes
+    before its erasure, after which the fold gives it none), else read from the canonical
+    capsule rows by ``seq`` (only the row groups that can hold them). ``need`` limits the
+    rows read from the capsules (the others keep unknown text unless ``known`` has it).
+    Returns the rows (order kept) and the Parquet rows read.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "ACTIVE(t): go\non", "source": "s", "anchor": "a"})
+        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "erased": [False]}).pipe(with_text)
+        >>> filled, _read = fill_text(store.pinned(), rows)
+        >>> filled.select("thread", "headline").rows()
+        [('t', 'ACTIVE(t): go…')]
+    """
+    unknown = (pl.col("headline").is_null() & pl.col("seq").is_not_null()
+               & ~pl.col("erased").fill_null(False))
+    missing = rows.filter(unknown)
+    if not missing.height:
+        return rows, 0
+    wanted = pl.lit(True) if need is None else need.fill_null(False)
+    found = [k.filter(pl.col("headline").is_not_null()).select(KEY, *TEXT)
+             for k in known if k is not None and k.height]
+    text = (pl.concat(found, how="vertical").unique(KEY, keep="first")
+            if found else pl.DataFrame(schema={KEY: pl.Int64, **{c: pl.String for c in TEXT}}))
+    text = text.filter(pl.col(KEY).is_in(missing.get_column(KEY).implode()))
+    read = 0
+    left = missing.filter(~pl.col(KEY).is_in(text.get_column(KEY).implode()) & wanted)
+    if left.height:
+        canonical, read = view.read_by_seq("capsules", left.get_column("seq").to_list(),
+                                           ["seq", "content"])
+        fetched = left.select(KEY, "seq").join(
+            canonical.select("seq", *_text_of(pl.col("content"))), on="seq", how="inner")
+        text = pl.concat([text, fetched.select(KEY, *TEXT)], how="vertical")
+    filled = rows.join(text.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
+                       maintain_order="left")
+    return filled.with_columns(
+        [pl.when(unknown).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in TEXT]
+    ).drop([f"_{c}" for c in TEXT]), read
 #: a superseded capsule this many whole days old with no recall is an archive candidate
 ARCHIVE_AFTER_DAYS = 180
 _TIERS = ("active", "archived", "quarantined")
@@ -862,10 +1026,9 @@ def population_expr() -> pl.Expr:
 
 def subset_expr() -> pl.Expr:
     """Is a state row in the subset (see above)?"""
-    thread = pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
     return _has_base() & (
         pl.col("bracket").fill_null(False)
-        | thread.is_not_null()
+        | (pl.col("threaded").fill_null(False) & ~pl.col("erased").fill_null(False))
         | pl.col("kind").is_in(["epic", "task"]).fill_null(False)
         | pl.col("pinned").fill_null(False)
     )
@@ -1018,13 +1181,6 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
     return 0, read
 
 
-def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
-    if not view.partitions(AGG_TABLE):
-        return pl.DataFrame(schema=AGG_SCHEMA), 0
-    return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
-            view.row_count(AGG_TABLE))
-
-
 def _subset_rows(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:
     """Subset rows to write for changed state rows: members, and former members leaving."""
     now_in = rows.with_columns(subset_expr().alias("member"))
@@ -1034,6 +1190,13 @@ def _subset_rows(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:
     else:
         now_in = now_in.filter(pl.col("member"))
     return now_in.select(list(SUBSET_SCHEMA))
+
+
+def _read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
+    if not view.partitions(AGG_TABLE):
+        return pl.DataFrame(schema=AGG_SCHEMA), 0
+    return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
+            view.row_count(AGG_TABLE))
 
 
 @dataclasses.dataclass
@@ -1082,13 +1245,19 @@ class WarmState:
         watermark and the touched rows that are members now (read on first use, counted
         in ``rows_visited``)."""
         if self.subset_rows is None:
-            stored, n = subset_runs().read_all(self.view)
+            stored, n = read_subset(self.view)
             self.rows_visited += n
-            self.subset_rows = pl.concat([
-                stored.filter(pl.col("member") & ~pl.col(KEY).is_in(self.touched.implode()))
+            rows = pl.concat([
+                stored.filter(~pl.col(KEY).is_in(self.touched.implode()))
                 .select(list(STATE_SCHEMA)),
                 self.merged.filter(subset_expr()).select(list(STATE_SCHEMA)),
             ], how="vertical")
+            # a touched member's text: the stored member's (text never changes before an
+            # erasure, which the fold applies); the labels the sections group by read from
+            # the capsules when not kept (after an erasure dropped them: headlines are read
+            # for the rows emitted)
+            self.subset_rows, n = fill_text(self.view, rows, stored, need=pl.col("threaded"))
+            self.rows_visited += n
         return self.subset_rows
 
     def subset_changed(self) -> bool:
@@ -1194,7 +1363,7 @@ class WarmState:
             i += len(batch)
             for _hi, part, g, count in batch:
                 self.rows_visited += count
-                frame = self.view.read_row_groups(part, [g], runs.stored_schema)
+                frame = with_text(self.view.read_row_groups(part, [g], runs.stored_schema))
                 read.append(frame.filter(~pl.col(KEY).is_in(stale)))
 
 
@@ -1383,6 +1552,7 @@ def read_warm(view: StoreView, shared: Shared | None = None
     delta, visited, _top = read_above(view, mark, shared)
     touched = _touched(delta)
     old, n = state_runs().read_keys(view, touched)
+    old = with_text(old)
     visited += n
     merged = fold_state(delta, old if old.height else None) if delta else \
         pl.DataFrame(schema=STATE_SCHEMA)
@@ -1414,7 +1584,9 @@ def read_warm(view: StoreView, shared: Shared | None = None
 # rises to the best row trimmed; a leader leaving the population just leaves. When fewer than
 # a quarter of K remain above a floor the table is refilled from every state row.
 
-LEADERS = "projections/digest_leaders"
+#: (the leaders keep the text of their entries, which a digest emits as they are: under
+#: the text prefix, so an erasure drops them and the next cycle refills them)
+LEADERS = "projections/text/digest_leaders"
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256
 LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
@@ -1451,9 +1623,12 @@ def _ranked(rows: pl.DataFrame, order: str) -> pl.DataFrame:
 
 
 def _list_rows(rows: pl.DataFrame, order: str, floor: pl.DataFrame) -> pl.DataFrame:
+    # a floor is never emitted: it keeps no text (and none an erasure would have to remove)
     tagged = pl.concat([
         rows.select(list(STATE_SCHEMA)).with_columns(pl.lit(False).alias("floor")),
-        floor.select(list(STATE_SCHEMA)).with_columns(pl.lit(True).alias("floor")),
+        floor.select(list(STATE_SCHEMA)).with_columns(
+            [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT]).with_columns(
+            pl.lit(True).alias("floor")),
     ], how="vertical")
     return tagged.select(pl.lit(order).alias("list"), pl.all()).select(list(LEADERS_SCHEMA))
 

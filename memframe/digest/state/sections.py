@@ -7,7 +7,7 @@ row those sections can name) and the graph's kept values: at 10M capsules that r
 them. Their answers depend on the subset and the graph only (and on the instant, through
 the ``expired`` flags alone), so the job keeps them: the values of
 `memframe.digest.assemble.kept_values` for the list cap `CAP`, with deferred ``expired``
-flags, one table row per list item (``projections/digest_sections``).
+flags, one table row per list item (``projections/text/digest_sections``).
 
 **Current.** The kept values are current at a generation when
 
@@ -55,7 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
            "graph_settled", "cap_kept"]
 
-TABLE = "projections/digest_sections"
+#: the kept values hold headlines: under the text prefix, so an erasure drops them (the
+#: next cycle computes them again)
+TABLE = "projections/text/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
 MARK = "projections/digest/sections"
 #: ``k`` orders the rows so that what a digest with cap N reads is a prefix of the table:
