@@ -950,8 +950,10 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     Examples:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-        >>> _ = store.ingest({"content": "ACTIVE(t): go\non", "source": "s", "anchor": "a"})
-        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "erased": [False]}).pipe(with_text)
+        >>> _ = store.ingest({"content": "ACTIVE(t): go\\non", "source": "s", "anchor": "a"})
+        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "erased": [False], "thread": [None],
+        ...                      "headline": [None]}, schema_overrides={"thread": pl.String,
+        ...                                                            "headline": pl.String})
         >>> filled, _read = fill_text(store.pinned(), rows)
         >>> filled.select("thread", "headline").rows()
         [('t', 'ACTIVE(t): go…')]
