@@ -1,8 +1,8 @@
 """The digest's per-capsule state: one row per capsule, kept under spec 000's laws.
 
-The digest's capsule-level inputs (the capsule's own columns, its headline and ACTIVE()
-label, its usage, kind, tier, review verdict, pin, tombstone, ``supersedes`` target and
-journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls``,
+The digest's capsule-level inputs (the capsule's own columns, whether its content opens
+with an ACTIVE() label, its usage, kind, tier, review verdict, pin, tombstone,
+``supersedes`` target and journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls``,
 ``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
 ``pins``. Recomputing them on every digest reads and joins every row of those tables;
 this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
@@ -34,6 +34,15 @@ source tables, committed in the same generation as the rows. **Reading** (`read_
 `read_warm`): the stored rows plus the rows above the watermark, folded at read time, so
 the state is exact at any generation whether the job ran recently, long ago, or never (a
 virgin store, or a store with no state, folds everything: `fold_warm`, the cold path).
+
+**No text in the runs.** The fold also carries the capsule's ACTIVE() label and headline
+(`TEXT`, read from its content) in memory, but the state's runs never store them: a
+stored row reads them back as unknown (null). Versions stay in the runs until a merge, so
+an erased capsule's text would outlive its erasure there. The text a reader needs lives
+in small tables under ``projections/text/`` (the subset members', the leaders' entries,
+the kept sections), which an erasing forget drops in its own commit and the next cycle
+writes again; what none of them holds is read from the capsule's row (`fill_text`, and
+the digest's ``attach`` for the rows it emits).
 
 Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
 whose id is not ``cap-<n>``; a journal row without time or audit number) are never
@@ -971,8 +980,10 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     Examples:
         >>> import memframe as mf, tempfile, os
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-        >>> _ = store.ingest({"content": "ACTIVE(t): go\non", "source": "s", "anchor": "a"})
-        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "erased": [False]}).pipe(with_text)
+        >>> _ = store.ingest({"content": "ACTIVE(t): go\\non", "source": "s", "anchor": "a"})
+        >>> rows = pl.DataFrame({"num": [1], "seq": [1], "erased": [False], "thread": [None],
+        ...                      "headline": [None]}, schema_overrides={"thread": pl.String,
+        ...                                                            "headline": pl.String})
         >>> filled, _read = fill_text(store.pinned(), rows)
         >>> filled.select("thread", "headline").rows()
         [('t', 'ACTIVE(t): go…')]
