@@ -137,16 +137,18 @@ def member_scopes(warm: ds.WarmState, prefix: str | None):
                 .get_column(ds.KEY).drop_nulls().unique().sort())
         if warm.in_memory and warm.tops is not None:
             return _population_of(warm.view, ids, prefix)
+        # the population needs no text: the rows' text columns stay unknown (null)
         if warm.in_memory:  # every state row was folded
-            rows = warm.merged.filter(pl.col(ds.KEY).is_in(nums.implode()))
+            rows = ds.with_text(warm.merged.filter(pl.col(ds.KEY).is_in(nums.implode())))
         else:
             touched = nums.filter(nums.is_in(warm.touched.implode()))
             stored, n = ds.state_runs().read_keys(
                 warm.view, nums.filter(~nums.is_in(warm.touched.implode())).to_list())
             warm.rows_visited += n
-            rows = pl.concat([stored.select(list(ds.STATE_SCHEMA)),
-                              warm.merged.filter(pl.col(ds.KEY).is_in(touched.implode()))
-                              .select(list(ds.STATE_SCHEMA))], how="vertical")
+            rows = pl.concat([
+                ds.with_text(stored).select(list(ds.STATE_SCHEMA)),
+                ds.with_text(warm.merged.filter(pl.col(ds.KEY).is_in(touched.implode())))
+                .select(list(ds.STATE_SCHEMA))], how="vertical")
         return fence(population(ds.state_frame(rows)), prefix).select("id", SCOPE)
 
     return lookup

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from memframe.schema import CANONICAL_TABLES
+
 #: a file identity younger than this (ns) is not trusted: change times tick coarsely
 RACY_NS = 2_000_000_000
 
@@ -93,3 +95,24 @@ def current_identity(path: Path) -> dict[str, Any] | None:
         return _stat_identity(os.stat(path))
     except OSError:
         return None
+
+
+#: the watermark holding the seal of the canonical parts the digest's state folded
+#: (`memframe.digest.state.seal`); a commit that rewrites canonical parts itself (an
+#: erasure, a compaction: same rows, new files) seals them again (`canonical_seal`)
+SEAL_MARK = "projections/digest/seal"
+
+
+def canonical_seal(root: Path, tables: Any, top: int) -> dict[str, Any] | None:
+    """The seal of the canonical parts at or below ``top`` that ``tables`` (table name ->
+    parts, as a snapshot holds them) names, by their identity now; None when a part
+    cannot be stat'ed."""
+    entries = []
+    for name in CANONICAL_TABLES:
+        for part in tables.get(name, ()):
+            if (part.seq_hi or 0) <= top:
+                identity = current_identity(root / part.path)
+                if identity is None:
+                    return None
+                entries.append((part.path, part.rows, identity))
+    return {"seq": top, "parts": len(entries), "sha256": seal(entries)}

@@ -640,6 +640,14 @@ class Store(StoreView):
                     fsync_dir(directory)
                 # derived rows over state other code wrote: drop that state in this commit
                 marks, stale = derived.settle(snap, commit.watermarks, bool(commit.derived))
+                if commit.rewrites and isinstance(marks.get(fingerprint.SEAL_MARK), dict):
+                    # canonical parts rewritten here (an erasure, a compaction) keep the
+                    # rows the digest's state folded: seal them again at their new files
+                    resealed = _reseal(root, snap, adds, removes, marks[fingerprint.SEAL_MARK])
+                    if resealed is None:
+                        marks.pop(fingerprint.SEAL_MARK)
+                    else:
+                        marks[fingerprint.SEAL_MARK] = resealed
                 removes.extend(p for p in stale if p not in set(removes))
                 stamp = _commit_stamp(commit.now)
                 if snap.timestamp is not None and stamp < snap.timestamp:
@@ -1067,3 +1075,15 @@ class _Transaction:
             time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
         raise ConcurrentCommitError("the transaction kept losing the race to other writers; retry")
 
+
+def _reseal(root: Path, snap: Snapshot, adds: list[tuple[int, dict[str, Any]]],
+            removes: list[str], sealed: dict[str, Any]) -> dict[str, Any] | None:
+    """The digest state's seal after a commit that rewrote canonical parts: taken over the
+    parts the commit lands (its new files stat'ed now), when the seal held before it;
+    None (no seal: the next cycle rebuilds the state) when it did not."""
+    top = int(sealed.get("seq", -1))
+    if fingerprint.canonical_seal(root, snap.tables, top) != sealed:
+        return None
+    after = snap.apply({"generation": snap.generation + 1,
+                        "add": [add for _, add in adds], "remove": removes})
+    return fingerprint.canonical_seal(root, after.tables, top)

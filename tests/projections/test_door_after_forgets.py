@@ -261,20 +261,17 @@ def test_a_rebuilt_run_stays_in_its_tier_and_merges_read_at_most_the_budget(tmp_
             assert sorted(members["num"].to_list()) == list(range(1, 325))
 
 
-def test_indexes_of_an_older_layout_are_rebuilt_by_the_next_cycle(mstore):
+def test_indexes_written_by_other_code_are_rebuilt_by_the_next_cycle(mstore, monkeypatch):
+    from memframe.store import derived
+
     mstore.ingest(caps([("a", 1), ("a", 2), ("b", 3)]))
+    monkeypatch.setattr(derived, "writer", lambda: "an earlier version")
     mstore.memory.run_cycle()
-
-    def old_layout(c):
-        mark = dict(c.view.watermarks[forgotten.WATERMARK])
-        mark.pop("layout")
-        c.set_watermark(forgotten.WATERMARK, mark)
-
-    mstore.commit(old_layout, operation="old layout")
+    monkeypatch.undo()
     mstore.forget("cap-1")
     view = mstore.pinned()
-    assert not forgotten.usable(view, view.watermarks["projections/session"])
-    assert _door_live(mstore) == {"a": 1, "b": 1}  # the exact fallback
+    assert forgotten.watermark_of(view) is None  # not this code's: not read
+    assert _door_live(mstore) == {}  # as before any cycle
     mstore.ingest(caps([("b", 4)], tag="more"))
     report = mstore.memory.run_cycle()
     assert report.projections["forgotten"]["rows_visited"] == 5  # every capsule and forget

@@ -18,8 +18,10 @@ does not hold, no derived state is used and the digest folds from the rows, as w
 What the seal does not see: an edit made within the file system's change-time tick of
 the job's own stat, keeping the file's size; a writer who sets the clock back to restore
 a change time; a part rewritten together with the seal. ``verify="full"`` trusts nothing
-but the rows. A compaction (new files, same rows) or a copy of the store (new inodes)
-breaks the seal too: the next cycle rebuilds the state.
+but the rows. A compaction or an erasure (new files, the same rows)
+is sealed again by its own commit (the store re-seals the parts it rewrote, at their new
+identities: the rows the state folded are the same, content aside), while a copy of the
+store (new inodes) breaks the seal: the next cycle rebuilds the state.
 """
 
 from __future__ import annotations
@@ -35,12 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["MARK", "seal_of", "holds", "stage"]
 
 #: the watermark holding the seal of the canonical parts the digest's state folded
-MARK = "projections/digest/seal"
-
-
-def _parts(view: StoreView, top: int) -> list[Any]:
-    return [part for name in CANONICAL_TABLES for part in view.partitions(name)
-            if (part.seq_hi or 0) <= top]
+MARK = fingerprint.SEAL_MARK
 
 
 def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
@@ -49,13 +46,8 @@ def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
     if top is None:
         top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
                   default=0)
-    entries = []
-    for part in _parts(view, top):
-        identity = view.partition_identity(part)
-        if identity is None:
-            return None
-        entries.append((part.path, part.rows, identity))
-    return {"seq": top, "parts": len(entries), "sha256": fingerprint.seal(entries)}
+    return fingerprint.canonical_seal(view.path, {name: view.partitions(name)
+                                                  for name in CANONICAL_TABLES}, top)
 
 
 def holds(view: StoreView) -> bool:
