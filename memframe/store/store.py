@@ -767,19 +767,6 @@ class Store(StoreView):
             ...                            "to_id": [b, c]})
             2
         """
-        if isinstance(rows, Mapping) and rows and all(isinstance(v, list) for v in rows.values()):
-            lengths = {k: len(v) for k, v in rows.items()}
-            if len(set(lengths.values())) > 1:
-                raise InvalidInputError(
-                    f"append({table!r}, ...): columns have different lengths "
-                    f"({', '.join(f'{k}={n}' for k, n in lengths.items())}); give one value "
-                    f"per row in every column"
-                )
-            try:
-                rows = pl.DataFrame(rows, strict=False)
-            except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
-                raise InvalidInputError(f"append({table!r}, ...): rows could not be read as "
-                                        f"columns: {exc}") from None
         return self.commit(lambda c: capture.append_events(c, table, rows),
                            operation=f"append:{table}")
 
