@@ -388,10 +388,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> int:
-    removed = _open(args.store).vacuum(grace_seconds=args.grace_seconds)
-    _report(args, removed,
-            f"vacuum: removed {removed.get('partitions', 0):,} partition file(s) and "
-            f"{removed.get('temporary', 0):,} temporary file(s)")
+    report = _open(args.store).vacuum(
+        retention_hours=args.retention_hours, allow_short_retention=args.allow_short_retention,
+        dry_run=args.dry_run, grace_seconds=args.grace_seconds)
+    verb = "would remove" if report["dry_run"] else "removed"
+    lines = [f"vacuum{' --dry-run' if report['dry_run'] else ''}: {verb} "
+             f"{report['partitions']:,} partition file(s) and {report['temporary']:,} "
+             f"temporary file(s) (retention {report['retention_hours']:g} h)"]
+    if report["dry_run"]:
+        lines += [f"  {path}" for path in report["files"]]
+    lost = report["no_longer_readable"]
+    if lost:
+        lines.append(f"generations {lost[0]}..{lost[1]} "
+                     f"{'would stop' if report['dry_run'] else 'stopped'} being readable")
+    readable = report["readable"]
+    lines.append(f"readable generations{' after it' if report['dry_run'] else ''}: "
+                 + (f"{readable[0]}..{readable[1]}" if readable else "none (an empty store)"))
+    _report(args, report, "\n".join(lines))
     return 0
 
 
@@ -546,8 +559,16 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_info)
 
-    p = _sub(sub, "vacuum", "remove files no generation needs")
+    p = _sub(sub, "vacuum", "remove files no generation in the retention window needs")
     _store_arg(p, required=True)
+    p.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
+                   help="keep every generation of the last H hours readable (time travel)")
+    p.add_argument("--allow-short-retention", action="store_true",
+                   help="allow a retention shorter than the default: it ends time travel "
+                        "to older generations and readers still on them")
+    p.add_argument("--dry-run", action="store_true",
+                   help="remove nothing; list what would go and which generations would "
+                        "stop being readable")
     p.add_argument("--grace-seconds", type=float, default=60.0, metavar="S",
                    help="keep uncommitted files younger than this (a writer may be busy)")
     _format_arg(p, ("text", "json"))

@@ -34,7 +34,7 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
         store = synth.synthesize(staging, capsules=capsules, seed=seed)
         store.memory.run_cycle()  # the session projection, so `memframe sessions` has rows
         store.compact()
-        store.vacuum()
+        store.vacuum(retention_hours=0, allow_short_retention=True)
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)

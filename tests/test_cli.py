@@ -249,7 +249,7 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     assert "readable generations: 1..1 (the whole history" in capsys.readouterr().out
     small.ingest({"content": "one more", "source": "s", "anchor": "b"})
     small.compact()
-    small.vacuum()
+    small.vacuum(retention_hours=0, allow_short_retention=True)
     assert main(["info", str(small.path), "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["readable_generations"] == [3, 3] and info["newest_generation"] == 3

@@ -142,6 +142,7 @@ class Commit:
         self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
         self.watermarks: dict[str, Any] = dict(snapshot.watermarks)
         self.operations: list[str] = []
+        self.erases = False  # whether this commit erases content (redact/purge)
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -651,6 +652,7 @@ def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | No
 
 def _erase_content(c: Commit, capsule_id: str) -> None:
     """Null the content of one capsule in the partition that holds it (rewritten)."""
+    c.erases = True
     staged = c.frames.get("capsules", [])
     for i, frame in enumerate(staged):
         if capsule_id in frame["id"]:

@@ -10,6 +10,7 @@ files that no generation names (a crashed writer's) are invisible and removed by
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import fcntl
@@ -137,6 +138,8 @@ def _entry_problem(entry: Any, generation: int) -> str | None:
     if not isinstance(stamp, str) or not _STAMP_RE.match(stamp):
         return (f"field timestamp is {stamp!r:.40}; a commit stamp is UTC text such as "
                 f"2026-07-23T12:00:00.000000Z")
+    if "erases" in entry and not isinstance(entry["erases"], bool):
+        return f"field erases is {entry['erases']!r:.40}, not true or false"
     if "operation" in entry and not isinstance(entry["operation"], str):
         return f"field operation is {entry['operation']!r:.40}, not text"
     if "verbs" in entry and not (isinstance(entry["verbs"], list)
@@ -594,12 +597,64 @@ class Log:
         finally:
             os.close(fd)
 
+    def lifetimes(self, newest: int) -> Lifetimes:
+        """Every partition the log ever named, with the generations that added and removed
+        it, read from every generation file (no checkpoint: vacuum deletes by it)."""
+        paths: dict[str, tuple[int, int | None]] = {}
+        stamps: list[str] = []
+        last_erasure = 0
+        for g in range(1, newest + 1):
+            entry = self.read_entry(g)
+            stamps.append(entry["timestamp"])
+            for add in entry["add"]:
+                check_part_path(add["table"], add["path"])
+                paths[add["path"]] = (g, None)
+            for path in entry["remove"]:
+                if path in paths:
+                    paths[path] = (paths[path][0], g)
+            if _erases(entry):
+                last_erasure = g
+        return Lifetimes(paths, stamps, last_erasure)
+
     def referenced_paths(self, generations: Iterable[Snapshot]) -> set[str]:
         out: set[str] = set()
         for snap in generations:
             for parts in snap.tables.values():
                 out.update(p.path for p in parts)
         return out
+
+
+def _erases(entry: Mapping[str, Any]) -> bool:
+    """Whether a generation erased content. Files written before the ``erases`` field:
+    any capsule partition replaced outside a compaction counts as an erasure."""
+    if "erases" in entry:
+        return bool(entry["erases"])
+    return entry.get("operation") != "compact" and any(
+        isinstance(p, str) and p.startswith("capsules/") for p in entry["remove"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Lifetimes:
+    """The log's history of partitions: ``paths`` maps each to (added, removed or None)."""
+
+    paths: Mapping[str, tuple[int, int | None]]
+    stamps: list[str]  # commit stamp of generation g at index g - 1
+    last_erasure: int  # the newest generation that erased content (0: none)
+
+    def current_at(self, stamp: str) -> int:
+        """The newest generation committed at or before ``stamp`` (0: none)."""
+        return bisect.bisect_right(self.stamps, stamp)
+
+    def readable_from(self, present: set[str]) -> int | None:
+        """The first generation from which every later one is readable when only
+        ``present`` files exist (None: not even the newest is)."""
+        first = 1
+        for path, (_added, removed) in self.paths.items():
+            if path not in present:
+                if removed is None:
+                    return None
+                first = max(first, removed)
+        return first
 
 
 def _remove_empty_tree(path: Path) -> None:

@@ -95,7 +95,7 @@ def test_sigkill_at_every_durable_step_never_shows_a_half_commit(tmp_path):
     store = mf.Store.open(path)
     for leftover in path.rglob("*"):  # the killed writers' files, aged past the grace
         os.utime(leftover, (time.time() - 3600, time.time() - 3600), follow_symlinks=False)
-    store.vacuum(grace_seconds=60)
+    store.vacuum(grace_seconds=60, retention_hours=0, allow_short_retention=True)
     named = {p.as_posix() for name in CANONICAL_TABLES for p in store.files(name)}
     on_disk = {p.as_posix() for p in path.rglob("*.parquet")}
     assert on_disk == named

@@ -105,20 +105,22 @@ def test_verbs_and_bulk_write_the_same_rows_and_journal(tmp_path_factory, ops_li
         assert left.equals(right), table
 
 
+class _Recorder:
+    """Stands in for a store: keeps the one-op frame `by_bulk` would append."""
+
+    def append(self, table: str, rows) -> None:
+        self.table = table
+        self.frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows)
+
+
 def batch_of(ops_list: list[tuple]) -> tuple[str, pl.DataFrame]:
     """The ops' rows as one frame of their (single) table, in order."""
     frames = []
+    recorder = _Recorder()
     for op in ops_list:
-        captured = {}
-
-        class Capture:
-            def append(self, table, rows):
-                captured["table"] = table
-                captured["frame"] = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(rows)
-
-        by_bulk(Capture(), op)  # type: ignore[arg-type]
-        frames.append(captured["frame"])
-    return captured["table"], pl.concat(frames, how="vertical_relaxed")
+        by_bulk(recorder, op)  # type: ignore[arg-type]
+        frames.append(recorder.frame)
+    return recorder.table, pl.concat(frames, how="vertical_relaxed")
 
 
 @settings(max_examples=60, deadline=None,
