@@ -159,14 +159,14 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
     (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
     cannot write are read as they are.
     """
-    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError
+    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError, StorageError
     from memframe.store import Store
 
     if args.no_advance or not args.stores or not isinstance(store, Store):
         return
     try:
         store.memory.run_cycle()
-    except (OSError, ReadOnlyStoreError, ConcurrentCommitError):
+    except (OSError, ReadOnlyStoreError, ConcurrentCommitError, StorageError):
         pass  # read-only here: the digest still answers exactly
 
 
@@ -641,6 +641,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         except BrokenPipeError:
             return 0
+        except OSError as exc:  # the file system refused something outside the store
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"memframe {args.command}: {where}{exc.strerror or exc}; nothing more was "
+                  f"done", file=sys.stderr)
+            return 1
     except KeyboardInterrupt:
         print("\nmemframe: interrupted", file=sys.stderr)
         return 130

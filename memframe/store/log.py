@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import json
@@ -30,6 +31,9 @@ from memframe.errors import (
     CorruptStoreError,
     GenerationNotFoundError,
     NotAStoreError,
+    StorageError,
+    StorageFullError,
+    StorageNotWritableError,
     StoreExistsError,
 )
 
@@ -209,6 +213,41 @@ def parse_json(data: bytes | str) -> Any:
         raise ValueError("it nests deeper than a file memframe writes") from None
 
 
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NOT_WRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def storage_error(exc: OSError, root: Path, doing: str) -> StorageError | None:
+    """The teaching error for a write the file system refused, or None for another
+    ``OSError`` (which keeps its own meaning: a vanished file, a damaged store...)."""
+    where = exc.filename if exc.filename is not None else root
+    if exc.errno in _FULL:
+        return StorageFullError(
+            f"{doing}: the disk holding {root} is full ({exc.strerror}); nothing was written "
+            f"and the partial files were removed. Free space on that disk (a vacuum of old "
+            f"generations frees some: `memframe vacuum {root} --dry-run` shows how much), "
+            f"then run it again", errno=exc.errno, path=str(where))
+    if exc.errno in _NOT_WRITABLE:
+        return StorageNotWritableError(
+            f"{doing}: {where} cannot be written ({exc.strerror}): the store is on a "
+            f"read-only file system or this user may not write there; nothing was written. "
+            f"Reading it works; to write, mount it read-write or copy the store somewhere "
+            f"writable", errno=exc.errno, path=str(where))
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(root: Path, doing: str) -> Iterator[None]:
+    """Turn a full disk or a read-only file system into a `StorageError` saying so."""
+    try:
+        yield
+    except OSError as exc:
+        translated = storage_error(exc, root, doing)
+        if translated is None:
+            raise
+        raise translated from None
+
+
 def check_part_path(table: str, path: str) -> None:
     """Refuse a log entry whose partition path is not one memframe writes for ``table``.
 
@@ -337,15 +376,37 @@ class Log:
         root = Path(root)
         if exist_ok and (root / MARKER).exists():
             return Log.open(root)
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
-            what = "a store already" if (root / MARKER).exists() else "files"
+        if os.path.islink(root) and not root.exists():
             raise StoreExistsError(
-                f"{root} already holds {what}; open it with Store.open(path), or pick an "
-                f"empty or new directory for Store.create"
+                f"{root} is a symbolic link that leads nowhere (its target is missing, or the "
+                f"links loop); remove the link or point it at an empty directory, or pick "
+                f"another path for the store"
             )
-        (root / LOG_DIR).mkdir(parents=True, exist_ok=True)
-        marker = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
-        _write_atomic(root / MARKER, json.dumps(marker).encode())
+        try:
+            if root.exists() and (not root.is_dir() or any(root.iterdir())):
+                what = "a store already" if (root / MARKER).exists() else "files"
+                raise StoreExistsError(
+                    f"{root} already holds {what}; open it with Store.open(path), or pick an "
+                    f"empty or new directory for Store.create"
+                )
+        except OSError as exc:  # a loop further up, a directory that cannot be listed
+            raise StoreExistsError(f"{root} cannot be used for a new store: {exc.strerror}; "
+                                   f"pick another path") from None
+        made = [p for p in (*reversed(root.parents), root) if not p.exists()]
+        try:
+            with storage_errors(root, f"creating a store at {root}"):
+                (root / LOG_DIR).mkdir(parents=True, exist_ok=True)
+                marker = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+                _write_atomic(root / MARKER, json.dumps(marker).encode())
+        except BaseException:
+            # a failed create leaves nothing: the next create in that place must succeed
+            (root / MARKER).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (root / LOG_DIR).rmdir()
+            for directory in reversed(made):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
         return Log(root)
 
     @staticmethod
@@ -522,8 +583,8 @@ class Log:
         """Create generation ``entry['generation']`` exclusively; False if another won."""
         data = json.dumps(entry, separators=(",", ":"), sort_keys=False).encode()
         tmp = self.log_dir / f".tmp-{secrets.token_hex(8)}"
-        _write_file(tmp, data, fsync=True)
         try:
+            _write_file(tmp, data, fsync=True)
             os.link(tmp, self.log_dir / gen_name(int(entry["generation"])))
         except FileExistsError:
             return False
@@ -687,8 +748,12 @@ def _write_file(path: Path, data: bytes, *, fsync: bool) -> None:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
-    _write_file(tmp, data, fsync=True)
-    os.replace(tmp, path)
+    try:
+        _write_file(tmp, data, fsync=True)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no temporary file behind
+        raise
 
 
 def _fsync_dir(path: Path) -> None:

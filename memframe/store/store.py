@@ -604,7 +604,8 @@ class Store(StoreView):
 
         # a table that already has parts has a durable directory entry in the root
         known_dirs = {root / t for t, parts in snap.tables.items() if parts}
-        with self._log.writing():
+        with log_module.storage_errors(root, f"memframe could not commit {op}"), \
+                self._log.writing():
             try:
                 for table, frames in list(commit.frames.items()):
                     if table != "journal":
@@ -882,8 +883,9 @@ class Store(StoreView):
             (2, [1, 2], [3, 3])
         """
         _check_vacuum_args(retention_hours, allow_short_retention, dry_run,
-                                   grace_seconds, wait_seconds)
-        with self._lock, self._log.exclusive(wait_seconds):
+                           grace_seconds, wait_seconds)
+        with self._lock, log_module.storage_errors(self.path, "vacuum"), \
+                self._log.exclusive(wait_seconds):
             snap = self._refresh()
             history = self._log.lifetimes(snap.generation)
             alive = {path for path, (_, gone) in history.paths.items() if gone is None}
@@ -984,7 +986,8 @@ class Store(StoreView):
         ``remove_root`` also removes the (then empty) store directory. Returns whether the
         store was removed.
         """
-        with self._lock, self._log.exclusive(0.0):
+        with self._lock, log_module.storage_errors(self.path, "removing an unused store"), \
+                self._log.exclusive(0.0):
             if self._log.latest_generation() != 0:
                 return False
             return self._log.discard(remove_root=remove_root)
