@@ -193,22 +193,14 @@ def _seq_range_problem(value: Any, *, nullable: bool, lo: int = 1) -> str | None
     return None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a generation file holds")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is beyond the range of a number")
-    return value
-
-
 def parse_json(data: bytes | str) -> Any:
-    """JSON as memframe writes it: NaN, Infinity and numbers beyond a float are refused
-    (ValueError), and nesting that would exhaust the interpreter's stack is a ValueError."""
+    """JSON text, with nesting that would exhaust the interpreter's stack as a ValueError.
+
+    NaN, Infinity and numbers beyond a float parse (as floats), so that the checks of
+    each field (`whole`, `watermark_problem`) can name the field that holds one.
+    """
     try:
-        return json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+        return json.loads(data)
     except RecursionError:
         raise ValueError("it nests deeper than a file memframe writes") from None
 
