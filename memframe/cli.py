@@ -103,6 +103,22 @@ def _emit(text: str, out: str | None) -> None:
     print(f"wrote {target}", file=sys.stderr)
 
 
+def _check_out(out: str | None, *, directory: bool) -> None:
+    """Refuse an ``--out`` that cannot be written before any work is done."""
+    if out is None:
+        return
+    path = Path(out)
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise _UsageError(f"--out {out}: {blocked} is a file, so nothing can be written below "
+                          f"it; name another path")
+    if directory and path.exists() and not path.is_dir():
+        raise _UsageError(f"--out {out} names an existing file; here --out is a directory "
+                          f"(one file per store or project): name a new or existing directory")
+    if not directory and path.is_dir():
+        raise _UsageError(f"--out {out} names a directory; give the path of the file to write")
+
+
 def _terminal() -> bool:
     return sys.stdout.isatty()
 
@@ -176,6 +192,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
                               "verify": args.verify}
     stores = args.stores or [str(_default_store())]
+    _check_out(args.out, directory=True)
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
@@ -299,6 +316,7 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 def _cmd_audit_misses(args: argparse.Namespace) -> int:
     from memframe.audit import recall_misses
 
+    _check_out(args.out, directory=False)
     store = _open(args.store)
     with _Stage(args, f"recall-miss audit of {store.path}"):
         audit = recall_misses(store, since=args.since, until=args.until,

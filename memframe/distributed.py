@@ -47,7 +47,7 @@ import polars as pl
 from memframe import schema as S
 from memframe.digest.batch import BatchReport, _digest_one, _write, prepare_out_dir
 from memframe.digest.batch import digest_many as _digest_many_processes
-from memframe.errors import InvalidInputError, MemframeError, ReadOnlyStoreError
+from memframe.errors import ClusterError, InvalidInputError, MemframeError, ReadOnlyStoreError
 from memframe.projections import cycle as _cycle
 from memframe.projections.cycle import CycleReport
 from memframe.projections.session import SESSION_SCHEMA, fold_sessions
@@ -95,10 +95,19 @@ def _ray_running(ray: Any, address: str | None, num_cpus: int | None) -> Iterato
     if ray.is_initialized():
         yield False
         return
-    if address is not None:
-        ray.init(address=address)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+    try:
+        if address is not None:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+    except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster"
+        where = f"the Ray cluster at {address!r}" if address is not None else "a local Ray"
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise ClusterError(
+            f"could not start or reach {where} ({type(exc).__name__}: {first}); nothing was "
+            f"digested. Check the address (ray status), or leave --engine ray out to use "
+            f"local processes"
+        ) from None
     try:
         yield True
     finally:

@@ -23,6 +23,7 @@ __all__ = [
     "AbstractRefusedError",
     "ProjectionRegistryError",
     "ImportSourceError",
+    "ClusterError",
     "SourceRewrittenError",
 ]
 
@@ -129,6 +130,10 @@ class AbstractRefusedError(InvalidInputError):
 
 class ProjectionRegistryError(MemframeError):
     """A projection name registered without its fold or its door (or the reverse)."""
+
+
+class ClusterError(MemframeError):
+    """The Ray cluster a distributed call needs could not be started or reached."""
 
 
 class ImportSourceError(MemframeError):

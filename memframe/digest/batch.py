@@ -144,7 +144,14 @@ def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) ->
             f"than once: digest those stores into separate out_dir folders"
         )
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInputError(
+            f"out_dir {str(out)!r} names an existing file (or a file stands in its path); "
+            f"out_dir is a folder that gets one JSON file per store: name a new or existing "
+            f"directory"
+        ) from None
     return out
 
 
