@@ -109,8 +109,12 @@ def test_info_vacuum_compact(small, capsys):
     assert json.loads(capsys.readouterr().out) == {"capsules": 2, "journal": 2}
     assert main(["vacuum", str(small.path), "--grace-seconds", "0"]) == 1  # refused: no grace
     assert "grace_seconds" in capsys.readouterr().err
-    assert main(["vacuum", str(small.path)]) == 0
-    assert json.loads(capsys.readouterr().out)["partitions"] == 4
+    assert main(["vacuum", str(small.path)]) == 0  # the default window keeps history
+    assert json.loads(capsys.readouterr().out)["readable"] == [1, 3]
+    assert main(["vacuum", str(small.path), "--retention-hours", "0",
+                 "--allow-short-retention"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["partitions"] == 4 and report["no_longer_readable"] == [1, 2]
 
 
 def test_as_of_reads_an_earlier_generation(small, capsys):
