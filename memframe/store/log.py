@@ -127,7 +127,7 @@ def watermark_problem(name: Any, value: Any) -> str | None:
     return check(value, 1)
 
 
-def _entry_problem(entry: Any, generation: int) -> str | None:
+def entry_problem(entry: Any, generation: int) -> str | None:
     """Why a parsed generation file is not one memframe wrote, or None (every field)."""
     if not isinstance(entry, dict):
         return f"it holds {type(entry).__name__}, not an object"
@@ -469,7 +469,7 @@ class Log:
         except ValueError as exc:
             raise CorruptStoreError(f"{path} is not valid JSON: {exc}; the store is damaged: "
                                     f"restore the log from a copy") from None
-        why = _entry_problem(entry, generation)
+        why = entry_problem(entry, generation)
         if why is not None:
             raise CorruptStoreError(
                 f"{path} is not a generation file memframe wrote: {why}; the store is "

@@ -652,6 +652,10 @@ class Store(StoreView):
                     "watermarks": commit.watermarks,
                     "erases": commit.erases,  # vacuum never keeps erased bytes for time travel
                 }
+                why = log_module.entry_problem(entry, generation)
+                if why is not None:  # never link what every later open would refuse
+                    raise InvalidInputError(f"{op} staged a generation the log would refuse "
+                                            f"({why}); nothing was written")
                 won = self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
