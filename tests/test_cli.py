@@ -182,9 +182,16 @@ def test_maintenance_commands_print_a_line_on_a_terminal(small, capsys, terminal
     assert main(["compact", str(small.path)]) == 0
     assert capsys.readouterr().out == ("compact: merged 2 partition(s) of capsules, "
                                        "2 partition(s) of journal\n")
-    assert main(["vacuum", str(small.path)]) == 0  # replaced parts need no grace
+    assert main(["vacuum", str(small.path)]) == 0  # the default window keeps them
+    assert capsys.readouterr().out == ("vacuum: removed 0 partition file(s) and "
+                                       "0 temporary file(s) (retention 168 h)\n"
+                                       "readable generations: 1..3\n")
+    assert main(["vacuum", str(small.path), "--retention-hours", "0",
+                 "--allow-short-retention"]) == 0  # replaced parts need no grace
     assert capsys.readouterr().out == ("vacuum: removed 4 partition file(s) and "
-                                       "0 temporary file(s)\n")
+                                       "0 temporary file(s) (retention 0 h)\n"
+                                       "generations 1..2 stopped being readable\n"
+                                       "readable generations: 3..3\n")
     assert main(["cycle", str(small.path)]) == 0
     assert capsys.readouterr().out.startswith("cycle: folded 0 rows, wrote 0 session rows")
 
