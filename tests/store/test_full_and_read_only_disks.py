@@ -184,6 +184,8 @@ def test_a_read_only_store_reads_and_refuses_writes_clearly(disk, capsys):
                       lambda: again.vacuum(**SHORT), lambda: again.forget("cap-1")):
             with pytest.raises(StorageNotWritableError, match="read-only file system"):
                 write()
+        plan = again.vacuum(dry_run=True, **SHORT)  # a dry run only reads
+        assert plan["dry_run"] and plan["readable"] == [plan["readable"][1]] * 2
         assert main(["digest", str(store.path), "--format", "json"]) == 0
         assert main(["rebuild", str(store.path)]) == 1
         assert main(["vacuum", str(store.path)]) == 1
