@@ -148,6 +148,22 @@ def _instant(value: Any) -> str:
     return instant_text(value)
 
 
+def _check_out(out: str | None, *, directory: bool) -> None:
+    """Refuse an ``--out`` that cannot be written before any work is done."""
+    if out is None:
+        return
+    path = Path(out)
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise _UsageError(f"--out {out}: {blocked} is a file, so nothing can be written below "
+                          f"it; name another path")
+    if directory and path.exists() and not path.is_dir():
+        raise _UsageError(f"--out {out} names an existing file; here --out is a directory "
+                          f"(one file per store or project): name a new or existing directory")
+    if not directory and path.is_dir():
+        raise _UsageError(f"--out {out} names a directory; give the path of the file to write")
+
+
 def _terminal() -> bool:
     return sys.stdout.isatty()
 
@@ -316,14 +332,14 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
     cannot write are read as they are. The cycle's stages show on the status line (the
     first cycle of a large store takes a while).
     """
-    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError
+    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError, StorageError
     from memframe.store import Store
 
     if args.no_advance or not args.stores or not isinstance(store, Store):
         return
     try:
         store.memory.run_cycle(progress=_STATUS.cycle)
-    except (OSError, ReadOnlyStoreError, ConcurrentCommitError):
+    except (OSError, ReadOnlyStoreError, ConcurrentCommitError, StorageError):
         pass  # read-only here: the digest still answers exactly
 
 
@@ -340,6 +356,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
 
     kwargs = _digest_kwargs(args)
     stores = args.stores or [str(_default_store())]
+    _check_out(args.out, directory=True)
     fmt = _format(args, file_out=args.out is not None)
     if args.per_project is not None:
         if len(stores) != 1:
@@ -488,6 +505,7 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 def _cmd_audit_misses(args: argparse.Namespace) -> int:
     from memframe.audit import recall_misses
 
+    _check_out(args.out, directory=False)
     store = _open(args.store)
     _STATUS.stage(f"recall-miss audit of {store.path}")
     _STATUS.clear()
@@ -634,10 +652,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> int:
-    removed = _open(args.store).vacuum(grace_seconds=args.grace_seconds)
-    _report(args, removed,
-            f"vacuum: removed {removed.get('partitions', 0):,} partition file(s) and "
-            f"{removed.get('temporary', 0):,} temporary file(s)")
+    report = _open(args.store).vacuum(
+        retention_hours=args.retention_hours, allow_short_retention=args.allow_short_retention,
+        dry_run=args.dry_run, grace_seconds=args.grace_seconds)
+    verb = "would remove" if report["dry_run"] else "removed"
+    lines = [f"vacuum{' --dry-run' if report['dry_run'] else ''}: {verb} "
+             f"{report['partitions']:,} partition file(s) and {report['temporary']:,} "
+             f"temporary file(s) (retention {report['retention_hours']:g} h)"]
+    if report["dry_run"]:
+        lines += [f"  {path}" for path in report["files"]]
+    lost = report["no_longer_readable"]
+    if lost:
+        lines.append(f"generations {lost[0]}..{lost[1]} "
+                     f"{'would stop' if report['dry_run'] else 'stopped'} being readable")
+    readable = report["readable"]
+    lines.append(f"readable generations{' after it' if report['dry_run'] else ''}: "
+                 + (f"{readable[0]}..{readable[1]}" if readable else "none (an empty store)"))
+    _report(args, report, "\n".join(lines))
     return 0
 
 
@@ -800,8 +831,16 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_info)
 
-    p = _sub(sub, "vacuum", "remove files no generation needs")
+    p = _sub(sub, "vacuum", "remove files no generation in the retention window needs")
     _store_arg(p, required=True)
+    p.add_argument("--retention-hours", type=float, default=168.0, metavar="H",
+                   help="keep every generation of the last H hours readable (time travel)")
+    p.add_argument("--allow-short-retention", action="store_true",
+                   help="allow a retention shorter than the default: it ends time travel "
+                        "to older generations and readers still on them")
+    p.add_argument("--dry-run", action="store_true",
+                   help="remove nothing; list what would go and which generations would "
+                        "stop being readable")
     p.add_argument("--grace-seconds", type=float, default=60.0, metavar="S",
                    help="keep uncommitted files younger than this (a writer may be busy)")
     _format_arg(p, ("text", "json"))
@@ -919,6 +958,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         except BrokenPipeError:
             return 0
+        except OSError as exc:  # the file system refused something outside the store
+            _STATUS.clear()
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(_fit_message(terminal_text(f"memframe {args.command}: {where}"
+                                             f"{exc.strerror or exc}; nothing more was done")),
+                  file=sys.stderr)
+            return 1
         finally:
             _STATUS.finish(ok)
     except KeyboardInterrupt:

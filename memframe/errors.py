@@ -11,6 +11,9 @@ __all__ = [
     "CorruptStoreError",
     "ReadOnlyStoreError",
     "ConcurrentCommitError",
+    "StorageError",
+    "StorageFullError",
+    "StorageNotWritableError",
     "InvalidInputError",
     "SchemaValidationError",
     "UnknownCapsuleError",
@@ -20,6 +23,7 @@ __all__ = [
     "AbstractRefusedError",
     "ProjectionRegistryError",
     "ImportSourceError",
+    "ClusterError",
     "SourceRewrittenError",
 ]
 
@@ -54,6 +58,31 @@ class ReadOnlyStoreError(StoreError):
 
 class ConcurrentCommitError(StoreError):
     """Other writers kept winning the race for the next generation."""
+
+
+class StorageError(StoreError):
+    """The file system refused what memframe needed to write; what was staged is removed.
+
+    Attributes:
+        errno: the operating system's error number.
+        path: the file or directory the refusal was about (None when not known).
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None, path: str | None = None):
+        super().__init__(message)
+        self.errno = errno
+        self.path = path
+
+
+class StorageFullError(StorageError):
+    """The disk (or the user's quota) holding the store ran out of space."""
+
+
+class StorageNotWritableError(StorageError):
+    """The store is on a read-only file system, or this user may not write there.
+
+    Reading such a store works; only writes (verbs, jobs, compact, vacuum) are refused.
+    """
 
 
 class InvalidInputError(MemframeError, ValueError):
@@ -101,6 +130,10 @@ class AbstractRefusedError(InvalidInputError):
 
 class ProjectionRegistryError(MemframeError):
     """A projection name registered without its fold or its door (or the reverse)."""
+
+
+class ClusterError(MemframeError):
+    """The Ray cluster a distributed call needs could not be started or reached."""
 
 
 class ImportSourceError(MemframeError):

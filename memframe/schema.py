@@ -518,7 +518,7 @@ RULES: dict[str, TableRules] = {
     ),
     "forgets": TableRules(
         defaults={"mode": "tombstone", "reason": None}, capsule_refs=("capsule_id",),
-        dedupe=("capsule_id",), journal=("memory_forget", "capsule_id", pl.col("reason")),
+        journal=("memory_forget", "capsule_id", pl.col("reason")),
     ),
     "recalls": TableRules(defaults={"count": 1}, capsule_refs=("capsule_id",)),
     "classifications": TableRules(

@@ -45,7 +45,7 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
         store = Store.open(staging, clock=clock)
         store.memory.run_cycle()  # the projections, so `memframe sessions` has rows
         store.compact()
-        store.vacuum()
+        store.vacuum(retention_hours=0, allow_short_retention=True)
         _later_generations(store)
         if out.exists():
             shutil.rmtree(out)

@@ -108,9 +108,13 @@ def test_info_vacuum_compact(small, capsys):
     assert main(["compact", str(small.path)]) == 0
     assert json.loads(capsys.readouterr().out) == {"capsules": 2, "journal": 2}
     assert main(["vacuum", str(small.path), "--grace-seconds", "0"]) == 1  # refused: no grace
-    assert "--grace-seconds 0.0: give a positive number" in capsys.readouterr().err
-    assert main(["vacuum", str(small.path)]) == 0
-    assert json.loads(capsys.readouterr().out)["partitions"] == 4
+    assert "grace" in capsys.readouterr().err
+    assert main(["vacuum", str(small.path)]) == 0  # the default window keeps history
+    assert json.loads(capsys.readouterr().out)["readable"] == [1, 3]
+    assert main(["vacuum", str(small.path), "--retention-hours", "0",
+                 "--allow-short-retention"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["partitions"] == 4 and report["no_longer_readable"] == [1, 2]
 
 
 def test_as_of_reads_an_earlier_generation(small, capsys):
@@ -182,9 +186,16 @@ def test_maintenance_commands_print_a_line_on_a_terminal(small, capsys, terminal
     assert main(["compact", str(small.path)]) == 0
     assert capsys.readouterr().out == ("compact: merged 2 partition(s) of capsules, "
                                        "2 partition(s) of journal\n")
-    assert main(["vacuum", str(small.path)]) == 0  # replaced parts need no grace
+    assert main(["vacuum", str(small.path)]) == 0  # the default window keeps them
+    assert capsys.readouterr().out == ("vacuum: removed 0 partition file(s) and "
+                                       "0 temporary file(s) (retention 168 h)\n"
+                                       "readable generations: 1..3\n")
+    assert main(["vacuum", str(small.path), "--retention-hours", "0",
+                 "--allow-short-retention"]) == 0  # replaced parts need no grace
     assert capsys.readouterr().out == ("vacuum: removed 4 partition file(s) and "
-                                       "0 temporary file(s)\n")
+                                       "0 temporary file(s) (retention 0 h)\n"
+                                       "generations 1..2 stopped being readable\n"
+                                       "readable generations: 3..3\n")
     assert main(["cycle", str(small.path)]) == 0
     assert capsys.readouterr().out.startswith("cycle: folded 0 rows, wrote 0 session rows")
 
@@ -253,7 +264,7 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     assert "readable generations: 1..1 (the whole history" in capsys.readouterr().out
     small.ingest({"content": "one more", "source": "s", "anchor": "b"})
     small.compact()
-    small.vacuum()
+    small.vacuum(retention_hours=0, allow_short_retention=True)
     assert main(["info", str(small.path), "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["readable_generations"] == {"oldest": 3, "newest": 3, "whole_history": False}

@@ -18,7 +18,7 @@ from memframe.digest.assemble import assemble_roots
 from memframe.digest.core import HEADLINES_DEFAULT, digest, read_pinned
 from memframe.digest.params import validate_headlines
 from memframe.digest.result import Digest
-from memframe.errors import InvalidInputError, MemframeError
+from memframe.errors import ClusterError, InvalidInputError, MemframeError
 
 __all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem",
            "DIGEST_ENGINES"]
@@ -144,7 +144,14 @@ def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) ->
             f"than once: digest those stores into separate out_dir folders"
         )
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInputError(
+            f"out_dir {str(out)!r} names an existing file (or a file stands in its path); "
+            f"out_dir is a folder that gets one JSON file per store: name a new or existing "
+            f"directory"
+        ) from None
     return out
 
 
@@ -175,10 +182,19 @@ def ray_running(ray: Any, address: str | None, num_cpus: int | None) -> Iterator
     if ray.is_initialized():
         yield False
         return
-    if address is not None:
-        ray.init(address=address)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+    try:
+        if address is not None:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+    except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster"
+        where = f"the Ray cluster at {address!r}" if address is not None else "a local Ray"
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise ClusterError(
+            f"could not start or reach {where} ({type(exc).__name__}: {first}); nothing was "
+            f"digested. Check the address (ray status), or leave --engine ray out to use "
+            f"local processes"
+        ) from None
     try:
         yield True
     finally:

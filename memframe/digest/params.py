@@ -90,8 +90,12 @@ def validate_now(now: object) -> _dt.datetime:
         raise InvalidInputError(
             f"now must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {now!r}"
         )
-    check_instant(now, "now")  # what the sections compare it with: stored instants
-    return now.astimezone(_dt.UTC)
+    try:
+        utc = now.astimezone(_dt.UTC)
+    except OverflowError:  # an offset that carries it past year 1 or 9999
+        raise InvalidInputError(f"now={now!r} cannot be expressed in UTC; give an instant "
+                                f"between 1677-09-21 and 2262-04-11") from None
+    return check_instant(utc, "now")  # the digest computes in nanoseconds: refuse up front
 
 
 def validate_verify(verify: object) -> str:

@@ -83,7 +83,8 @@ class Memory:
                  since: dt.datetime | str | None = None, limit: int | None = None,
                  known_hash: str | None = None) -> Page:
         """Session rows, ``last_at`` desc then conversation_id (see `doors.sessions`)."""
-        return _doors.sessions(self._store.pinned(), conversation_id, since, limit, known_hash)
+        return self._store.read(  # re-pinned if a vacuum removes what it reads
+            lambda v: _doors.sessions(v, conversation_id, since, limit, known_hash))
 
     def session_digest(self, limit: int = 10, known_hash: str | None = None) -> Page:
         """One line per session and their hash (see `doors.session_digest`).
@@ -91,12 +92,12 @@ class Memory:
         The hash saves the caller's tokens (an unchanged digest hands no rows), never
         the engine's reads.
         """
-        return _doors.session_digest(self._store.pinned(), limit, known_hash)
+        return self._store.read(lambda v: _doors.session_digest(v, limit, known_hash))
 
     def episodes(self, conversation_id: str | Sequence[str] | None = None,
                  include_open: bool = True) -> Page:
         """Closed episodes, plus the still-open tail at read time (see `episodes.episodes`)."""
-        return _episodes.episodes(self._store.pinned(), conversation_id, include_open)
+        return self._store.read(lambda v: _episodes.episodes(v, conversation_id, include_open))
 
     # -- landing prose ----------------------------------------------------------------------
     def abstract(self, member_ids: Sequence[str], content: str, *, source: str, anchor: str,

@@ -22,6 +22,7 @@ from memframe.errors import (
 )
 from memframe.ids import SESSION_ID_RULE, capsule_number, capsule_number_expr, session_number
 from memframe.store import derived
+from memframe.store.log import TABLE_NAME_RE, watermark_problem
 from memframe.store.tables import constant
 from memframe.text import fold_terms, instants_ns, journal_lines, sha256_hex
 
@@ -52,6 +53,28 @@ INGEST_COLUMNS = (
 _STRING_COLUMNS = ("content", "source", "anchor", "project_id", "kind", "authority_class",
                    "conversation_id", "author")
 _TIME_COLUMNS = ("created_at", "valid_from", "valid_to")
+
+
+def check_derived_name(table: Any) -> None:
+    """Refuse a derived table name that is not ``projections/<...>`` or ``derived/<...>``.
+
+    A derived write replaces or adds partitions of that table: a canonical table's name
+    would replace the canonical rows, and a name the log refuses would brick the store.
+
+    Examples:
+        >>> check_derived_name("projections/session/partials/T0")
+        >>> check_derived_name("capsules")
+        Traceback (most recent call last):
+        ...
+        memframe.errors.InvalidInputError: derived table 'capsules' is refused: derived tables live under projections/ (e.g. 'projections/mine'), never a canonical table; nothing was written
+    """
+    parts = table.split("/") if isinstance(table, str) else []
+    if (not isinstance(table, str) or not TABLE_NAME_RE.match(table) or len(parts) < 2
+            or not table.startswith(derived.PREFIX) or any(len(p) > 100 for p in parts)):
+        raise InvalidInputError(
+            f"derived table {table!r:.80} is refused: derived tables live under projections/ "
+            f"(e.g. 'projections/mine'), never a canonical table; nothing was written"
+        )
 
 
 def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputError:
@@ -112,6 +135,7 @@ class Commit:
         self._seen_marks = dict(derived.visible(snapshot).watermarks)
         self.watermarks: dict[str, Any] = dict(self._seen_marks)
         self.operations: list[str] = []
+        self.erases = False  # whether this commit erases content (redact/purge)
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -166,7 +190,23 @@ class Commit:
 
     def write_derived(self, table: str, frame: pl.DataFrame, *, replace: bool,
                       row_group_rows: int | None = None) -> None:
-        """Stage rows of a derived (projection) table; ``replace`` drops its current parts."""
+        """Stage rows of a derived (projection) table; ``replace`` drops its current parts.
+
+        ``table`` lives under ``projections/`` or ``derived/`` (e.g.
+        ``projections/session/L0``); a canonical table, or a name the log would refuse, is
+        refused here, before anything is written.
+        """
+        check_derived_name(table)
+        if not isinstance(frame, pl.DataFrame):
+            raise InvalidInputError(f"write_derived({table!r}, ...) takes a polars DataFrame; "
+                                    f"got {type(frame).__name__}")
+        if not isinstance(replace, bool):
+            raise InvalidInputError(f"write_derived({table!r}, ...): replace is True or False; "
+                                    f"got {replace!r:.40}")
+        if row_group_rows is not None and not (
+                type(row_group_rows) is int and 1 <= row_group_rows <= 1 << 30):
+            raise InvalidInputError(f"write_derived({table!r}, ...): row_group_rows is a "
+                                    f"positive row count or None; got {row_group_rows!r:.40}")
         frames, old_replace, rg = self.derived.get(table, ([], False, row_group_rows))
         if replace:
             frames = []
@@ -174,6 +214,13 @@ class Commit:
         self.derived[table] = (frames, replace or old_replace, row_group_rows or rg)
 
     def set_watermark(self, name: str, value: Any) -> None:
+        """Stage a job's watermark: a whole number >= 0, or a JSON object of its marks
+        (refused before anything is written when it is neither, or its name is not a
+        watermark name: `memframe.store.log.watermark_problem`)."""
+        why = watermark_problem(name, value)
+        if why is not None:
+            raise InvalidInputError(f"set_watermark({name!r:.80}, ...) is refused: {why}; "
+                                    f"nothing was written")
         self.watermarks[name] = value
 
     # -- the public writer surface (what store.commit(fn) hands to fn) -------------------
@@ -610,6 +657,7 @@ def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | No
 
 def _erase_content(c: Commit, capsule_id: str) -> None:
     """Null the content of one capsule in the partition that holds it (rewritten)."""
+    c.erases = True
     staged = c.frames.get("capsules", [])
     for i, frame in enumerate(staged):
         if capsule_id in frame["id"]:
@@ -832,6 +880,9 @@ def absorb(c: Commit, member_ids: Sequence[str], into_id: str) -> None:
 
 # ---- bulk: the verbs' vectorised form ------------------------------------------------------
 
+ERASING_MODES = ("redact", "purge")
+_FORGET_LEVEL = {"tombstone": 0, "redact": 1, "purge": 1}  # erasing beats tombstoning
+
 # the tables `Store.append` takes; each one's rules are declared in schema.RULES
 BULK_TABLES = tuple(S.RULES)
 MAX_RECALL_COUNT = S.MAX_RECALL_COUNT
@@ -845,6 +896,46 @@ def _one_row(**values: str | None) -> pl.DataFrame:
                                     f"{value!r:.60}")
     return pl.DataFrame({k: [v] for k, v in values.items()},
                         schema={k: pl.String for k in values})
+
+
+def bulk_frame(table: str, rows: Any) -> pl.DataFrame:
+    """Rows given to `Store.append` / ``writer.append_rows`` as one frame: a DataFrame (or
+    LazyFrame), a dict of columns (one list per column) or a list of row dicts.
+
+    Examples:
+        >>> bulk_frame("recalls", {"capsule_id": ["cap-1", "cap-2"]}).height
+        2
+    """
+    if isinstance(rows, pl.LazyFrame):
+        rows = rows.collect()
+    if isinstance(rows, pl.DataFrame):
+        return rows
+    try:
+        if isinstance(rows, Mapping):
+            if not all(isinstance(v, list | tuple | pl.Series) for v in rows.values()):
+                raise InvalidInputError(
+                    f"append({table!r}, ...): a dict gives columns, one list per column (e.g. "
+                    f"{{'capsule_id': ['cap-1', 'cap-2']}}); got a value that is not a list"
+                )
+            lengths = {str(k): len(v) for k, v in rows.items()}
+            if len(set(lengths.values())) > 1:
+                raise InvalidInputError(
+                    f"append({table!r}, ...): columns have different lengths "
+                    f"({', '.join(f'{k}={n}' for k, n in lengths.items())}); give one value "
+                    f"per row in every column"
+                )
+            return pl.DataFrame({k: list(v) for k, v in rows.items()}, strict=False)
+        if isinstance(rows, list | tuple) and all(isinstance(r, Mapping) for r in rows):
+            return pl.DataFrame([dict(r) for r in rows], strict=False) if rows else pl.DataFrame()
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        raise InvalidInputError(f"append({table!r}, ...): rows could not be read as "
+                                f"columns: {exc}") from None
+    raise InvalidInputError(
+        f"append({table!r}, ...) takes a polars DataFrame, a dict of columns or a list of row "
+        f"dicts; got {type(rows).__name__}"
+    )
 
 
 def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "") -> int:
@@ -864,7 +955,7 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
             f"bulk append takes one of {', '.join(BULK_TABLES)}; capsules go through ingest, "
             f"sessions through session_start/session_finish"
         )
-    frame = _to_frame(rows) if not isinstance(rows, pl.DataFrame) else rows
+    frame = bulk_frame(table, rows)
     if frame.height == 0:
         return 0
     schema = S.table_schema(table)
@@ -974,14 +1065,18 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
             raise InvalidInputError("recall_misses terms must be folded already "
                                     "(memframe.text.fold_term) and hold an alphanumeric")
     if table == "forgets":
-        frame = frame.unique(list(rules.dedupe), keep="first", maintain_order=True)
-        # like the verb: skip what is already forgotten at least this thoroughly
-        fresh = [
-            (previous := c.forget_mode(cid)) is None
-            or (mode in ("redact", "purge") and previous not in ("redact", "purge"))
-            for cid, mode in frame.select("capsule_id", "mode").iter_rows()
-        ]
-        frame = frame.filter(pl.Series(fresh, dtype=pl.Boolean))
+        # as the verbs one after another: a row lands when it forgets more thoroughly (an
+        # erasure over a tombstone) than what is stored and every earlier row of the batch
+        # for its capsule, so the strongest mode of a batch always lands
+        ids = frame["capsule_id"].unique().to_list()
+        stored = pl.DataFrame({"capsule_id": ids,
+                               "prior": [_FORGET_LEVEL.get(c.forget_mode(i), -1) for i in ids]},
+                              schema={"capsule_id": pl.String, "prior": pl.Int8})
+        level = pl.col("mode").is_in(ERASING_MODES).cast(pl.Int8)
+        frame = frame.join(stored, on="capsule_id", how="left", maintain_order="left").filter(
+            level > pl.max_horizontal(
+                "prior", level.cum_max().shift(1).over("capsule_id").fill_null(-1))
+        ).drop("prior")
     if frame.height == 0:
         return 0
     staged = c.append(table, frame.select(allowed))

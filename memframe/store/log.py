@@ -10,11 +10,14 @@ files that no generation names (a crashed writer's) are invisible and removed by
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -28,6 +31,9 @@ from memframe.errors import (
     CorruptStoreError,
     GenerationNotFoundError,
     NotAStoreError,
+    StorageError,
+    StorageFullError,
+    StorageNotWritableError,
     StoreExistsError,
 )
 
@@ -47,6 +53,190 @@ TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
 TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
 _ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
+# what a generation file may hold: counters are whole numbers >= 0 (the chain is text), a
+# commit stamp is fixed-width UTC text, watermarks are bounded JSON (see watermark_problem)
+COUNTER_NAMES = ("seq", "capsules", "sessions", "audit_seq")
+MAX_INT = 2**63 - 1  # every counter, seq and row count fits an int64 column
+_STAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+_WATERMARK_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_@.=:/-]{0,199}$")
+WATERMARK_DEPTH = 8
+WATERMARK_ITEMS = 10_000
+
+
+def whole(value: Any, *, lo: int = 0) -> bool:
+    """Whether ``value`` is an int (not a bool) in ``lo..MAX_INT``.
+
+    Examples:
+        >>> whole(3), whole(True), whole(-1), whole(2**64), whole(3.0)
+        (True, False, False, False, False)
+    """
+    return type(value) is int and lo <= value <= MAX_INT
+
+
+def watermark_problem(name: Any, value: Any) -> str | None:
+    """Why ``name: value`` cannot be a watermark, or None when it can.
+
+    A watermark is a whole number >= 0 (the highest ``seq`` a job folded) or a JSON
+    object of a job's own marks: text keys; leaves that are null, booleans, finite
+    numbers or text; at most 8 levels deep and 10,000 items. Names are a table-like path
+    (``projections/session``, ``projections/digest/globals/graph@4``).
+
+    Examples:
+        >>> watermark_problem("projections/session", 12) is None
+        True
+        >>> watermark_problem("projections/session", "12")
+        "its value is str '12'; a watermark is a whole number >= 0 or a JSON object"
+    """
+    if not isinstance(name, str) or not _WATERMARK_NAME_RE.match(name) or ".." in name:
+        return (f"its name {name!r:.80} is not a watermark name (letters, digits and "
+                f"_ @ . = : / -, at most 200 characters, no '..')")
+    if whole(value):
+        return None
+    if not isinstance(value, dict):
+        return (f"its value is {type(value).__name__} {value!r:.60}; a watermark is a whole "
+                f"number >= 0 or a JSON object")
+    budget = [WATERMARK_ITEMS]
+
+    def check(item: Any, depth: int) -> str | None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return f"its value holds more than {WATERMARK_ITEMS} items"
+        if item is None or isinstance(item, bool | str):
+            return None
+        if type(item) is int:
+            return None if -MAX_INT - 1 <= item <= MAX_INT else f"it holds {item}, beyond int64"
+        if type(item) is float:
+            return None if math.isfinite(item) else f"it holds the number {item}"
+        if isinstance(item, dict | list):
+            if depth >= WATERMARK_DEPTH:
+                return f"its value nests deeper than {WATERMARK_DEPTH} levels"
+            if isinstance(item, dict):
+                if not all(isinstance(k, str) for k in item):
+                    return "its value has an object key that is not text"
+                children = item.values()
+            else:
+                children = item
+            for child in children:
+                why = check(child, depth + 1)
+                if why is not None:
+                    return why
+            return None
+        return f"it holds {type(item).__name__} {item!r:.40}, which is not JSON"
+
+    return check(value, 1)
+
+
+def entry_problem(entry: Any, generation: int) -> str | None:
+    """Why a parsed generation file is not one memframe wrote, or None (every field)."""
+    if not isinstance(entry, dict):
+        return f"it holds {type(entry).__name__}, not an object"
+    lacking = sorted(_ENTRY_KEYS - set(entry))
+    if lacking:
+        return f"it lacks {', '.join(lacking)}"
+    if not whole(entry["generation"], lo=1) or entry["generation"] != generation:
+        return f"field generation is {entry['generation']!r:.40}; its name says {generation}"
+    if "parent" in entry and entry["parent"] != generation - 1:
+        return f"field parent is {entry['parent']!r:.40}; expected {generation - 1}"
+    stamp = entry["timestamp"]
+    if not isinstance(stamp, str) or not _STAMP_RE.match(stamp):
+        return (f"field timestamp is {stamp!r:.40}; a commit stamp is UTC text such as "
+                f"2026-07-23T12:00:00.000000Z")
+    if "erases" in entry and not isinstance(entry["erases"], bool):
+        return f"field erases is {entry['erases']!r:.40}, not true or false"
+    if "operation" in entry and not isinstance(entry["operation"], str):
+        return f"field operation is {entry['operation']!r:.40}, not text"
+    if "verbs" in entry and not (isinstance(entry["verbs"], list)
+                                 and all(isinstance(v, str) for v in entry["verbs"])):
+        return "field verbs is not a list of text"
+    if "seq" in entry and entry["seq"] is not None:
+        why = _seq_range_problem(entry["seq"], nullable=False)
+        if why is not None:
+            return f"field seq {why}"
+    if not isinstance(entry["add"], list) or not isinstance(entry["remove"], list):
+        return "fields add and remove must be lists"
+    for i, add in enumerate(entry["add"]):
+        if not isinstance(add, dict) or set(add) != {"table", "path", "rows", "seq"}:
+            return f"add[{i}] is not an object of table, path, rows and seq"
+        if not whole(add["rows"]):
+            return f"add[{i}].rows is {add['rows']!r:.40}; a row count is a whole number >= 0"
+        why = _seq_range_problem(add["seq"], nullable=True, lo=0)
+        if why is not None:
+            return f"add[{i}].seq {why}"
+    counters = entry["counters"]
+    if not isinstance(counters, dict):
+        return "field counters is not an object"
+    for name, value in counters.items():
+        if name == "chain":
+            if not isinstance(value, str):
+                return f"counters.chain is {value!r:.40}, not text"
+        elif name not in COUNTER_NAMES:
+            return f"counters holds an unknown counter {name!r:.40}"
+        elif not whole(value):
+            return f"counters.{name} is {value!r:.40}; a counter is a whole number >= 0"
+    if not isinstance(entry["watermarks"], dict):
+        return "field watermarks is not an object"
+    for name, value in entry["watermarks"].items():
+        why = watermark_problem(name, value)
+        if why is not None:
+            return f"watermark {name!r:.80}: {why}"
+    return None
+
+
+def _seq_range_problem(value: Any, *, nullable: bool, lo: int = 1) -> str | None:
+    if nullable and value in (None, [None, None]):
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(whole(v, lo=lo) for v in value) or value[0] > value[1]):
+        return (f"is {value!r:.60}; a seq range is [first, last], whole numbers with "
+                f"{lo} <= first <= last")
+    return None
+
+
+def parse_json(data: bytes | str) -> Any:
+    """JSON text, with nesting that would exhaust the interpreter's stack as a ValueError.
+
+    NaN, Infinity and numbers beyond a float parse (as floats), so that the checks of
+    each field (`whole`, `watermark_problem`) can name the field that holds one.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("it nests deeper than a file memframe writes") from None
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NOT_WRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def storage_error(exc: OSError, root: Path, doing: str) -> StorageError | None:
+    """The teaching error for a write the file system refused, or None for another
+    ``OSError`` (which keeps its own meaning: a vanished file, a damaged store...)."""
+    where = exc.filename if exc.filename is not None else root
+    if exc.errno in _FULL:
+        return StorageFullError(
+            f"{doing}: the disk holding {root} is full ({exc.strerror}); nothing was written "
+            f"and the partial files were removed. Free space on that disk (a vacuum of old "
+            f"generations frees some: `memframe vacuum {root} --dry-run` shows how much), "
+            f"then run it again", errno=exc.errno, path=str(where))
+    if exc.errno in _NOT_WRITABLE:
+        return StorageNotWritableError(
+            f"{doing}: {where} cannot be written ({exc.strerror}): the store is on a "
+            f"read-only file system or this user may not write there; nothing was written. "
+            f"Reading it works; to write, mount it read-write or copy the store somewhere "
+            f"writable", errno=exc.errno, path=str(where))
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(root: Path, doing: str) -> Iterator[None]:
+    """Turn a full disk or a read-only file system into a `StorageError` saying so."""
+    try:
+        yield
+    except OSError as exc:
+        translated = storage_error(exc, root, doing)
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def check_part_path(table: str, path: str) -> None:
@@ -177,15 +367,37 @@ class Log:
         root = Path(root)
         if exist_ok and (root / MARKER).exists():
             return Log.open(root)
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
-            what = "a store" if (root / MARKER).exists() else "files"
+        if os.path.islink(root) and not root.exists():
             raise StoreExistsError(
-                f"{root} already holds {what}; open it with Store.open(path), or pick an "
-                f"empty or new directory for Store.create"
+                f"{root} is a symbolic link that leads nowhere (its target is missing, or the "
+                f"links loop); remove the link or point it at an empty directory, or pick "
+                f"another path for the store"
             )
-        (root / LOG_DIR).mkdir(parents=True, exist_ok=True)
-        marker = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
-        _write_atomic(root / MARKER, json.dumps(marker).encode())
+        try:
+            if root.exists() and (not root.is_dir() or any(root.iterdir())):
+                what = "a store" if (root / MARKER).exists() else "files"
+                raise StoreExistsError(
+                    f"{root} already holds {what}; open it with Store.open(path), or pick an "
+                    f"empty or new directory for Store.create"
+                )
+        except OSError as exc:  # a loop further up, a directory that cannot be listed
+            raise StoreExistsError(f"{root} cannot be used for a new store: {exc.strerror}; "
+                                   f"pick another path") from None
+        made = [p for p in (*reversed(root.parents), root) if not p.exists()]
+        try:
+            with storage_errors(root, f"creating a store at {root}"):
+                (root / LOG_DIR).mkdir(parents=True, exist_ok=True)
+                marker = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+                _write_atomic(root / MARKER, json.dumps(marker).encode())
+        except BaseException:
+            # a failed create leaves nothing: the next create in that place must succeed
+            (root / MARKER).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (root / LOG_DIR).rmdir()
+            for directory in reversed(made):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
         return Log(root)
 
     @staticmethod
@@ -199,9 +411,12 @@ class Log:
                 f"mf.Store.create(path) or `memframe synth PATH`"
             )
         try:
-            data = json.loads(marker.read_text())
+            data = parse_json(marker.read_bytes())
         except (OSError, ValueError) as exc:
             raise NotAStoreError(f"{marker} is not a readable format marker: {exc}") from None
+        if not isinstance(data, dict):
+            raise NotAStoreError(f"{marker} is not a format marker (it holds "
+                                 f"{type(data).__name__}, not an object)")
         if data.get("format") != FORMAT_NAME:
             raise NotAStoreError(f"{marker} names format {data.get('format')!r}, not {FORMAT_NAME!r}")
         if data.get("version") != FORMAT_VERSION:
@@ -241,15 +456,25 @@ class Log:
         return max(gens, default=0)
 
     def read_entry(self, generation: int) -> dict[str, Any]:
+        """Generation file ``generation``, checked field by field (`CorruptStoreError`
+        naming the file and the field when it is not one memframe wrote)."""
         path = self.log_dir / gen_name(generation)
         try:
-            return json.loads(path.read_bytes())
+            entry = parse_json(path.read_bytes())
         except FileNotFoundError:
             raise GenerationNotFoundError(
                 f"generation {generation} is not in {self.root}'s log"
             ) from None
         except ValueError as exc:
-            raise CorruptStoreError(f"{path} is not valid JSON: {exc}") from None
+            raise CorruptStoreError(f"{path} is not valid JSON: {exc}; the store is damaged: "
+                                    f"restore the log from a copy") from None
+        why = entry_problem(entry, generation)
+        if why is not None:
+            raise CorruptStoreError(
+                f"{path} is not a generation file memframe wrote: {why}; the store is "
+                f"damaged: restore the log from a copy"
+            )
+        return entry
 
     def snapshot(self, generation: int | None = None, *, base: Snapshot | None = None,
                  use_checkpoints: bool = True) -> Snapshot:
@@ -291,16 +516,6 @@ class Log:
         """``snap`` advanced by generation file ``generation`` (refused if malformed)."""
         entry = self.read_entry(generation)
         try:
-            if not isinstance(entry, dict) or int(entry["generation"]) != generation:
-                raise ValueError("its generation number does not match its name")
-            lacking = sorted(_ENTRY_KEYS - set(entry))
-            if lacking:
-                raise KeyError(f"it lacks {', '.join(lacking)}")
-            if (not isinstance(entry["add"], list) or not isinstance(entry["remove"], list)
-                    or not all(isinstance(a, dict) for a in entry["add"])
-                    or not isinstance(entry["counters"], dict)
-                    or not isinstance(entry["watermarks"], dict)):
-                raise TypeError("add/remove must be lists, counters/watermarks objects")
             return snap.apply(entry)
         except CorruptStoreError as exc:
             raise CorruptStoreError(f"{self.log_dir / gen_name(generation)}: {exc}") from None
@@ -320,7 +535,7 @@ class Log:
         """
         path = self.log_dir / f"_checkpoint.{generation:020d}.json"
         try:
-            data = json.loads(path.read_bytes())
+            data = parse_json(path.read_bytes())
             body = data["snapshot"]
             if data["body_sha256"] != _sha256(_canonical(body)):
                 return None
@@ -328,7 +543,7 @@ class Log:
             if data["entry_sha256"] != hashlib.sha256(entry_bytes).hexdigest():
                 return None
             snap = Snapshot.from_checkpoint(body)
-            entry = json.loads(entry_bytes)
+            entry = parse_json(entry_bytes)
             if (snap.generation != generation or snap.timestamp != entry.get("timestamp")
                     or dict(snap.counters) != dict(entry.get("counters", {}))
                     or dict(snap.watermarks) != dict(entry.get("watermarks", {}))):
@@ -337,7 +552,8 @@ class Log:
                 for part in parts:
                     check_part_path(table, part.path)
             return snap
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, CorruptStoreError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError,
+                CorruptStoreError):
             return None  # a checkpoint is an optimisation: fall back to replay
 
     def generation_for_instant(self, instant: str) -> int:
@@ -358,8 +574,8 @@ class Log:
         """Create generation ``entry['generation']`` exclusively; False if another won."""
         data = json.dumps(entry, separators=(",", ":"), sort_keys=False).encode()
         tmp = self.log_dir / f".tmp-{secrets.token_hex(8)}"
-        _write_file(tmp, data, fsync=True)
         try:
+            _write_file(tmp, data, fsync=True)
             os.link(tmp, self.log_dir / gen_name(int(entry["generation"])))
         except FileExistsError:
             return False
@@ -433,6 +649,57 @@ class Log:
         finally:
             os.close(fd)
 
+    def lifetimes(self, newest: int) -> Lifetimes:
+        """Every partition the log ever named, with the generations that added and removed
+        it, read from every generation file (no checkpoint: vacuum deletes by it)."""
+        paths: dict[str, tuple[int, int | None]] = {}
+        stamps: list[str] = []
+        last_erasure = 0
+        for g in range(1, newest + 1):
+            entry = self.read_entry(g)
+            stamps.append(entry["timestamp"])
+            for add in entry["add"]:
+                check_part_path(add["table"], add["path"])
+                paths[add["path"]] = (g, None)
+            for path in entry["remove"]:
+                if path in paths:
+                    paths[path] = (paths[path][0], g)
+            if _erases(entry):
+                last_erasure = g
+        return Lifetimes(paths, stamps, last_erasure)
+
+
+def _erases(entry: Mapping[str, Any]) -> bool:
+    """Whether a generation erased content. Files written before the ``erases`` field:
+    any capsule partition replaced outside a compaction counts as an erasure."""
+    if "erases" in entry:
+        return bool(entry["erases"])
+    return entry.get("operation") != "compact" and any(
+        isinstance(p, str) and p.startswith("capsules/") for p in entry["remove"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Lifetimes:
+    """The log's history of partitions: ``paths`` maps each to (added, removed or None)."""
+
+    paths: Mapping[str, tuple[int, int | None]]
+    stamps: list[str]  # commit stamp of generation g at index g - 1
+    last_erasure: int  # the newest generation that erased content (0: none)
+
+    def current_at(self, stamp: str) -> int:
+        """The newest generation committed at or before ``stamp`` (0: none)."""
+        return bisect.bisect_right(self.stamps, stamp)
+
+    def readable_from(self, present: set[str]) -> int | None:
+        """The first generation from which every later one is readable when only
+        ``present`` files exist (None: not even the newest is)."""
+        first = 1
+        for path, (_added, removed) in self.paths.items():
+            if path not in present:
+                if removed is None:
+                    return None
+                first = max(first, removed)
+        return first
 
 
 def _remove_empty_tree(path: Path) -> None:
@@ -465,8 +732,12 @@ def _write_file(path: Path, data: bytes, *, fsync: bool) -> None:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
-    _write_file(tmp, data, fsync=True)
-    os.replace(tmp, path)
+    try:
+        _write_file(tmp, data, fsync=True)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no temporary file behind
+        raise
 
 
 def _fsync_dir(path: Path) -> None:

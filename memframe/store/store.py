@@ -41,6 +41,13 @@ Clock = Callable[[], datetime.datetime]
 _MAX_ATTEMPTS = 200
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
+#: vacuum's default retention: time travel keeps working for the last seven days
+DEFAULT_RETENTION_HOURS = 168.0
+# What a read raises when a file its pinned generation names was removed under it (a
+# compaction, an erasure or a rebuild replaced it, then a vacuum ran): a Store handle runs
+# the call again on the newer generation (`Store.read`, `Store.commit`); when the pinned
+# generation is still the newest, the file is really missing and the error stands.
+_VANISHED = (GenerationNotFoundError, CorruptStoreError, FileNotFoundError)
 
 
 def _system_clock() -> datetime.datetime:
@@ -117,6 +124,11 @@ class StoreView:
 
     def pinned(self) -> StoreView:
         return self
+
+    def read(self, fn: Callable[[StoreView], Any]) -> Any:
+        """``fn(self)``: a frozen view never moves on (`Store.read` re-pins on a newer
+        generation when a vacuum removes what a call reads)."""
+        return fn(self)
 
     def now(self) -> datetime.datetime:
         """The injected clock's "now" (used by the digest's time-dependent fields)."""
@@ -432,14 +444,20 @@ class Store(StoreView):
             >>> store.read(lambda view: view.generation)
             0
         """
-        for _attempt in range(_MAX_READ_ATTEMPTS):
+        for attempt in range(_MAX_READ_ATTEMPTS):
             view = self.pinned()
             try:
                 return fn(view)
-            except (GenerationNotFoundError, CorruptStoreError):
-                if self._log.latest_generation(known=view.generation) == view.generation:
+            except _VANISHED:
+                if not self._moved_past(view.generation):
                     raise
+                self._backoff(attempt)
         return fn(self.pinned())
+
+    def _moved_past(self, generation: int) -> bool:
+        """Whether a newer generation than ``generation`` has landed (so a file the older
+        one named may have been replaced and vacuumed: worth running again)."""
+        return self._log.latest_generation(known=generation) != generation
 
     def table(self, name: str) -> pl.LazyFrame:
         return self.read(lambda v: v.table(name))
@@ -539,6 +557,11 @@ class Store(StoreView):
                 except _StaleSnapshot:
                     self._backoff(attempt)
                     continue
+                except _VANISHED:
+                    if not self._moved_past(snap.generation):
+                        raise
+                    self._backoff(attempt)  # read a file a vacuum removed: run on the newer
+                    continue
                 except UnicodeEncodeError as exc:
                     raise _not_unicode(exc) from None
                 if commit.empty:
@@ -608,7 +631,8 @@ class Store(StoreView):
 
         # a table that already has parts has a durable directory entry in the root
         known_dirs = {root / t for t, parts in snap.tables.items() if parts}
-        with self._log.writing():
+        with log_module.storage_errors(root, f"memframe could not commit {op}"), \
+                self._log.writing():
             try:
                 for table, frames in list(commit.frames.items()):
                     if table != "journal":
@@ -664,7 +688,12 @@ class Store(StoreView):
                     "remove": removes,
                     "counters": commit.counters(),
                     "watermarks": marks,
+                    "erases": commit.erases,  # vacuum never keeps erased bytes for time travel
                 }
+                why = log_module.entry_problem(entry, generation)
+                if why is not None:  # never link what every later open would refuse
+                    raise InvalidInputError(f"{op} staged a generation the log would refuse "
+                                            f"({why}); nothing was written")
                 won = self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
@@ -815,19 +844,6 @@ class Store(StoreView):
             ...                            "to_id": [b, c]})
             2
         """
-        if isinstance(rows, Mapping) and rows and all(isinstance(v, list) for v in rows.values()):
-            lengths = {k: len(v) for k, v in rows.items()}
-            if len(set(lengths.values())) > 1:
-                raise InvalidInputError(
-                    f"append({table!r}, ...): columns have different lengths "
-                    f"({', '.join(f'{k}={n}' for k, n in lengths.items())}); give one value "
-                    f"per row in every column"
-                )
-            try:
-                rows = pl.DataFrame(rows, strict=False)
-            except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
-                raise InvalidInputError(f"append({table!r}, ...): rows could not be read as "
-                                        f"columns: {exc}") from None
         return self.commit(lambda c: capture.append_events(c, table, rows),
                            operation=f"append:{table}")
 
@@ -862,69 +878,120 @@ class Store(StoreView):
             tx.land()
 
     # -- maintenance ----------------------------------------------------------------------
-    def vacuum(self, *, grace_seconds: float = 60.0, wait_seconds: float = 30.0) -> dict[str, int]:
-        """Remove memframe's own files that the newest generation does not name.
+    def vacuum(self, *, retention_hours: float = DEFAULT_RETENTION_HOURS,
+               allow_short_retention: bool = False, dry_run: bool = False,
+               grace_seconds: float = 60.0, wait_seconds: float = 30.0) -> dict[str, Any]:
+        """Remove memframe's own files that no generation in the retention window needs.
+
+        Time travel (``store.at(g)``, ``store.as_of(t)``, ``--as-of``) keeps working for
+        every instant of the last ``retention_hours`` (default 168, seven days, as Delta
+        Lake's VACUUM): the files of every generation committed in that window, and of
+        the one current at its start, stay. Older generations lose the files a later
+        compaction, rebuild or erasure replaced. A shorter retention also ends time travel
+        for readers still working on an older generation, so it is refused unless
+        ``allow_short_retention=True`` says so (``retention_hours=0`` keeps only the
+        newest generation). An erasure (``forget`` with ``redact``/``purge``) is never
+        kept by the window: the bytes someone asked to erase do not outlive a vacuum, so
+        generations before the newest erasure stop being readable.
 
         Only partition files (``part-<generation>-<n>-<token>.parquet``) and temporary files
         (``.tmp-<token>``) inside the store's own table directories (the canonical tables,
         ``projections/`` and ``derived/``) and ``_log/`` are candidates: anything else under
         the store root (your ``exports/mine.parquet``, a store nested inside) is never
-        touched, and symbolic links are not followed. Which files the newest generation
-        names is read from the log itself (every generation file, no checkpoint), since
-        this is the one operation that deletes.
+        touched, and symbolic links are not followed. Which files generations name is read
+        from the log itself (every generation file, no checkpoint), since this is the one
+        operation that deletes.
 
         Vacuum holds the commit lock exclusively while it deletes, so the files of a commit
         in flight are never removed; it waits up to ``wait_seconds`` for running commits.
         Temporary files, and partitions written for a generation that does not exist yet,
-        are removed only once older than ``grace_seconds``. After a vacuum, time travel
-        reaches back only to generations whose files remain.
+        are removed only once older than ``grace_seconds``.
+
+        Args:
+            retention_hours: how far back time travel must keep working (hours, >= 0).
+            allow_short_retention: required for a retention shorter than the default.
+            dry_run: remove nothing; report what would go.
+            grace_seconds: the age below which an uncommitted file may be a live writer's.
+            wait_seconds: how long to wait for commits in flight.
 
         Returns:
-            Counts of removed ``partitions`` and ``temporary`` files.
+            ``partitions`` and ``temporary``: files removed (or that would be, on a dry
+            run); ``files``: their paths, relative to the store; ``readable``: the
+            generations readable afterwards, ``[first, newest]`` (``[]`` for an empty
+            store); ``no_longer_readable``: ``[first, last]`` generations this vacuum
+            ends (None when it ends none); ``retention_hours`` and ``dry_run`` as given.
 
         Examples:
             >>> import memframe as mf, tempfile, os
             >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-            >>> store.vacuum()
-            {'partitions': 0, 'temporary': 0}
+            >>> for t in "ab":
+            ...     _ = store.ingest({"content": t, "source": "s", "anchor": t})
+            >>> _ = store.compact("capsules")
+            >>> report = store.vacuum()  # the default window keeps generations 1 and 2
+            >>> report["partitions"], report["readable"]
+            (0, [1, 3])
+            >>> plan = store.vacuum(retention_hours=0, allow_short_retention=True, dry_run=True)
+            >>> plan["partitions"], plan["no_longer_readable"], plan["readable"]
+            (2, [1, 2], [3, 3])
         """
-        if (not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool)
-                or not grace_seconds > 0 or grace_seconds == float("inf")):
-            raise InvalidInputError(
-                f"grace_seconds={grace_seconds!r}: give a positive number of seconds (default "
-                f"60); it protects files a slow writer is still writing, so 0, negative, NaN "
-                f"and infinite values are refused"
-            )
-        if not isinstance(wait_seconds, int | float) or not wait_seconds >= 0:
-            raise InvalidInputError(f"wait_seconds={wait_seconds!r}: give seconds >= 0")
-        with self._lock, self._log.exclusive(wait_seconds):
+        _check_vacuum_args(retention_hours, allow_short_retention, dry_run,
+                           grace_seconds, wait_seconds)
+        lock_file = self._log.log_dir / log_module.LOCK_FILE
+        # a dry run removes nothing: on a store it may not write (a read-only mount) it
+        # reads without the lock
+        lock = (contextlib.nullcontext() if dry_run and not os.access(lock_file, os.W_OK)
+                else self._log.exclusive(wait_seconds))
+        with self._lock, log_module.storage_errors(self.path, "vacuum"), lock:
             snap = self._refresh()
-            replayed = self._log.snapshot(snap.generation, use_checkpoints=False)
-            if replayed.tables != snap.tables:
+            history = self._log.lifetimes(snap.generation)
+            alive = {path for path, (_, gone) in history.paths.items() if gone is None}
+            if alive != {p.path for parts in snap.tables.values() for p in parts}:
                 raise CorruptStoreError(
                     f"a checkpoint of {self.path} disagrees with the log at generation "
                     f"{snap.generation}; nothing was removed. Delete the _log/_checkpoint.* "
                     f"files (the log alone is authoritative) and run vacuum again"
                 )
-            keep = {p.path for parts in replayed.tables.values() for p in parts}
+            window_start = _commit_stamp(
+                self.now() - datetime.timedelta(hours=float(retention_hours)))
+            first_kept = max(history.current_at(window_start), history.last_erasure, 1)
+            keep = {path for path, (_, gone) in history.paths.items()
+                    if gone is None or gone > first_kept}
             cutoff = time.time() - grace_seconds
-            removed = {"partitions": 0, "temporary": 0}
+            doomed: list[tuple[Path, str, str]] = []
+            present: set[str] = set()
             for full, kind in _owned_files(self._log.root):
                 rel = full.relative_to(self._log.root).as_posix()
                 try:
                     mtime = full.lstat().st_mtime
                 except FileNotFoundError:
                     continue
+                if kind == "partition":
+                    present.add(rel)
                 if kind == "temporary":
                     if mtime < cutoff:
-                        full.unlink(missing_ok=True)
-                        removed["temporary"] += 1
+                        doomed.append((full, rel, kind))
                 elif rel not in keep:
                     if _part_generation(full.name) > snap.generation and mtime >= cutoff:
                         continue  # a writer that has not linked yet (it holds no lock: crashed)
+                    doomed.append((full, rel, kind))
+            gone_now = {rel for _, rel, kind in doomed if kind == "partition"}
+            before = history.readable_from(present)
+            after = history.readable_from(present - gone_now)
+            removed = {"partitions": 0, "temporary": 0}
+            for full, _rel, kind in doomed:
+                if not dry_run:
                     full.unlink(missing_ok=True)
-                    removed["partitions"] += 1
-            return removed
+                removed["partitions" if kind == "partition" else kind] += 1
+            newest = snap.generation
+            return {
+                **removed,
+                "files": sorted(rel for _, rel, _ in doomed),
+                "readable": [after, newest] if newest and after is not None else [],
+                "no_longer_readable": ([before, after - 1] if newest and before is not None
+                                       and after is not None and after > before else None),
+                "retention_hours": float(retention_hours),
+                "dry_run": dry_run,
+            }
 
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
         """Merge runs of small partitions of a table into one, changing no row.
@@ -975,10 +1042,43 @@ class Store(StoreView):
         ``remove_root`` also removes the (then empty) store directory. Returns whether the
         store was removed.
         """
-        with self._lock, self._log.exclusive(0.0):
+        with self._lock, log_module.storage_errors(self.path, "removing an unused store"), \
+                self._log.exclusive(0.0):
             if self._log.latest_generation() != 0:
                 return False
             return self._log.discard(remove_root=remove_root)
+
+
+def _check_vacuum_args(retention_hours: Any, allow_short: Any, dry_run: Any,
+                       grace_seconds: Any, wait_seconds: Any) -> None:
+    """Refuse vacuum arguments that protect nothing or say something unintended."""
+    if (not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool)
+            or not grace_seconds > 0 or grace_seconds == float("inf")):
+        raise InvalidInputError(
+            f"grace_seconds={grace_seconds!r}: give a positive number of seconds (default "
+            f"60); it protects files a slow writer is still writing, so 0, negative, NaN "
+            f"and infinite values are refused"
+        )
+    if not isinstance(wait_seconds, int | float) or not wait_seconds >= 0:
+        raise InvalidInputError(f"wait_seconds={wait_seconds!r}: give seconds >= 0")
+    for name, flag in (("allow_short_retention", allow_short), ("dry_run", dry_run)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{name} is True or False; got {flag!r:.40}")
+    if (not isinstance(retention_hours, int | float) or isinstance(retention_hours, bool)
+            or not 0 <= retention_hours <= 24 * 365 * 200):
+        raise InvalidInputError(
+            f"retention_hours={retention_hours!r:.40}: give the hours of history time travel "
+            f"must keep reaching, a number >= 0 (default {DEFAULT_RETENTION_HOURS:g}, seven days)"
+        )
+    if retention_hours < DEFAULT_RETENTION_HOURS and not allow_short:
+        raise InvalidInputError(
+            f"retention_hours={retention_hours:g} is shorter than the default "
+            f"{DEFAULT_RETENTION_HOURS:g} (seven days): it ends time travel to older "
+            f"generations and can pull files from under a reader still working on one. "
+            f"Nothing was removed. If that is what you want, say so with "
+            f"allow_short_retention=True (CLI: --allow-short-retention); --dry-run shows "
+            f"what would go"
+        )
 
 
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:

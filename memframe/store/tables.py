@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memframe.errors import CorruptStoreError, GenerationNotFoundError
-from memframe.store.log import Part
+from memframe.store.log import Part, parse_json
 
 # Free text never goes into row-group statistics: a min/max in a file footer would
 # outlive the erasure of the row it came from.
@@ -73,15 +73,13 @@ def _paths(root: Path, parts: Sequence[Part]) -> list[str]:
 def _missing_message(root: Path, path: str) -> str:
     """Why a partition file is absent: replaced by a later generation and vacuumed (time
     travel's limit), or missing (deleted outside memframe, an incomplete copy)."""
-    import json
-
     replaced_at = None
     for entry in sorted((root / "_log").glob("[0-9]*.json")):
         try:
-            if path in json.loads(entry.read_text()).get("remove", ()):
+            if path in parse_json(entry.read_bytes()).get("remove", ()):
                 replaced_at = int(entry.stem)
                 break
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError, TypeError):
             continue
     if replaced_at is not None:
         return (f"this generation is no longer readable: its partition {path} was replaced "

@@ -195,3 +195,20 @@ def test_fixture_chain_is_the_reference_chain(tmp_path):
         prev = hashlib.sha256((prev + line).encode()).hexdigest()
         assert stored == prev and actor == ACTOR
     con.close()
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+def test_an_import_target_that_is_a_broken_symlink_is_refused(tmp_path, kind):
+    """Regression: a dangling or looping symlink as the target gave a raw OSError."""
+    db = build_rich(tmp_path / "src.db")
+    target = tmp_path / "store"
+    if kind == "dangling":
+        target.symlink_to(tmp_path / "nowhere")
+    else:
+        target.symlink_to(tmp_path / "other")
+        (tmp_path / "other").symlink_to(target)
+    with pytest.raises(mf.MemframeError, match="symbolic link that leads nowhere"):
+        import_nmemory(db, target)
+    assert target.is_symlink() and not (tmp_path / "nowhere").exists()
+    with pytest.raises(mf.MemframeError, match="symbolic link that leads nowhere"):
+        mf.Store.create(target)

@@ -68,3 +68,20 @@ def test_bulk_purge_erases_a_tombstoned_capsule_like_the_verb(tmp_path: Path) ->
     contents = dict(store.table("capsules").select("id", "content").collect().iter_rows())
     assert contents[b] is None
     assert contents[a] is None  # the bulk form keeps the bytes it was asked to purge
+
+
+@pytest.mark.parametrize("modes", [["tombstone", "redact"], ["tombstone", "purge"],
+                                   ["tombstone", "tombstone", "purge"]])
+def test_bulk_forget_keeps_the_strongest_mode_of_one_batch(tmp_path: Path, modes) -> None:
+    """A batch naming one capsule twice erases it when any of its rows erases, as the same
+    requests through forget() do (the bulk form once kept only the first row)."""
+    store, a, b = _two_capsules(tmp_path)
+    written = store.append("forgets", {"capsule_id": [a] * len(modes), "mode": modes})
+    verbs, c, _ = _two_capsules(tmp_path / "verbs")
+    for mode in modes:
+        verbs.forget(c, mode=mode)
+    assert written == 2
+    for s in (store, verbs):
+        contents = dict(s.table("capsules").select("id", "content").collect().iter_rows())
+        assert contents == {a: None, b: "b"}
+        assert s.table("forgets").collect()["mode"].to_list() == ["tombstone", modes[-1]]

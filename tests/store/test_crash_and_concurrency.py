@@ -95,7 +95,7 @@ def test_sigkill_at_every_durable_step_never_shows_a_half_commit(tmp_path):
     store = mf.Store.open(path)
     for leftover in path.rglob("*"):  # the killed writers' files, aged past the grace
         os.utime(leftover, (time.time() - 3600, time.time() - 3600), follow_symlinks=False)
-    store.vacuum(grace_seconds=60)
+    store.vacuum(grace_seconds=60, retention_hours=0, allow_short_retention=True)
     named = {p.as_posix() for name in CANONICAL_TABLES for p in store.files(name)}
     on_disk = {p.as_posix() for p in path.rglob("*.parquet")}
     assert on_disk == named
@@ -133,3 +133,124 @@ def test_four_processes_ingesting_concurrently(tmp_path):
     by_seq = caps.sort("seq")["id"].to_list()
     assert by_seq == [f"cap-{n}" for n in range(1, 401)]
     assert pl.Series(by_seq).n_unique() == 400
+
+
+JOBS = textwrap.dedent("""
+    import os, signal, sys
+    import memframe as mf, memframe.schema
+    store = mf.Store.open(sys.argv[1])
+    tag, kill_at = sys.argv[2], int(sys.argv[3])
+    mf.schema.model("capsules")
+    events = 0
+    def counted(fn):
+        def run(*args, **kwargs):
+            global events
+            events += 1
+            if events == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fn(*args, **kwargs)
+        return run
+    for name in ("fsync", "link", "replace", "rename", "unlink"):
+        setattr(os, name, counted(getattr(os, name)))
+    for i in range(2):
+        store.ingest([{"content": f"{tag}-{i}-{k}", "source": "crash", "anchor": "x",
+                       "conversation_id": f"c{k}"} for k in range(3)])
+        store.memory.run_cycle()
+    store.compact(min_rows=100)
+    store.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001)
+    store.forget("cap-1", mode="purge")
+    store.memory.run_cycle()
+    store.memory.rebuild_projections()
+    print(events, flush=True)
+""")
+
+
+def warm_equals_full(path, scratch) -> None:
+    """The jobs' state after whatever happened equals a rebuild from the canonical rows."""
+    import shutil
+
+    store = mf.Store.open(path)
+    store.memory.run_cycle()
+    warm = (store.memory.session_digest(limit=1000).hash, mf.digest(store).to_json())
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(path, scratch)
+    copy = mf.Store.open(scratch)
+    copy.memory.rebuild_projections()
+    assert copy.memory.session_digest(limit=1000).hash == warm[0]
+    assert mf.digest(copy, verify="full").to_json() == warm[1]
+
+
+@pytest.mark.slow
+def test_sigkill_during_the_projection_jobs_and_maintenance(tmp_path):
+    """Kills at spread durable steps of ingest + cycle + compact + vacuum + purge + rebuild:
+    nothing half-written, warm == full after, and the next commit lands."""
+    path = tmp_path / "s"
+    mf.Store.create(path)
+    subprocess.run([sys.executable, "-c", JOBS, str(path), "warm", "0"],
+                   capture_output=True, text=True, check=True)
+    dry = subprocess.run([sys.executable, "-c", JOBS, str(path), "dry", "0"],
+                         capture_output=True, text=True, check=True)
+    steps = int(dry.stdout.strip())
+    assert steps > 20
+    kill_points = sorted({1 + (steps - 1) * i // 9 for i in range(10)})
+    killed = 0
+    for k in kill_points:
+        child = subprocess.run([sys.executable, "-c", JOBS, str(path), f"k{k}", str(k)],
+                               capture_output=True, text=True)
+        assert child.returncode in (0, -signal.SIGKILL), child.stderr[-2000:]
+        killed += child.returncode == -signal.SIGKILL
+        store = mf.Store.open(path)
+        caps = store.table("capsules").collect()
+        assert caps.height % 3 == 0  # every ingest whole
+        journal = store.table("journal").collect()
+        assert verify_chain(journal) == (True, journal.height)
+        warm_equals_full(path, tmp_path / "copy")
+    assert killed >= len(kill_points) - 1
+    mf.Store.open(path).ingest({"content": "after", "source": "s", "anchor": "a"})
+
+
+CYCLER = textwrap.dedent("""
+    import sys, memframe as mf
+    store = mf.Store.open(sys.argv[1])
+    for i in range(int(sys.argv[2])):
+        store.memory.run_cycle()
+        store.memory.sessions()
+        store.memory.session_digest()
+        store.memory.episodes()
+        if i % 3 == 0:
+            store.memory.rebuild_projections()
+""")
+
+MAINTAINER = textwrap.dedent("""
+    import sys, memframe as mf
+    store = mf.Store.open(sys.argv[1])
+    for i in range(int(sys.argv[2])):
+        store.compact(min_rows=1000)
+        store.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001)
+""")
+
+CONVERSER = textwrap.dedent("""
+    import sys, memframe as mf
+    store = mf.Store.open(sys.argv[1])
+    for i in range(int(sys.argv[3])):
+        store.ingest({"content": f"{sys.argv[2]}-{i}", "source": "race", "anchor": "x",
+                      "conversation_id": f"{sys.argv[2]}-{i % 4}"})
+""")
+
+
+@pytest.mark.slow
+def test_jobs_and_doors_with_a_concurrent_compact_and_vacuum(tmp_path):
+    path = tmp_path / "s"
+    mf.Store.create(path)
+    procs = [subprocess.Popen([sys.executable, "-c", CONVERSER, str(path), f"w{k}", "30"],
+                              stderr=subprocess.PIPE, text=True) for k in range(2)]
+    procs += [subprocess.Popen([sys.executable, "-c", CYCLER, str(path), "12"],
+                               stderr=subprocess.PIPE, text=True),
+              subprocess.Popen([sys.executable, "-c", MAINTAINER, str(path), "15"],
+                               stderr=subprocess.PIPE, text=True)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-1500:] for e in errors]
+    store = mf.Store.open(path)
+    assert store.table("capsules").collect().height == 60
+    warm_equals_full(path, tmp_path / "copy")
+    store.ingest({"content": "after", "source": "s", "anchor": "a"})

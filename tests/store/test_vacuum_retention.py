@@ -1,0 +1,114 @@
+"""Vacuum keeps time travel working for a retention window, says what it ends, and can
+dry-run. Regression: vacuum once removed every replaced file at once (readable generations
+went from 1..96 to 105..105) with no window, no dry run and no report of what was lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import memframe as mf
+from memframe.cli import main
+from memframe.errors import InvalidInputError
+from tests.conftest import TickingClock
+from tests.store.test_faults import state_of
+
+DAY = dt.timedelta(days=1)
+
+
+def history(tmp_path) -> tuple[mf.Store, TickingClock]:
+    """Three days, each ingesting and compacting the capsules (replacing earlier files):
+    day 0 is generations 1..3, day 1 is 4..5, day 2 is 6..7."""
+    clock = TickingClock()
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    for day in ("ab", "c", "d"):
+        for t in day:
+            store.ingest({"content": t, "source": "s", "anchor": t})
+        store.compact("capsules")
+        clock.set(clock.now + DAY)
+    assert store.generation == 7
+    return store, clock
+
+
+def readable(store: mf.Store) -> list[int]:
+    return [g for g in range(1, store.generation + 1) if store.at(g).readable()]
+
+
+def test_the_default_window_keeps_recent_generations_readable(tmp_path):
+    store, _ = history(tmp_path)
+    report = store.vacuum()
+    assert report["partitions"] == 0 and report["no_longer_readable"] is None
+    assert report["readable"] == [1, 7] and readable(store) == list(range(1, 8))
+    assert store.at(2).table("capsules").collect()["content"].to_list() == ["a", "b"]
+
+
+def test_generations_older_than_the_window_go_and_the_report_says_which(tmp_path):
+    store, clock = history(tmp_path)
+    start = clock.now - 3 * DAY
+    clock.set(start + dt.timedelta(days=7, hours=36))
+    # the window starts inside day 1: an as_of there reads generation 5, so 5..7 stay
+    report = store.vacuum()
+    assert report["no_longer_readable"] == [1, 4] and report["readable"] == [5, 7]
+    assert readable(store) == [5, 6, 7]
+    assert store.as_of(start + dt.timedelta(hours=37)).generation == 5
+    assert report["files"] == sorted(report["files"]) and len(report["files"]) == 4
+    clock.set(clock.now + dt.timedelta(days=30))
+    report = store.vacuum()
+    assert report["no_longer_readable"] == [5, 6] and report["readable"] == [7, 7]
+    assert store.table("capsules").collect()["content"].to_list() == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("hours,first", [(0, 7), (1, 7), (167.9, 1)])
+def test_a_short_retention_must_be_asked_for_explicitly(tmp_path, hours, first):
+    store, _ = history(tmp_path)
+    before = state_of(store)
+    with pytest.raises(InvalidInputError, match="allow_short_retention=True"):
+        store.vacuum(retention_hours=hours)
+    assert state_of(store) == before
+    report = store.vacuum(retention_hours=hours, allow_short_retention=True)
+    assert report["readable"] == [first, 7]
+    assert report["no_longer_readable"] == ([1, first - 1] if first > 1 else None)
+
+
+@pytest.mark.parametrize("bad", [{"retention_hours": -1}, {"retention_hours": float("nan")},
+                                 {"retention_hours": "168"}, {"retention_hours": True},
+                                 {"dry_run": "yes"}, {"allow_short_retention": 1}])
+def test_odd_vacuum_arguments_are_refused(tmp_path, bad):
+    store, _ = history(tmp_path)
+    before = state_of(store)
+    with pytest.raises(InvalidInputError):
+        store.vacuum(**bad)
+    assert state_of(store) == before
+
+
+def test_a_dry_run_removes_nothing_and_reports_what_the_real_run_does(tmp_path):
+    store, _ = history(tmp_path)
+    before = state_of(store)
+    plan = store.vacuum(retention_hours=0, allow_short_retention=True, dry_run=True)
+    assert state_of(store) == before and plan["dry_run"] is True
+    done = store.vacuum(retention_hours=0, allow_short_retention=True)
+    assert {**plan, "dry_run": False} == done
+    assert len(done["files"]) == 6 and all(f.startswith("capsules/part-") for f in done["files"])
+
+
+def test_an_erasure_is_never_kept_for_time_travel(tmp_path):
+    store, _ = history(tmp_path)
+    store.forget("cap-2", mode="purge")
+    report = store.vacuum()  # the default window: only the erased bytes' history goes
+    assert report["readable"] == [8, 8] and report["no_longer_readable"] == [1, 7]
+    assert len(list((store.path / "capsules").glob("*.parquet"))) == 1  # the rewritten one
+    assert store.table("capsules").collect()["content"].to_list() == ["a", None, "c", "d"]
+
+
+def test_the_cli_dry_run_lists_files_and_generations(tmp_path, capsys):
+    store, _ = history(tmp_path)
+    assert main(["vacuum", str(store.path), "--retention-hours", "0", "--format", "text"]) == 1
+    err = capsys.readouterr().err
+    assert "--allow-short-retention" in err and "Traceback" not in err
+    assert main(["vacuum", str(store.path), "--retention-hours", "0", "--allow-short-retention",
+                 "--dry-run", "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "would remove 6 partition file(s)" in out and "capsules/part-" in out
+    assert "generations 1..6 would stop being readable" in out
+    assert readable(store) == list(range(1, 8))

@@ -1,0 +1,123 @@
+"""What a writer stages is checked before anything is written or linked.
+
+Regression tests: ``write_derived`` once took any table name (a canonical table's was
+replaced; a name the log refuses was linked first and bricked the store), ``set_watermark``
+took any name and value, and ``append_rows`` read a dict of columns as one capsule row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+import memframe as mf
+from memframe.errors import InvalidInputError
+from tests.store.test_faults import state_of
+
+
+def seeded(store: mf.Store) -> mf.Store:
+    store.ingest([{"content": t, "source": "s", "anchor": t, "conversation_id": "c"}
+                  for t in "ab"])
+    store.memory.run_cycle()
+    return store
+
+
+def still_works(store: mf.Store) -> None:
+    """The store opens, reads, digests, ingests and runs its jobs as before."""
+    again = mf.Store.open(store.path)
+    assert again.table("capsules").collect().height >= 2
+    assert mf.digest(again).to_dict()["total"] >= 2
+    again.ingest({"content": "after", "source": "s", "anchor": "z", "conversation_id": "c"})
+    again.memory.run_cycle()
+    assert again.memory.sessions().rows["memory_count"].to_list() == [3]
+
+
+@pytest.mark.parametrize("name", ["capsules", "journal", "projections/../capsules",
+                                  "Projections/x", "projections/x y", "projections",
+                                  "derived/", "/tmp/x", "projections/" + "x" * 300, 5, None,
+                                  "capsules/extra", "other/x"])
+def test_write_derived_refuses_a_name_outside_the_derived_roots(store, name):
+    seeded(store)
+    before = state_of(store)
+    with pytest.raises(InvalidInputError, match="derived table"):
+        store.commit(lambda w: w.write_derived(name, pl.DataFrame({"x": [1]}), replace=True),
+                     operation="mine")
+    assert state_of(store) == before
+    still_works(store)
+
+
+@pytest.mark.parametrize("kwargs", [{"frame": [1, 2]}, {"replace": "yes"},
+                                    {"row_group_rows": 0}, {"row_group_rows": 1.5}])
+def test_write_derived_refuses_odd_arguments(store, kwargs):
+    seeded(store)
+    before = state_of(store)
+    args = {"frame": pl.DataFrame({"x": [1]}), "replace": True, **kwargs}
+    with pytest.raises(InvalidInputError, match="write_derived"):
+        store.commit(lambda w: w.write_derived("projections/mine", args.pop("frame"), **args),
+                     operation="mine")
+    assert state_of(store) == before
+
+
+def test_write_derived_still_lands_a_derived_table(store):
+    seeded(store)
+    store.commit(lambda w: w.write_derived("projections/mine", pl.DataFrame({"x": [1, 2]}),
+                                           replace=True), operation="mine")
+    assert store.derived("projections/mine", pl.Schema({"x": pl.Int64})).collect().height == 2
+
+
+@pytest.mark.parametrize("name,value", [
+    ("projections/session", "12"), ("projections/session", -1), ("projections/session", True),
+    ("projections/session", 1.5), ("projections/session", None), ("projections/session", 2**64),
+    ("mine", {"x": math.inf}), ("mine", {"x": math.nan}), ("mine", {"x": object()}),
+    ("mine", {1: 2}), ("mine", {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}),
+    ("mine", {"x": list(range(20_000))}), (None, 1), ("", 1), ("a b", 1), ("../x", 1),
+    ("x\x1b]0;t\x07", 1),
+])
+def test_set_watermark_refuses_what_no_job_reads(store, name, value):
+    seeded(store)
+    before = state_of(store)
+    with pytest.raises(InvalidInputError, match="set_watermark"):
+        store.commit(lambda w: w.set_watermark(name, value), operation="mine")
+    assert state_of(store) == before
+    still_works(store)
+
+
+def test_set_watermark_takes_numbers_and_json_objects(store):
+    seeded(store)
+    store.commit(lambda w: (w.set_watermark("mine", 3),
+                            w.set_watermark("mine/state@2", {"seq": 3, "seal": {"h": "ab"},
+                                                             "parts": [1, 2.5, None, True]})),
+                 operation="mine")
+    assert mf.Store.open(store.path).watermarks["mine/state@2"]["parts"] == [1, 2.5, None, True]
+
+
+@pytest.mark.parametrize("rows", [
+    {"capsule_id": ["cap-1", "cap-2", "cap-1"]},
+    [{"capsule_id": "cap-1"}, {"capsule_id": "cap-2"}, {"capsule_id": "cap-1"}],
+    pl.DataFrame({"capsule_id": ["cap-1", "cap-2", "cap-1"]}),
+])
+def test_append_rows_reads_columns_as_the_bulk_form_does(store, rows):
+    seeded(store)
+    assert store.commit(lambda w: w.append_rows("recalls", rows), operation="mine") == 3
+    counts = dict(store.capsule_state().select("id", "recall_count").collect().iter_rows())
+    assert counts == {"cap-1": 2, "cap-2": 1}
+
+
+@pytest.mark.parametrize("table,rows", [
+    ("capsules", {"content": ["x"]}),
+    ("recalls", {"capsule_id": "cap-1"}),
+    ("recalls", {"capsule_id": ["cap-1"], "count": [1, 2]}),
+    ("recalls", "cap-1"),
+    ("recalls", [{"capsule_id": "cap-1"}, "cap-2"]),
+    ("recalls", {"content": ["x"]}),
+])
+def test_append_rows_refuses_rows_it_cannot_read(store, table, rows):
+    seeded(store)
+    before = state_of(store)
+    with pytest.raises(InvalidInputError):
+        store.commit(lambda w: w.append_rows(table, rows), operation="mine")
+    with pytest.raises(InvalidInputError):
+        store.append(table, rows)
+    assert state_of(store) == before
