@@ -345,7 +345,7 @@ def test_out_naming_a_file_is_a_usage_error(small, tmp_path, capsys):
     taken.write_text("x")
     assert main(["digest", str(small.path), "--out", str(taken)]) == 2
     err = capsys.readouterr().err
-    assert "memframe digest: error: --out" in err and "is a file" in err
+    assert "memframe digest: error: --out" in err and "existing file" in err
     assert "Traceback" not in err and taken.read_text() == "x"
 
 

@@ -99,7 +99,7 @@ def hostile(tmp_path_factory) -> dict[str, Path]:
     store.record_git_scan("git:" + HOSTILE, HOSTILE, [{"capsule_id": ids[0], "kind": "mention",
                                               "ref": HOSTILE, "verdict": "corroborated",
                                               "detail": HOSTILE}])
-    # an nMEMORY source: hostile ids in a blocks cycle, texts, and an extra table's name
+    # an nMEMORY source: hostile texts, a blocks cycle, and an extra table's name
     source = root / "source.db"
     b = nmemory_fixture.Builder(source)
     at = "2026-06-01T10:00:{:02d}Z".format
@@ -107,15 +107,19 @@ def hostile(tmp_path_factory) -> dict[str, Path]:
     c = b.ingest("beta", at=at(2))
     b.relate(a, c, "blocks", at=at(3))
     b.relate(c, a, "blocks", at=at(4))
-    b.relate(c, HOSTILE, "blocks", at=at(5))
-    b.relate(HOSTILE, c, "blocks", at=at(6))
     b.miss([HOSTILE], "abstain", at=at(7))
     b.close()
+    # a source whose edge names an id the engine never issued: refused, the id shown inert
+    forged = root / "forged.db"
+    f = nmemory_fixture.Builder(forged)
+    c = f.ingest("beta", at=at(2))
+    f.relate(c, HOSTILE, "blocks", at=at(5))
+    f.close()
     con = sqlite3.connect(source)
     con.execute(f'CREATE TABLE "{HOSTILE.replace(chr(34), "")}" (x INTEGER)')
     con.commit()
     con.close()
-    return {"root": root, "store": root / HOSTILE_DIR, "source": source}
+    return {"root": root, "store": root / HOSTILE_DIR, "source": source, "forged": forged}
 
 
 def _commands(h: dict[str, Path]) -> list[tuple[list[str], str | None, bool]]:
@@ -124,7 +128,8 @@ def _commands(h: dict[str, Path]) -> list[tuple[list[str], str | None, bool]]:
     imported = str(root / "imported")
     return [
         (["import", "nmemory", str(h["source"]), imported], SHOWN, True),
-        (["digest", imported], SHOWN, True),  # the dag's cycle through a hostile id
+        (["import", "nmemory", str(h["forged"]), str(root / "refused")], None, True),
+        (["digest", imported], SHOWN, True),
         (["digest", s], SHOWN, True),
         (["digest", s, "--format", "json"], SHOWN, False),
         (["digest", s, "--per-project", "1"], "== project \\u001b]0;owned", True),
@@ -159,7 +164,8 @@ def test_every_command_under_a_pty_shows_hostile_text_inert_and_fits(hostile):
         if shown is not None:  # (an error message is wrapped, not cut: join its lines)
             assert shown in text.replace("\r\n  ", ""), f"memframe {argv} hid it:\n{text}"
         seen.append((argv[0], code))
-    assert ("import", 0) in seen and ("digest", 2) in seen and ("digest", 1) in seen
+    assert ("import", 0) in seen and ("import", 1) in seen  # the forged source: refused
+    assert ("digest", 2) in seen and ("digest", 1) in seen
 
 
 def test_the_pages_written_with_out_are_safe_text_too(hostile):

@@ -32,7 +32,7 @@ from typing import Any
 
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "TEXT_PREFIX", "WRITER", "writer", "is_derived", "current",
+__all__ = ["PREFIX", "TEXT_PREFIX", "WRITER", "writer", "mark", "is_derived", "current",
            "files_present", "visible",
            "settle"]
 
@@ -85,9 +85,14 @@ def is_derived(name: str) -> bool:
     return name.startswith(_ROOTS)
 
 
+def mark() -> dict[str, str]:
+    """The `WRITER` watermark this code records (a watermark is a number or an object)."""
+    return {"code": writer()}
+
+
 def current(watermarks: Mapping[str, Any]) -> bool:
     """Whether the derived state these watermarks describe was written by this code."""
-    return watermarks.get(WRITER) == writer()
+    return watermarks.get(WRITER) == mark()
 
 
 def files_present(snapshot: Snapshot, root: Path) -> bool:
@@ -133,6 +138,6 @@ def settle(snapshot: Snapshot, staged: Mapping[str, Any], wrote_derived: bool
     if not touched:
         stale = {m: v for m, v in snapshot.watermarks.items() if is_derived(m)}
         return {**stale, **marks}, []
-    marks[WRITER] = writer()
+    marks[WRITER] = mark()
     drop = [p.path for t, parts in snapshot.tables.items() if is_derived(t) for p in parts]
     return marks, drop

@@ -35,7 +35,7 @@ def test_a_job_records_the_writer_and_views_read_its_state(tmp_path):
     store = _store(tmp_path / "s")
     assert derived.WRITER not in store.snapshot.watermarks
     store.memory.run_cycle()
-    assert store.snapshot.watermarks[derived.WRITER] == derived.writer()
+    assert store.snapshot.watermarks[derived.WRITER] == {"code": derived.writer()}
     assert store.pinned().partitions("projections/session/partials/T0") or \
         store.derived_names("projections/session")
     assert store.memory.sessions().rows.height == 2
@@ -46,7 +46,7 @@ def test_state_of_other_code_is_hidden_then_dropped_by_the_next_job(tmp_path, mo
     monkeypatch.setattr(derived, "writer", lambda: "other-code")
     store.memory.run_cycle()
     stale = _derived_paths(store)
-    assert stale and store.snapshot.watermarks[derived.WRITER] == "other-code"
+    assert stale and store.snapshot.watermarks[derived.WRITER] == {"code": "other-code"}
     monkeypatch.undo()
     view = store.pinned()
     # nothing of it is visible to this code: no table, no watermark
@@ -55,11 +55,11 @@ def test_state_of_other_code_is_hidden_then_dropped_by_the_next_job(tmp_path, mo
     assert store.memory.sessions().rows.height == 0  # as before any cycle
     # a plain commit keeps the stale marks as they were and drops nothing
     store.ingest({"content": "later", "source": "s", "anchor": "z", "conversation_id": "c0"})
-    assert store.snapshot.watermarks[derived.WRITER] == "other-code"
+    assert store.snapshot.watermarks[derived.WRITER] == {"code": "other-code"}
     assert _derived_paths(store) == stale
     # the next job drops every stale partition in its own commit and builds afresh
     store.memory.run_cycle()
-    assert store.snapshot.watermarks[derived.WRITER] == derived.writer()
+    assert store.snapshot.watermarks[derived.WRITER] == {"code": derived.writer()}
     assert not (_derived_paths(store) & stale)
     counts = dict(store.memory.sessions().rows.select("conversation_id", "memory_count").rows())
     assert counts == {"c0": 3, "c1": 2}
@@ -73,7 +73,8 @@ def test_a_vacuum_after_the_job_removes_the_stale_files(tmp_path, monkeypatch):
     stale = _derived_paths(store)
     monkeypatch.undo()
     store.memory.run_cycle()
-    store.vacuum(grace_seconds=1, wait_seconds=0)
+    store.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=1,
+                 wait_seconds=0)
     assert not [p for p in stale if (store.path / p).exists()]
 
 
