@@ -105,14 +105,18 @@ SEAL_MARK = "projections/digest/seal"
 
 def canonical_seal(root: Path, tables: Any, top: int) -> dict[str, Any] | None:
     """The seal of the canonical parts at or below ``top`` that ``tables`` (table name ->
-    parts, as a snapshot holds them) names, by their identity now; None when a part
-    cannot be stat'ed."""
+    parts, as a snapshot holds them) names: the sha256 of every part's path, row count and
+    size now (one stat each). Sizes, not inodes or change times, so that a copy of the
+    store (a clone, an installed sample, a backup restored) keeps its seal, while an edit
+    that changes a part's size breaks it. None when a part cannot be stat'ed."""
     entries = []
     for name in CANONICAL_TABLES:
         for part in tables.get(name, ()):
             if (part.seq_hi or 0) <= top:
-                identity = current_identity(root / part.path)
-                if identity is None:
+                try:
+                    size = os.stat(root / part.path).st_size
+                except OSError:
                     return None
-                entries.append((part.path, part.rows, identity))
-    return {"seq": top, "parts": len(entries), "sha256": seal(entries)}
+                entries.append([part.path, part.rows, size])
+    digest = hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()
+    return {"seq": top, "parts": len(entries), "sha256": digest}

@@ -8,20 +8,18 @@ place (an edit, a restore from a backup): its rows would then differ from what t
 holds, and the warm answer from the full one.
 
 So the digest job records, with the state, a *seal*: the sha256 of the path, row count
-and file identity (size, inode, mtime, ctime: any write moves a file's change time,
-which no user call sets back) of every canonical part the generation names (watermark
-`MARK`, with the highest ``seq`` it covers and how many parts). A warm digest stats the
-parts at or below that ``seq`` (one stat each, nothing read) and compares: when the seal
-does not hold, no derived state is used and the digest folds from the rows, as with
-``verify="full"``; the next cycle rebuilds the digest's state and says so in its report.
+and size of every canonical part the generation names (watermark `MARK`, with the
+highest ``seq`` it covers and how many parts). A warm digest stats the parts at or below
+that ``seq`` (one stat each, nothing read) and compares: when the seal does not hold, no
+derived state is used and the digest folds from the rows, as with ``verify="full"``; the
+next cycle rebuilds the digest's state and says so in its report.
 
-What the seal does not see: an edit made within the file system's change-time tick of
-the job's own stat, keeping the file's size; a writer who sets the clock back to restore
-a change time; a part rewritten together with the seal. ``verify="full"`` trusts nothing
-but the rows. A compaction or an erasure (new files, the same rows)
-is sealed again by its own commit (the store re-seals the parts it rewrote, at their new
-identities: the rows the state folded are the same, content aside), while a copy of the
-store (new inodes) breaks the seal: the next cycle rebuilds the state.
+Sizes, not inodes or change times: a copy of the store (a clone, the installed sample, a
+restored backup) keeps its seal. What the seal does not see: an edit that keeps a part's
+size, and a part rewritten together with the seal; ``verify="full"`` trusts nothing but
+the rows. A compaction or an erasure (new files, the same rows) is sealed again by its own
+commit (the store re-seals the parts it rewrote: the rows the state folded are the same,
+content aside).
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ MARK = fingerprint.SEAL_MARK
 
 def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
     """The seal of the canonical parts at or below ``top`` (default: every part) at
-    ``view``, by their identity now; None when a part cannot be stat'ed."""
+    ``view``, by their sizes now; None when a part cannot be stat'ed."""
     if top is None:
         top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
                   default=0)
