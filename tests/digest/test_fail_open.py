@@ -113,8 +113,10 @@ def test_sources_fail_open_on_out_of_vocabulary_verdict(busy):
     assert "sources" not in dig(busy)
 
 
-def test_rows_visited_skips_an_unreadable_leg(busy):
+def test_rows_visited_skips_an_unreadable_leg(busy, read_path):
     view = busy.pinned()
+    if read_path == "warm":  # a garbled part breaks the state's seal, and so does the same
+        rewrite(busy, "recall_misses", lambda f: f)  # rows in another file: fold from rows
     full = mf.digest(busy).rows_visited
     lost = view.row_count("recall_misses")
     garble(busy, "recall_misses")

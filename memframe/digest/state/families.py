@@ -433,12 +433,14 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
     except UNREADABLE as exc:  # the digest reads the table itself (and fails, or not)
         notes.append(f"digest_globals: {family} not kept: a table cannot be read "
                      f"({type(exc).__name__}: {exc})")
+        _drop_family(commit, view, family)
         return _report()
     problem = (check_rows("relations", tables["relations"]) if family == "graph" else
                check_rows("brackets", tables["brackets"]) if family == "sessions" else None)
     if problem:  # the digest fails closed on these rows: never keep values computed over them
         notes.append(f"digest_globals: {family} not kept: the digest fails closed on "
                      f"its rows ({problem})")
+        _drop_family(commit, view, family)
         return _report(visited)
     values = family_values(family, tables)
     rows = encode(family, values)
@@ -455,6 +457,20 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
     _set_marks(commit, view, family)
     commit.set_watermark(version_name(family), _top(view, family))
     return _report(visited, visited, written)
+
+
+def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
+    """Drop what was kept of ``family`` (its tables and marks): values kept before its
+    tables became unreadable, or took rows the digest fails closed on, must not be served
+    (the digest reads the tables itself)."""
+    tables = [table_of(family)] + ([members_table(), endpoints_table()]
+                                   if family == "graph" else [])
+    for table in tables:
+        if view.partitions(table):
+            commit.write_derived(table, pl.DataFrame(), replace=True)
+    prefix = _mark_name(family)
+    for name in [m for m in commit.watermarks if m == prefix or m.startswith(prefix + "/")]:
+        del commit.watermarks[name]
 
 
 def bad_brackets(brackets: pl.DataFrame) -> bool:
