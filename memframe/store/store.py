@@ -672,7 +672,8 @@ class Store(StoreView):
                         marks.pop(fingerprint.SEAL_MARK)
                     else:
                         marks[fingerprint.SEAL_MARK] = resealed
-                removes.extend(p for p in stale if p not in set(removes))
+                known = set(removes)
+                removes.extend(p for p in stale if p not in known)
                 stamp = _commit_stamp(commit.now)
                 if snap.timestamp is not None and stamp < snap.timestamp:
                     stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects)
