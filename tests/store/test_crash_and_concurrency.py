@@ -16,7 +16,8 @@ import memframe as mf
 from memframe.schema import CANONICAL_TABLES
 from tests.conftest import verify_chain
 
-WRITER = textwrap.dedent("""
+#: the start of a writer that SIGKILLs itself at its kill_at-th durable file operation
+KILLED_AT = """
     import os, signal, sys
     import memframe as mf, memframe.schema
     store = mf.Store.open(sys.argv[1])
@@ -35,6 +36,9 @@ WRITER = textwrap.dedent("""
         return run
     for name in ("fsync", "link", "replace", "rename", "unlink"):
         setattr(os, name, counted(getattr(os, name)))
+"""
+
+WRITER = textwrap.dedent(KILLED_AT + """
     for i in range(3):
         with store.transaction():
             a, b = store.ingest([
@@ -135,23 +139,7 @@ def test_four_processes_ingesting_concurrently(tmp_path):
     assert pl.Series(by_seq).n_unique() == 400
 
 
-JOBS = textwrap.dedent("""
-    import os, signal, sys
-    import memframe as mf, memframe.schema
-    store = mf.Store.open(sys.argv[1])
-    tag, kill_at = sys.argv[2], int(sys.argv[3])
-    mf.schema.model("capsules")
-    events = 0
-    def counted(fn):
-        def run(*args, **kwargs):
-            global events
-            events += 1
-            if events == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return fn(*args, **kwargs)
-        return run
-    for name in ("fsync", "link", "replace", "rename", "unlink"):
-        setattr(os, name, counted(getattr(os, name)))
+JOBS = textwrap.dedent(KILLED_AT + """
     for i in range(2):
         store.ingest([{"content": f"{tag}-{i}-{k}", "source": "crash", "anchor": "x",
                        "conversation_id": f"c{k}"} for k in range(3)])
