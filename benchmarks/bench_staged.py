@@ -11,7 +11,7 @@ One synthetic store is read once into memory; the digest is then computed with
 
 It prints each variant's median time over ``--repeat`` runs and its ratio to ``plain``,
 then, for ``plain`` and ``curated``, the median time of each step this feature added
-(staged/pinned annotation of capsule state, the staged and pinned sections, the open
+(the capsule-state fold, which carries staged and pinned, the staged and pinned sections, the open
 efforts board) and their share of the digest. On a shared machine the per-step shares
 are the steadier figure: they are measured in the same process, back to back.
 
@@ -37,9 +37,9 @@ from memframe import schema as S
 from memframe import synth
 from memframe.digest import digest_tables
 from memframe.digest.efforts import open_efforts_sections
-from memframe.digest.inputs import inputs_from_tables
+from memframe.digest.inputs import inputs_from_tables, reference_state
 from memframe.digest.scope import fence, population
-from memframe.digest.staged import annotate, pinned_sections, staged_section
+from memframe.digest.staged import pinned_sections, staged_section
 from memframe.graph import blocks_projection
 
 NOW = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
@@ -128,10 +128,10 @@ def step_costs(tables: dict, repeat: int) -> dict[str, float]:
     alive = state.filter(pl.col("status") != "tombstoned")
     tombstoned = inputs.tables["forgets"].get_column("capsule_id").unique()
     projection = blocks_projection(inputs.tables["relations"], tombstoned)
-    reviews, pins = inputs.tables["reviews"], inputs.tables["pins"]
+    reviews = inputs.tables["reviews"]
     return {
         "digest": _median(lambda: digest_tables(tables, now=NOW), repeat),
-        "annotate": _median(lambda: annotate(state, reviews, pins), repeat),
+        "state": _median(lambda: reference_state(inputs.tables), repeat),
         "staged": _median(lambda: staged_section(reviews, NOW), repeat),
         "pinned": _median(lambda: pinned_sections(scoped, [""], NOW), repeat),
         "open_efforts": _median(lambda: open_efforts_sections(
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                           ("curated, fenced", fenced_s)):
         print(f"{name:<18}{seconds:>10.3f}{seconds / plain_s:>10.2f}")
     print(f"{'steps (median s)':<18}" + "".join(
-        f"{k:>13}" for k in ("digest", "annotate", "staged", "pinned", "open_efforts", "share")))
+        f"{k:>13}" for k in ("digest", "state", "staged", "pinned", "open_efforts", "share")))
     for name, frames in (("plain", tables), ("curated", curated)):
         cost = step_costs(frames, args.repeat)
         added = sum(v for k, v in cost.items() if k != "digest")

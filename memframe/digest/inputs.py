@@ -19,12 +19,11 @@ from typing import Any
 
 import polars as pl
 
-from memframe.digest.staged import annotate
 from memframe.digest.state import families as digest_globals
 from memframe.digest.state import seal
 from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
-from memframe.state import capsule_state
+from memframe.state import fold_state, state_frame
 
 __all__ = [
     "DigestInputs",
@@ -219,11 +218,7 @@ def _build(
             state, n = from_state(tables)
             visited += n
         else:
-            # joins + sort over frames already in memory: the in-memory engine is faster
-            state = capsule_state({k: v.lazy() for k, v in tables.items()}).collect(
-                engine="in-memory"
-            )
-            state = annotate(state, tables["reviews"], tables["pins"])
+            state = reference_state(tables)
     except MemframeError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -237,6 +232,18 @@ def _build(
         generation=generation,
         read_errors=errors,
     )
+
+
+def reference_state(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """The capsule state of the reference read: THE fold (`memframe.state.fold_state`) of
+    every row of the per-capsule tables, as the digest reads it (`state_frame`), with each
+    capsule's ``content`` when the tables hold it (else the digest reads the content of
+    the rows it emits)."""
+    state = state_frame(fold_state(tables))
+    if "content" not in tables["capsules"].columns:
+        return state
+    content = tables["capsules"].select("seq", "content")
+    return state.join(content, on="seq", how="left", maintain_order="left")
 
 
 def _complete(tables: Mapping[str, Any]) -> Callable[[str], pl.LazyFrame | pl.DataFrame]:

@@ -80,31 +80,16 @@ def _capsule_number(column: str) -> pl.Expr:
     return capsule_number_expr(column).alias("n")
 
 
-def out_of_band(journal: pl.DataFrame | None, state: pl.DataFrame) -> int:
+def out_of_band(state: pl.DataFrame) -> int:
     """Coverage misses: non-tombstoned capsules no audit row names as subject, plus
-    tombstoned capsules with no ``memory_forget``/``memory_merge`` row naming them.
-
-    Ids are compared as capsule numbers (integers), which is exact for ``cap-<n>`` and
-    much cheaper than string sets at millions of rows. A state that carries the coverage
-    flags of the digest state (``named``, ``forget_named``) is answered from them.
-    """
-    if journal is None or "named" in state.columns:
-        return int(state.select(
-            ((pl.col("status") != "tombstoned") & ~pl.col("named").fill_null(False)).sum()
-            + ((pl.col("status") == "tombstoned") & ~pl.col("forget_named").fill_null(False))
-            .sum()
-        ).item())
-    named = journal.lazy().select(_capsule_number("subject"), pl.col("action"))
-    subjects = named.select("n").drop_nulls().unique()
-    forgotten = named.filter(pl.col("action").is_in(list(FORGET_ACTIONS))).select("n").unique()
-    ids = state.lazy().select(_capsule_number("id"), pl.col("status"))
-    kept = ids.filter(pl.col("status") != "tombstoned").select("n")
-    gone = ids.filter(pl.col("status") == "tombstoned").select("n")
-    missing = pl.concat([
-        kept.join(subjects, on="n", how="anti", nulls_equal=False),
-        gone.join(forgotten, on="n", how="anti", nulls_equal=False),
-    ])
-    return int(missing.select(pl.len()).collect().item())
+    tombstoned capsules with no ``memory_forget``/``memory_merge`` row naming them,
+    answered from the capsule-state fold's coverage flags (``named``, ``forget_named``:
+    `memframe.state`)."""
+    return int(state.select(
+        ((pl.col("status") != "tombstoned") & ~pl.col("named").fill_null(False)).sum()
+        + ((pl.col("status") == "tombstoned") & ~pl.col("forget_named").fill_null(False))
+        .sum()
+    ).item())
 
 
 def journal_section(journal: pl.DataFrame | None, state: pl.DataFrame,
@@ -115,7 +100,7 @@ def journal_section(journal: pl.DataFrame | None, state: pl.DataFrame,
     checks the chain from its verified checkpoint); otherwise the whole chain is walked.
     """
     section = dict(chain) if chain is not None else verify_chain(journal)
-    section["out_of_band"] = out_of_band(journal, state)
+    section["out_of_band"] = out_of_band(state)
     return section
 
 
@@ -149,7 +134,7 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime,
     old_enough = (pl.col("created_at").dt.epoch("ns") <= latest_ns
                   if latest_ns >= -(2**63) else pl.lit(False))
     stale = old_enough & (pl.col("recall_count").fill_null(0) == 0)
-    unpinned = ~pl.col("pinned") if "pinned" in state.columns else pl.lit(True)
+    unpinned = ~pl.col("pinned")
     shortlist = state.filter(
         (pl.col("status") != "tombstoned")
         & pl.col("superseded")

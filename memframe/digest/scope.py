@@ -29,32 +29,21 @@ SCOPE = "_scope"
 
 
 def population(state: pl.DataFrame) -> pl.DataFrame:
-    """``all`` of reference 4.1, unfenced: non-tombstoned, non-staged capsules, ascending seq.
-
-    A ``staged`` column (reference 2.1), when present, removes the review-fenced capsules.
-    Adds ``thread`` (the ACTIVE() label, null when the content has none; taken as it is
-    when the state already carries it, computed while reading without the content) and
-    ``bracket`` (provenance source is ``memory_session_finish``).
+    """``all`` of reference 4.1, unfenced: the capsules of the population (non-tombstoned,
+    outside the review fence: `memframe.state.population_expr`, which the capsule-state
+    frame carries as ``in_population``), ascending seq, with ``bracket`` (provenance source
+    is ``memory_session_finish``).
 
     Examples:
         >>> import polars as pl
-        >>> s = pl.DataFrame({"seq": [1, 2, 3], "status": ["live", "tombstoned", "live"],
-        ...                   "content": ["ACTIVE(t): go", "x", "y"], "source": ["note"] * 3,
-        ...                   "staged": [False, False, True]})
+        >>> s = pl.DataFrame({"seq": [1, 2, 3], "in_population": [True, False, False],
+        ...                   "thread": ["t", None, None], "source": ["note"] * 3})
         >>> population(s).select("seq", "thread", "bracket").rows()
         [(1, 't', False)]
     """
-    keep = pl.col("status") != "tombstoned"
-    if "staged" in state.columns:
-        keep = keep & ~pl.col("staged")
-    thread = pl.col("thread") if "thread" in state.columns else pl.col("content").str.extract(
-        THREAD_PATTERN, 1)
     return (
-        state.filter(keep)
-        .with_columns(
-            thread.alias("thread"),
-            (pl.col("source") == HANDOFF_SOURCE).fill_null(False).alias("bracket"),
-        )
+        state.filter(pl.col("in_population"))
+        .with_columns((pl.col("source") == HANDOFF_SOURCE).fill_null(False).alias("bracket"))
         .sort("seq")
     )
 

@@ -2,7 +2,7 @@
 section and the ``pinned`` / ``pinned_total`` sections (4.17).
 
 * A capsule is **staged** when it has at least one review row and its latest one (by
-  ``seq``) is not ``ratified``. Staged capsules leave every capsule section (the
+  ``seq``) is not ``ratified`` (the capsule-state fold's ``staged``, `memframe.state`). Staged capsules leave every capsule section (the
   population of :func:`memframe.digest.scope.population`) and count only under
   ``staged``; tiers, the journal, archive candidates and the dag still see them.
 * A capsule is **pinned** when its latest pin row says so. Every headline row carries
@@ -24,7 +24,6 @@ __all__ = [
     "PINNED_CAP",
     "STALE_PROPOSAL_DAYS",
     "latest_reviews",
-    "annotate",
     "staged_section",
     "pinned_sections",
 ]
@@ -53,34 +52,6 @@ def latest_reviews(reviews: pl.DataFrame) -> pl.DataFrame:
     """
     return _latest(reviews).select(
         "capsule_id", "verdict", "at", (pl.col("verdict") != "ratified").alias("staged")
-    )
-
-
-def annotate(state: pl.DataFrame, reviews: pl.DataFrame, pins: pl.DataFrame) -> pl.DataFrame:
-    """Add ``staged`` and ``pinned`` (booleans) to capsule state, order kept.
-
-    Examples:
-        >>> import datetime as dt, polars as pl
-        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-        >>> state = pl.DataFrame({"seq": [1, 2], "id": ["cap-1", "cap-2"]})
-        >>> reviews = pl.DataFrame({"seq": [3], "at": [t], "capsule_id": ["cap-2"],
-        ...                         "verdict": ["proposed"]})
-        >>> pins = pl.DataFrame({"seq": [4, 5], "capsule_id": ["cap-1", "cap-1"],
-        ...                      "pinned": [True, False]})
-        >>> annotate(state, reviews, pins).select("id", "staged", "pinned").rows()
-        [('cap-1', False, False), ('cap-2', True, False)]
-    """
-    staged = latest_reviews(reviews).filter(pl.col("staged")).select(
-        pl.col("capsule_id").alias("id"), pl.lit(True).alias("staged")
-    )
-    pinned = _latest(pins).filter(pl.col("pinned")).select(
-        pl.col("capsule_id").alias("id"), pl.lit(True).alias("pinned")
-    )
-    return (
-        state.drop("staged", "pinned", strict=False)
-        .join(staged, on="id", how="left", maintain_order="left")
-        .join(pinned, on="id", how="left", maintain_order="left")
-        .with_columns(pl.col("staged").fill_null(False), pl.col("pinned").fill_null(False))
     )
 
 

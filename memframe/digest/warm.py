@@ -25,6 +25,7 @@ from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import SCOPE, fence, fence_expr, population
 from memframe.digest.state import capsules as ds
 from memframe.schema import TIERS
+from memframe.state import population_expr, state_columns
 from memframe.text import rfc3339
 
 __all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_band",
@@ -33,7 +34,7 @@ __all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_b
 
 def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """State rows -> capsule-state rows, order kept."""
-    return rows.select(ds.state_columns())
+    return rows.select(state_columns())
 
 
 def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
@@ -88,7 +89,7 @@ def top_requests(n: int, prefix: str | None) -> tuple[ds.TopRequest, ...]:
         >>> [order for _n, order, _keep in top_requests(3, "team")]
         ['newest', 'recalled']
     """
-    keep = ds.population_expr()
+    keep = population_expr()
     if prefix is not None:
         keep = keep & fence_expr(prefix)
     return ((n, "newest", keep),

@@ -20,10 +20,10 @@ from memframe.digest import digest_tables
 from memframe.digest.state import capsules as ds
 from memframe.digest.warm import top_requests
 from tests.conftest import TickingClock
-from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _play, capsule, step
+from tests.strategies import LAW_EXAMPLES, NOW, capsule, digest_step, play
 
 #: histories that never run the digest job: every digest of them is cold
-cold_step = step.filter(lambda s: s[0] not in ("cycle", "rebuild"))
+cold_step = digest_step.filter(lambda s: s[0] not in ("cycle", "rebuild"))
 history = st.tuples(st.just("ingest"), st.lists(capsule, min_size=3, max_size=8)).flatmap(
     lambda first: st.lists(cold_step, max_size=14).map(lambda rest: [first, *rest]))
 
@@ -58,7 +58,7 @@ def test_cold_digest_bytes_equal_full_bytes_whatever_the_range_size(monkeypatch)
         monkeypatch.setattr(ds, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play(store, steps)
             view = store.pinned()
             assert ds.watermark_of(view) is None  # no state: the digest folds it cold
             ranges = _ranges(view)
@@ -85,12 +85,12 @@ def test_cold_digest_bytes_equal_full_bytes_whatever_the_range_size(monkeypatch)
 
 def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(step, min_size=1, max_size=16), size=st.integers(1, 3))
+    @given(steps=st.lists(digest_step, min_size=1, max_size=16), size=st.integers(1, 3))
     def law(steps, size):
         monkeypatch.setattr(ds, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play(store, steps)
             view = store.pinned()
             rows = _whole(view)
             warm, _sources = ds.fold_warm(view)  # every row kept

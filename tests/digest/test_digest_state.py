@@ -18,7 +18,7 @@ from memframe.derived import runs
 from memframe.digest.state import capsules as ds
 from memframe.jobs.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
-from tests.digest.test_warm_equals_full import LAW_EXAMPLES, _play, step
+from tests.strategies import LAW_EXAMPLES, digest_step, play
 
 
 def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -56,11 +56,11 @@ def test_the_registry_names_the_digest_fold_and_door():
 def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(tiny_runs):
     @settings(max_examples=LAW_EXAMPLES + 5, deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(step, min_size=1, max_size=16))
+    @given(steps=st.lists(digest_step, min_size=1, max_size=16))
     def law(steps):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play(store, steps)
             # merge-on-read: the state at this generation (job run at random points or
             # never) is the fold of every row
             view = store.pinned()

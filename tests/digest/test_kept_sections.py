@@ -22,7 +22,7 @@ from memframe.digest.state import capsules as ds
 from memframe.digest.state import sections as dsec
 from memframe.digest.state.sections import cap_kept
 from tests.conftest import TickingClock
-from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _play, step
+from tests.strategies import LAW_EXAMPLES, NOW, digest_step, play
 
 CAPS = (0, 1, 3, 10, dsec.CAP, dsec.CAP + 1)
 
@@ -250,14 +250,14 @@ def test_the_law_holds_with_the_job_run_at_random_points(tmp_path, monkeypatch):
     monkeypatch.setattr(ds.WarmState, "subset_changed", seen)
 
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(before=st.lists(step, min_size=1, max_size=14),
-           after=st.lists(step.filter(lambda s: s[0] not in ("cycle", "rebuild")), max_size=4))
+    @given(before=st.lists(digest_step, min_size=1, max_size=14),
+           after=st.lists(digest_step.filter(lambda s: s[0] not in ("cycle", "rebuild")), max_size=4))
     def law(before, after):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, before)
+            play(store, before)
             store.memory.run_cycle()
-            _play(store, after)  # rows the kept values may or may not see past
+            play(store, after)  # rows the kept values may or may not see past
             for n in (0, 2, 10):
                 for now in (NOW, NOW + dt.timedelta(days=5)):
                     _same(store.pinned(), n, now)

@@ -15,17 +15,18 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe.digest.state import capsules as ds
 from tests.conftest import TickingClock
-from tests.digest.test_warm_equals_full import LAW_EXAMPLES, NOW, _bytes_agree, _play, step
+from tests.digest.test_warm_equals_full import _bytes_agree
+from tests.strategies import LAW_EXAMPLES, NOW, digest_step, play
 
 
 def test_tiny_leaders_answer_the_full_bytes(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(step, min_size=1, max_size=18), k=st.integers(1, 4))
+    @given(steps=st.lists(digest_step, min_size=1, max_size=18), k=st.integers(1, 4))
     def law(steps, k):
         monkeypatch.setattr(ds, "LEADERS_K", k)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play(store, steps)
             store.memory.run_cycle()
             _bytes_agree(store.pinned())
 

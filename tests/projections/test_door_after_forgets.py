@@ -23,7 +23,7 @@ from memframe.derived import runs
 from memframe.projections import forgotten
 from tests.conftest import TickingClock
 from tests.projections.helpers import T0, caps
-from tests.projections.test_forgotten import play
+from tests.strategies import play_sessions, session_step
 
 MODES = ["tombstone", "redact", "purge"]
 CONVS = ["a", "b", "c"]
@@ -130,17 +130,7 @@ def test_forgets_of_capsules_not_yet_folded_do_not_count(tmp_path, path):
         assert page.select("memory_count", "live_count").row(0) == (4, 2)
 
 
-step = st.one_of(
-    st.tuples(st.just("ingest"), st.lists(st.tuples(st.sampled_from([*CONVS, None]),
-                                                    st.integers(0, 30).map(float)),
-                                          min_size=1, max_size=4)),
-    st.tuples(st.just("cycle"), st.none()),
-    st.tuples(st.just("rebuild"), st.none()),
-    st.tuples(st.just("forget"), st.tuples(st.integers(0, 100), st.sampled_from(MODES))),
-    st.tuples(st.just("bulk"), st.tuples(st.lists(st.integers(0, 100), min_size=1, max_size=4),
-                                         st.sampled_from(MODES))),
-)
-forget_step = step.filter(lambda s: s[0] in ("forget", "bulk"))
+forget_step = session_step.filter(lambda s: s[0] in ("forget", "bulk"))
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -149,7 +139,7 @@ def test_merge_on_read_equals_the_rebuild_for_any_history(path):
     merge), then forgets above the watermark: the door equals the model and the rebuild."""
 
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(history=st.lists(step, min_size=1, max_size=12),
+    @given(history=st.lists(session_step, min_size=1, max_size=12),
            tail=st.lists(forget_step, min_size=1, max_size=5))
     # a merge whose first row group alone exceeded a whole cycle's budget read nothing
     # and failed (found by this law)
@@ -160,8 +150,8 @@ def test_merge_on_read_equals_the_rebuild_for_any_history(path):
     def law(history, tail):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            play(store, [*history, ("cycle", None)])
-            play(store, tail)
+            play_sessions(store, [*history, ("cycle", None)])
+            play_sessions(store, tail)
             merged = _pages(store)
             assert _door_live(store) == _model_live(store)
             store.memory.rebuild_projections()

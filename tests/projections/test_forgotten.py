@@ -17,19 +17,7 @@ from memframe.derived import runs
 from memframe.projections import forgotten
 from tests.conftest import TickingClock
 from tests.projections.helpers import bulk_capsules, caps
-
-CONVS = ["c0", "c1", "c2", "c3", None]
-
-step = st.one_of(
-    st.tuples(st.just("ingest"), st.lists(
-        st.tuples(st.sampled_from(CONVS), st.integers(0, 20).map(float)), min_size=1,
-        max_size=5)),
-    st.tuples(st.just("cycle"), st.none()),
-    st.tuples(st.just("rebuild"), st.none()),
-    st.tuples(st.just("forget"), st.tuples(st.integers(0, 200),
-                                           st.sampled_from(["tombstone", "redact", "purge"]))),
-    st.tuples(st.just("bulk_forget"), st.lists(st.integers(0, 200), min_size=1, max_size=4)),
-)
+from tests.strategies import play_sessions, session_step
 
 
 def model_live(store: mf.Store) -> dict[str, int]:
@@ -50,32 +38,14 @@ def page_live(store: mf.Store, conversation_id=None) -> dict[str, int]:
     return dict(rows.select("conversation_id", "live_count").iter_rows())
 
 
-def play(store: mf.Store, steps) -> None:
-    for k, (kind, arg) in enumerate(steps):
-        n = store.row_count("capsules")
-        if kind == "ingest":
-            store.ingest(caps(arg, tag=f"s{k}"))
-        elif kind == "cycle":
-            store.memory.run_cycle()
-        elif kind == "rebuild":
-            store.memory.rebuild_projections()
-        elif kind == "forget" and n:
-            store.forget(f"cap-{arg[0] % n + 1}", arg[1])
-        elif kind == "bulk_forget" and n:
-            store.append("forgets", {"capsule_id": [f"cap-{i % n + 1}" for i in arg]})
-        elif kind == "bulk" and n:  # (numbers, mode): one bulk forget of one mode
-            store.append("forgets", {"capsule_id": [f"cap-{i % n + 1}" for i in arg[0]],
-                                     "mode": [arg[1]] * len(arg[0])})
-
-
 @pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny-tiers"])
 def test_indexed_live_counts_equal_the_full_read(tiny):
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(step, min_size=1, max_size=16))
+    @given(steps=st.lists(session_step, min_size=1, max_size=16))
     def law(steps):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            play(store, steps)
+            play_sessions(store, steps)
             view = store.pinned()
             mark = int(view.watermarks.get("projections/session", 0) or 0)
             model = model_live(store)

@@ -17,42 +17,17 @@ from memframe.jobs import stages
 from memframe.projections import session
 from tests.conftest import TickingClock
 from tests.projections.helpers import caps, model_rows, stored_rows
-
-CONVS = ["c0", "c1", "c2", "c3", None]
-
-capsule_batch = st.lists(
-    st.tuples(st.sampled_from(CONVS), st.integers(0, 20).map(float)), min_size=1, max_size=6)
-step = st.one_of(
-    st.tuples(st.just("ingest"), capsule_batch),
-    st.tuples(st.just("cycle"), st.none()),
-    st.tuples(st.just("forget"), st.tuples(st.integers(0, 200),
-                                           st.sampled_from(["tombstone", "redact", "purge"]))),
-    st.tuples(st.just("summary"), st.sampled_from(["c0", "c1", "c9"])),
-)
-
-
-def _play(store: mf.Store, steps) -> None:
-    n = 0
-    for k, (kind, arg) in enumerate(steps):
-        if kind == "ingest":
-            store.ingest(caps(arg, tag=f"s{k}"))
-            n = store.row_count("capsules")
-        elif kind == "cycle":
-            store.memory.run_cycle()
-        elif kind == "forget" and n:
-            store.forget(f"cap-{arg[0] % n + 1}", arg[1])
-        elif kind == "summary":
-            store.append("summaries", {"conversation_id": [arg], "summary": [f"summary {k}"]})
+from tests.strategies import play_sessions, session_step
 
 
 @pytest.mark.parametrize("tiny_runs", [False, True], ids=["default-runs", "tiny-runs"])
 def test_rebuild_equals_incremental(tiny_runs):
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(step, min_size=1, max_size=14))
+    @given(steps=st.lists(session_step, min_size=1, max_size=14))
     def law(steps):
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
-            _play(store, steps)
+            play_sessions(store, steps)
             store.memory.run_cycle()
             incremental = stored_rows(store)
             assert incremental.to_dicts() == model_rows(store)

@@ -63,6 +63,22 @@ from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
 from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
+from memframe.state import (
+    FORGET_ACTIONS,
+    KEY,
+    SOURCE_KEY,
+    SOURCES,
+    STATE_SCHEMA,
+    STORED_SCHEMA,
+    TEXT,
+    alive_expr,
+    fold_state,
+    fold_terms,
+    guarded_expr,
+    has_base,
+    population_expr,
+    state_frame,
+)
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
@@ -88,326 +104,15 @@ __all__ = [
 ]
 
 NAME = "digest_capsules"
-KEY = "num"
 #: versioned with the state's columns: a store whose state has other columns rebuilds it
 #: (the digest folds every row until then)
 WATERMARK = "projections/digest/capsules"
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
 #: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"
-FORGET_ACTIONS = ("memory_forget", "memory_merge")
-ERASING = ("redact", "purge")
 #: rows per row group of the state's runs: a digest reads them whole (large groups read
 #: fast), a cycle looks a few capsule numbers up (small groups read little); measured
 ROW_GROUP_ROWS = 4_096
-
-#: the canonical tables folded into the state, and the columns read from each
-SOURCES: dict[str, tuple[str, ...]] = {
-    "capsules": ("seq", "id", "created_at", "project_id", "source", "valid_to",
-                 "authority_class", "instruction_taint"),
-    "recalls": ("seq", "at", "capsule_id", "count"),
-    "classifications": ("seq", "capsule_id", "kind", "scope"),
-    "tiers": ("seq", "capsule_id", "tier"),
-    "forgets": ("seq", "capsule_id", "mode"),
-    "journal": ("seq", "audit_seq", "at", "action", "subject"),
-    "relations": ("seq", "kind", "from_id", "to_id"),
-    "reviews": ("seq", "capsule_id", "verdict"),
-    "pins": ("seq", "capsule_id", "pinned"),
-}
-
-#: one stored row per capsule number
-STATE_SCHEMA = pl.Schema(
-    {
-        "num": pl.Int64(),
-        # the capsule's own columns (null until its capsules row is folded)
-        "seq": pl.Int64(),
-        "created_at": TIMESTAMP,
-        "project_id": pl.String(),
-        "bracket": pl.Boolean(),
-        # the content opens with an ACTIVE() label (false once erased)
-        "threaded": pl.Boolean(),
-        # text read from the content: never stored in the state's runs (see `TEXT`)
-        "thread": pl.String(),
-        "headline": pl.String(),
-        "valid_to": TIMESTAMP,
-        "external": pl.Boolean(),
-        "instruction_taint": pl.Boolean(),
-        "guarded": pl.Boolean(),
-        # folded events
-        "recall_count": pl.Int64(),
-        "last_recalled_at": TIMESTAMP,
-        "kind": pl.String(),
-        "scope": pl.String(),
-        "kind_seq": pl.Int64(),
-        "tier": pl.String(),
-        "tier_seq": pl.Int64(),
-        "forget_mode": pl.String(),
-        "forget_seq": pl.Int64(),
-        "erased": pl.Boolean(),
-        "named": pl.Boolean(),
-        "forget_named": pl.Boolean(),
-        "superseded": pl.Boolean(),
-        # ``part_of`` rows into the capsule: how many (rows, so an edge a source wrote
-        # twice counts twice: read only as "has members"; ``member_total`` counts the
-        # distinct edges, `memframe.digest.efforts`), and the highest from-id number
-        "members": pl.Int64(),
-        "newest_member": pl.Int64(),
-        "review_verdict": pl.String(),
-        "review_seq": pl.Int64(),
-        "pinned": pl.Boolean(),
-        "pin_seq": pl.Int64(),
-    }
-)
-
-#: the columns taken from a capsule's content: its ACTIVE() label and its headline. They are
-#: kept in memory only, never in the state's runs: a stored row reads them back as null
-#: (unknown), and they are filled from the subset or the leaders (which keep them, and are
-#: rewritten by the cycle that folds an erasure) or from the canonical capsule row
-#: (`fill_text`) where a reader needs them
-TEXT = ("thread", "headline")
-#: what the state's runs store of a row: everything but its text
-STORED_SCHEMA = pl.Schema({c: d for c, d in STATE_SCHEMA.items() if c not in TEXT})
-
-#: what a partial without the event carries (the fold's identity for that term)
-_DEFAULTS: dict[str, Any] = {"recall_count": 0, "erased": False, "named": False,
-                             "forget_named": False, "superseded": False, "members": 0}
-
-_BASE = ("seq", "created_at", "project_id", "bracket", "threaded", "thread", "headline",
-         "valid_to",
-         "external", "instruction_taint", "guarded")
-
-
-def _num(column: str) -> pl.Expr:
-    return capsule_number_expr(pl.col(column))
-
-
-def _latest(value: str, order: str) -> pl.Expr:
-    # the value of the partial with the highest ``order``
-    return pl.col(value).sort_by(pl.col(order)).last()
-
-
-#: source table -> (its partial's columns as expressions over its rows, the rows it keeps,
-#: the fold's terms for those columns). Each source fills only its own group of state
-#: columns, so each group folds on its own, in narrow frames, and the groups are joined
-#: by capsule number at the end.
-def _groups() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.Expr]]:
-    """name -> (partial columns, source-row filter, fold terms, "stored row has it")."""
-    always = pl.lit(True)
-    return {
-        "capsules": (
-            {"seq": pl.col("seq"), "created_at": pl.col("created_at"),
-             "project_id": pl.col("project_id"),
-             "bracket": (pl.col("source") == HANDOFF_SOURCE).fill_null(False),
-             "threaded": pl.col("thread").is_not_null(),
-             "thread": pl.col("thread"), "headline": pl.col("headline"),
-             "valid_to": pl.col("valid_to"),
-             "external": (pl.col("authority_class") == "externally-imported").fill_null(False),
-             "instruction_taint": pl.col("instruction_taint"), "guarded": pl.col("guarded")},
-            always,
-            # a capsule has exactly one ``capsules`` row: its columns are taken as they are
-            [pl.col(c).first() for c in _BASE],
-            pl.col("seq").is_not_null(),
-        ),
-        "recalls": (
-            {"recall_count": pl.col("count"), "last_recalled_at": pl.col("at")},
-            always,
-            [pl.col("recall_count").sum(), pl.col("last_recalled_at").max()],
-            pl.col("last_recalled_at").is_not_null() | (pl.col("recall_count") != 0),
-        ),
-        "classifications": (
-            {"kind": pl.col("kind"), "scope": pl.col("scope"), "kind_seq": pl.col("seq")},
-            always,
-            [_latest("kind", "kind_seq"), _latest("scope", "kind_seq"),
-             pl.col("kind_seq").max()],
-            pl.col("kind_seq").is_not_null(),
-        ),
-        "tiers": (
-            {"tier": pl.col("tier"), "tier_seq": pl.col("seq")},
-            always,
-            [_latest("tier", "tier_seq"), pl.col("tier_seq").max()],
-            pl.col("tier_seq").is_not_null(),
-        ),
-        "forgets": (
-            {"forget_mode": pl.col("mode"), "forget_seq": pl.col("seq"),
-             "erased": pl.col("mode").is_in(list(ERASING))},
-            always,
-            [_latest("forget_mode", "forget_seq"), pl.col("forget_seq").max(),
-             pl.col("erased").any()],
-            pl.col("forget_seq").is_not_null(),
-        ),
-        "journal": (
-            {"named": pl.lit(True),
-             "forget_named": pl.col("action").is_in(list(FORGET_ACTIONS))},
-            always,
-            [pl.col("named").any(), pl.col("forget_named").any()],
-            pl.col("named").fill_null(False) | pl.col("forget_named").fill_null(False),
-        ),
-        "relations": (
-            {"superseded": pl.col("kind") == "supersedes",
-             "members": (pl.col("kind") == "part_of").cast(pl.Int64),
-             "newest_member": pl.when(pl.col("kind") == "part_of").then(
-                 capsule_number_expr(pl.col("from_id")))},
-            pl.col("kind").is_in(["supersedes", "part_of"]),
-            [pl.col("superseded").any(), pl.col("members").sum(),
-             pl.col("newest_member").max()],
-            pl.col("superseded").fill_null(False) | (pl.col("members").fill_null(0) > 0),
-        ),
-        "reviews": (
-            {"review_verdict": pl.col("verdict"), "review_seq": pl.col("seq")},
-            always,
-            [_latest("review_verdict", "review_seq"), pl.col("review_seq").max()],
-            pl.col("review_seq").is_not_null(),
-        ),
-        "pins": (
-            {"pinned": pl.col("pinned"), "pin_seq": pl.col("seq")},
-            always,
-            [_latest("pinned", "pin_seq"), pl.col("pin_seq").max()],
-            pl.col("pin_seq").is_not_null(),
-        ),
-    }
-
-
-_KEY_COLUMN = {"capsules": "id", "journal": "subject", "relations": "to_id"}
-
-
-def _partials(name: str, frame: pl.LazyFrame) -> pl.LazyFrame:
-    """Rows of source ``name`` -> narrow partials (``num`` + that source's columns).
-
-    Rows may carry their capsule number (``num``) in place of the key column it is read
-    from (the cold fold's narrowed rows, `_narrow`)."""
-    columns, keep, _terms, _has = _groups()[name]
-    key = _KEY_COLUMN.get(name, "capsule_id")
-    have = frame.collect_schema().names()
-    num = (pl.col(KEY) if KEY in have and key not in have else _num(key)).alias(KEY)
-    return (frame.filter(keep).select(
-        num, *[expr.cast(STATE_SCHEMA[c]).alias(c) for c, expr in columns.items()])
-        .filter(pl.col(KEY).is_not_null()))
-
-
-def capsule_partials(capsules: pl.LazyFrame) -> pl.LazyFrame:
-    """``capsules`` rows (with ``thread``, ``headline``, ``guarded``) -> partials carrying
-    the capsule's own columns (``bracket``: the source is ``memory_session_finish``;
-    ``external``: the authority class is ``externally-imported``)."""
-    return _partials("capsules", capsules)
-
-
-def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
-               existing: pl.LazyFrame | pl.DataFrame | None = None, *,
-               engine: str = "in-memory") -> pl.DataFrame:
-    """THE fold of the digest state: canonical rows (and stored rows) -> state rows.
-
-    The rebuild calls it with every row of the source tables; the cycle and a warm digest
-    with the rows above the watermark and the stored rows of the numbers they touch. Each
-    source fills its own group of columns; a group folds its partials (and the stored
-    rows' values of those columns) with its exact terms, and the groups are joined by
-    capsule number.
-
-    Args:
-        sources: table name -> its rows (``capsules`` rows carry ``content``, or the
-            ``thread``, ``headline`` and ``guarded`` read from it); missing tables are
-            empty.
-        existing: stored state rows to fold with them, or None.
-        engine: the Polars engine.
-
-    Returns:
-        State rows (``STATE_SCHEMA``), one per capsule number named, sorted by number.
-
-    Examples:
-        >>> import datetime as dt, polars as pl
-        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-        >>> caps = pl.DataFrame({"seq": [1], "id": ["cap-1"], "created_at": [t],
-        ...     "project_id": ["p"], "source": ["note"], "valid_to": [None],
-        ...     "authority_class": ["user-stated"], "instruction_taint": [False],
-        ...     "content": ["ACTIVE(x): go"]},
-        ...     schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
-        >>> recalls = pl.DataFrame({"seq": [2, 3], "at": [t, t], "capsule_id": ["cap-1"] * 2,
-        ...                         "count": [1, 2]})
-        >>> fold_state({"capsules": caps, "recalls": recalls}).select(
-        ...     "num", "thread", "recall_count").rows()
-        [(1, 'x', 3)]
-    """
-    groups = _groups()
-    stored = existing.lazy() if existing is not None else None
-    folded: list[pl.LazyFrame] = []
-    for name, (columns, _keep, terms, has) in groups.items():
-        pieces = []
-        frame = sources.get(name)
-        if frame is not None:
-            frame = frame.lazy()
-            if name == "capsules":
-                frame = _derived_columns(frame)
-            pieces.append(_partials(name, frame))
-        if stored is not None:
-            pieces.append(stored.filter(has).select(KEY, *columns))
-        if not pieces:
-            continue
-        rows = pl.concat(pieces, how="vertical") if len(pieces) > 1 else pieces[0]
-        if name == "capsules" and len(pieces) == 1:
-            folded.append(rows)  # one row per capsule already
-        else:
-            folded.append(rows.group_by(KEY).agg(terms))
-    if not folded:
-        return pl.DataFrame(schema=STATE_SCHEMA)
-    collected = []
-    if engine == "in-memory":  # the rows since a watermark: every group in one collect
-        for frame in pl.collect_all(folded, engine="in-memory"):
-            collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
-    else:  # one group at a time: the peak is the largest group's, not their sum
-        for group in folded:
-            frame = group.collect(engine=engine)  # type: ignore[call-overload]
-            collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
-            del frame
-    out = _join_groups(collected)
-    # an erased capsule's content is gone: what was read from it reads as from no content
-    # (as a rebuild, which reads the erased content, finds it)
-    erased = pl.col("erased")
-    return out.with_columns(
-        pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
-        .alias("thread"),
-        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
-            pl.col("threaded")).alias("threaded"),
-        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit("")).otherwise(
-            pl.col("headline")).alias("headline"),
-        pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
-            pl.col("guarded")).alias("guarded"),
-    )
-
-
-def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
-    """Join folded column groups by capsule number (a full join), in place of joins that
-    would copy the wide frame once per group: every group is aligned to the sorted union
-    of numbers (a group that already is, like the capsules' own, is taken as it is) and
-    the aligned columns are stacked side by side; each group is let go once aligned."""
-    nums = (pl.concat([g.select(KEY) for g in groups]).unique().sort(KEY)
-            if len(groups) > 1 else groups[0].select(KEY).sort(KEY))
-    numbers = nums.get_column(KEY)
-    columns: dict[str, pl.Series] = {KEY: numbers}
-    while groups:
-        group = groups.pop(0)
-        if group.height == numbers.len() and group.get_column(KEY).equals(numbers):
-            aligned = group
-        else:
-            aligned = nums.join(group, on=KEY, how="left", maintain_order="left")
-        del group
-        for name in aligned.columns:
-            if name != KEY:
-                columns[name] = aligned.get_column(name)
-        del aligned
-    height = nums.height
-    out = []
-    for name, dtype in STATE_SCHEMA.items():
-        if name in columns:
-            series = columns.pop(name)
-            if series.dtype != dtype:
-                series = series.cast(dtype)
-            if name in _DEFAULTS and series.null_count():
-                series = series.fill_null(_DEFAULTS[name])
-        else:
-            series = pl.Series(name, [_DEFAULTS.get(name)], dtype=dtype).extend_constant(
-                _DEFAULTS.get(name), height - 1) if height else pl.Series(name, [], dtype=dtype)
-        out.append(series.alias(name))
-    return pl.DataFrame(out)
-
 
 def state_hash(rows: pl.DataFrame) -> str:
     """A hash of state rows (order-independent: rows are sorted by number first), over
@@ -503,35 +208,9 @@ def _columns(name: str) -> list[str | pl.Expr]:
         return [*(c for c in SOURCES["capsules"]),
                 pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
                 headline_expr(pl.col("content")).alias("headline"),
-                _guarded().alias("guarded")]
+                guarded_expr().alias("guarded")]
     return list(SOURCES[name])
 
-
-def _derived_columns(capsules: pl.LazyFrame) -> pl.LazyFrame:
-    """Capsule rows with ``thread``, ``headline`` and ``guarded`` (taken from ``content``
-    when the rows carry it rather than the values read with them)."""
-    have = capsules.collect_schema().names()
-    derived = {"thread": pl.col("content").str.extract(THREAD_PATTERN, 1),
-               "headline": headline_expr(pl.col("content")), "guarded": _guarded()}
-    missing = [expr.alias(name) for name, expr in derived.items() if name not in have]
-    if not missing:
-        return capsules
-    if "content" not in have:
-        raise ValueError("capsule rows need content, or thread, headline and guarded")
-    return capsules.with_columns(missing)
-
-
-def _guarded() -> pl.Expr:
-    """The quarantine guard of the archive planner (reference 4.15): tainted, externally
-    imported, and the taint scanner finds something in the content (scanned only for
-    the tainted imports). Content is erased only by a forget, after which the capsule is
-    never a candidate, so the value taken at ingest stays exact."""
-    from memframe.taint import has_finding
-
-    suspect = (pl.col("instruction_taint").fill_null(False)
-               & (pl.col("authority_class") == "externally-imported").fill_null(False))
-    # the scanner runs on the suspects' content only (everyone else's reads as empty)
-    return has_finding(pl.when(suspect).then(pl.col("content"))) & suspect
 
 
 def _parts_above(view: StoreView, name: str, mark: int) -> list[Partition]:
@@ -628,59 +307,6 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     visited += n
     rows, n = fill_text(view, stored, subset, need=pl.col("threaded"))
     return rows, visited + n, delta
-
-
-def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """State rows -> the digest's capsule state (`memframe.state.capsule_state`'s columns
-    that the digest reads, plus ``staged``, ``pinned`` and the journal coverage flags),
-    for the capsules that have a row, in ``seq`` order.
-
-    ``source``/``authority_class`` are given back as the only values the digest compares
-    them with (``memory_session_finish`` / ``externally-imported``), null otherwise.
-    """
-    return (
-        state.lazy().filter(pl.col("seq").is_not_null())
-        .select(state_columns())
-        .sort("seq")
-        .collect(engine="in-memory")
-    )
-
-
-def state_columns() -> list[pl.Expr]:
-    """The expressions of `state_frame` (state row -> digest capsule-state row)."""
-    superseded = pl.col("superseded").fill_null(False)
-    return [
-        # ids are ``cap-<num>`` (a capsule row whose id is not is never folded)
-        pl.col("seq"), pl.format("cap-{}", pl.col(KEY)).alias("id"), pl.col("created_at"),
-        pl.col("project_id"),
-        pl.when(pl.col("bracket")).then(pl.lit(HANDOFF_SOURCE)).otherwise(pl.lit(None))
-        .cast(pl.String).alias("source"),
-        pl.col("valid_to"),
-        pl.when(pl.col("external")).then(pl.lit("externally-imported"))
-        .otherwise(pl.lit(None)).cast(pl.String).alias("authority_class"),
-        pl.col("instruction_taint"),
-        pl.when(pl.col("erased")).then(pl.lit(None)).otherwise(pl.col("thread"))
-        .cast(pl.String).alias("thread"),
-        pl.when(pl.col("erased")).then(pl.lit("")).otherwise(pl.col("headline"))
-        .cast(pl.String).alias("headline"),
-        superseded.alias("superseded"),
-        pl.col("forget_mode"),
-        pl.col("recall_count").fill_null(0),
-        pl.col("last_recalled_at"),
-        pl.col("kind"),
-        pl.col("scope"),
-        pl.col("tier").fill_null("active"),
-        pl.when(pl.col("forget_mode").is_not_null()).then(pl.lit("tombstoned"))
-        .when(superseded).then(pl.lit("superseded"))
-        .otherwise(pl.lit("live")).alias("status"),
-        pl.col("named"),
-        pl.col("forget_named"),
-        (pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified"))
-        .alias("staged"),
-        pl.col("pinned").fill_null(False).alias("pinned"),
-        pl.col("members").fill_null(0).alias("member_total"),
-        pl.col("newest_member"),
-    ]
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -1017,27 +643,9 @@ ARCHIVE_AFTER_DAYS = 180
 _TIERS = ("active", "archived", "quarantined")
 
 
-def _has_base() -> pl.Expr:
-    return pl.col("seq").is_not_null()
-
-
-def alive_expr() -> pl.Expr:
-    """Not tombstoned (and a capsule row exists)."""
-    return _has_base() & pl.col("forget_mode").is_null()
-
-
-def staged_expr() -> pl.Expr:
-    return pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified")
-
-
-def population_expr() -> pl.Expr:
-    """The digest's capsule population (reference 4.1): not tombstoned, not staged."""
-    return alive_expr() & ~staged_expr()
-
-
 def subset_expr() -> pl.Expr:
     """Is a state row in the subset (see above)?"""
-    return _has_base() & (
+    return has_base() & (
         pl.col("bracket").fill_null(False)
         | (pl.col("threaded").fill_null(False) & ~pl.col("erased").fill_null(False))
         | pl.col("kind").is_in(["epic", "task"]).fill_null(False)
@@ -1108,7 +716,7 @@ def _metric_pieces(frame: pl.LazyFrame, sign: int) -> list[pl.LazyFrame]:
         metric("live", pl.col("project_id"), pop & ~superseded),
         metric("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null()),
         metric("tier", tier, alive),
-        metric("oob", pl.lit(""), _has_base() & (
+        metric("oob", pl.lit(""), has_base() & (
             (alive & ~pl.col("named").fill_null(False))
             | (~alive & ~pl.col("forget_named").fill_null(False)))),
         metric("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
@@ -1405,9 +1013,9 @@ TopRequest = tuple[int, str, pl.Expr]
 
 def _fold_inputs(name: str) -> list[str]:
     """The columns of source ``name`` the fold reads, beside its key column."""
-    columns, keep, _terms, _has = _groups()[name]
+    columns, keep, _terms, _has = fold_terms()[name]
     names = {n for expr in [*columns.values(), keep] for n in expr.meta.root_names()}
-    return sorted(names - {_KEY_COLUMN.get(name, "capsule_id")})
+    return sorted(names - {SOURCE_KEY.get(name, "capsule_id")})
 
 
 def _narrow(view: StoreView, name: str) -> pl.DataFrame:
@@ -1416,8 +1024,8 @@ def _narrow(view: StoreView, name: str) -> pl.DataFrame:
     numbers is then a slice); their text columns (kinds, tiers, modes, actions, verdicts:
     a few values each; not ids) held as categoricals, which the fold's partials cast
     back to text."""
-    _columns, keep, _terms, _has = _groups()[name]
-    key = _KEY_COLUMN.get(name, "capsule_id")
+    _columns, keep, _terms, _has = fold_terms()[name]
+    key = SOURCE_KEY.get(name, "capsule_id")
     scan = view.scan_partitions(name, view.partitions(name))
     schema = scan.collect_schema()
     # ids (a part_of edge's from-id: read as text by the fold) stay text: nearly every
@@ -1425,7 +1033,7 @@ def _narrow(view: StoreView, name: str) -> pl.DataFrame:
     inputs = [pl.col(c).cast(pl.Categorical)
               if schema[c] == pl.String and not c.endswith("_id") else pl.col(c)
               for c in _fold_inputs(name)]
-    return (scan.filter(keep).select(_num(key).alias(KEY), *inputs)
+    return (scan.filter(keep).select(capsule_number_expr(key).alias(KEY), *inputs)
             .filter(pl.col(KEY).is_not_null()).sort(KEY).collect(engine="streaming"))
 
 
@@ -1446,7 +1054,7 @@ def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, in
     if not parts:
         return [], []
     # the in-memory engine: the rows in the order of the files, as the spans read them
-    nums = (view.scan_partitions("capsules", parts).select(_num("id").alias(KEY))
+    nums = (view.scan_partitions("capsules", parts).select(capsule_number_expr("id").alias(KEY))
             .collect(engine="in-memory").get_column(KEY))
     spans: list[tuple[Partition, int, int]] = []
     if nums.len() == sum(p.rows for p in parts):  # the files' rows, in the log's order
@@ -1508,7 +1116,7 @@ def _fold_ranges(view: StoreView, tops: tuple[TopRequest, ...] | None
         if parts:
             visited += sum(p.rows for p in parts)
             sources["capsules"] = (view.scan_partitions("capsules", parts)
-                                   .filter(_in_range(_num("id"), lo, hi))
+                                   .filter(_in_range(capsule_number_expr("id"), lo, hi))
                                    .select(_columns("capsules")))
         rows = fold_state(sources, engine="streaming")
         del sources
@@ -1648,8 +1256,9 @@ def leaders_of(rows: pl.DataFrame, k: int | None = None) -> pl.DataFrame:
     """The leaders table of every state row (`LEADERS_K` per list, and each floor).
 
     Examples:
+        >>> from memframe.state import STATE_DEFAULTS
         >>> rows = pl.DataFrame([{"num": i, "seq": i} for i in (1, 2, 3)]).select(
-        ...     [pl.col(c) if c in ("num", "seq") else pl.lit(_DEFAULTS.get(c)).cast(d).alias(c)
+        ...     [pl.col(c) if c in ("num", "seq") else pl.lit(STATE_DEFAULTS.get(c)).cast(d).alias(c)
         ...      for c, d in STATE_SCHEMA.items()])
         >>> t = leaders_of(rows, k=2).filter(pl.col("list") == "newest")
         >>> t.select("num", "floor").rows()
