@@ -192,8 +192,9 @@ def test_stale_marks_and_missing_rows_are_refused(tmp_path, spy):
     assert dsec.read_current(Moved(), 10)[0] is None
     assert dsec.read_current(view, dsec.CAP + 1) == (None, 0)
     rows = view.derived(dsec.TABLE, dsec.SCHEMA).collect()
-    assert dsec.decode(rows.filter(pl.col("k") > 0).vstack(rows.filter(pl.col("k") == 0)))[1] \
-        == dsec.marks_of(view.watermarks)
+    assert dsec.decode(rows.filter(pl.col("k") > 0).vstack(rows.filter(pl.col("k") == 0))) \
+        == dsec.decode(rows)
+    assert view.watermarks[dsec.MARK] == dsec.marks_of(view.watermarks)
 
 
 def test_resolve_expired_renders_as_the_flag_would():

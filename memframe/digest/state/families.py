@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived.kept import KeptValues
 from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
 
@@ -66,7 +67,8 @@ __all__ = [
     "read_valid",
     "is_current",
     "read_values",
-    "version_name",
+    "version_of",
+    "kept",
     "stage_cycle",
 ]
 
@@ -107,21 +109,26 @@ def table_of(family: str) -> str:
     return f"projections/digest_globals/{family}"
 
 
-def _mark_name(family: str) -> str:
-    return f"projections/digest/globals/{family}"
+def kept(family: str) -> KeptValues:
+    """Where ``family``'s values are kept, and the watermark of their marks: ``seq`` (the
+    highest ``seq`` of its tables they account for), ``rows`` (each table's row count
+    then) and ``version`` (the ``seq`` they were computed at: unlike ``seq`` it does not
+    move when new rows leave the values as they were)."""
+    tables = (table_of(family),) + (
+        (members_table(), endpoints_table()) if family == "graph" else ())
+    return KeptValues(tables, f"projections/digest/globals/{family}")
 
 
-def version_name(family: str) -> str:
-    """The watermark naming the family's kept values: the highest ``seq`` of its tables
-    when they were last computed (unlike the family's own watermark, it does not move
-    when new rows leave the values as they were); what is computed from the values
+def version_of(watermarks: Mapping[str, Any], family: str) -> int | None:
+    """The version of ``family``'s kept values (see `kept`): what is computed from them
     (`memframe.digest.state.sections`) is current while it holds."""
-    return f"{_mark_name(family)}/version"
+    marks = kept(family).marks(watermarks)
+    return marks["version"] if marks is not None else None
 
 
 def watermark_of(view: StoreView, family: str) -> int | None:
-    mark = view.watermarks.get(_mark_name(family))
-    return int(mark) if mark is not None else None
+    marks = kept(family).marks(view.watermarks)
+    return marks["seq"] if marks is not None else None
 
 
 def _guarded(build: Any) -> Any:
@@ -318,10 +325,6 @@ def endpoints_table() -> str:
     return table_of("graph") + "_endpoints"
 
 
-def _count_name(family: str, table: str) -> str:
-    return f"{_mark_name(family)}/rows/{table}"
-
-
 def _top(view: StoreView, family: str) -> int:
     return max((p.seq_hi or 0 for name in FAMILIES[family] for p in view.partitions(name)),
                default=0)
@@ -335,13 +338,13 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
     count the one recorded; the tolerant table's rows above it (read) counted onto the
     recorded count give the log's, and none names a kept endpoint.
     """
-    mark = watermark_of(view, family)
-    if mark is None:
+    marks = kept(family).marks(view.watermarks)
+    if marks is None:
         return False, 0, False
-    marks = view.watermarks
+    mark, counts = marks["seq"], marks["rows"]
     tolerant = _TOLERANT.get(family)
     for name in FAMILIES[family]:
-        recorded = marks.get(_count_name(family, name))
+        recorded = counts.get(name)
         if recorded is None:
             return False, 0, False
         if name != tolerant:
@@ -352,11 +355,11 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
         return True, 0, False
     parts = [p for p in view.partitions(tolerant) if (p.seq_hi or 0) > mark]
     if not parts:
-        return int(marks[_count_name(family, tolerant)]) == view.row_count(tolerant), 0, False
+        return int(counts[tolerant]) == view.row_count(tolerant), 0, False
     visited = sum(p.rows for p in parts)
     new = (view.scan_partitions(tolerant, parts).select("seq", "capsule_id")
            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
-    if int(marks[_count_name(family, tolerant)]) + new.height != view.row_count(tolerant):
+    if int(counts[tolerant]) + new.height != view.row_count(tolerant):
         return False, visited, True
     ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
     hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id", ids)
@@ -407,10 +410,12 @@ def _report(visited: int = 0, folded: int = 0, written: int = 0) -> dict[str, in
     return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
 
 
-def _set_marks(commit: Commit, view: StoreView, family: str) -> None:
-    commit.set_watermark(_mark_name(family), _top(view, family))
-    for name in FAMILIES[family]:
-        commit.set_watermark(_count_name(family, name), view.row_count(name))
+def _marks(view: StoreView, family: str, version: int | None = None) -> dict[str, Any]:
+    """The marks of ``family``'s values at ``view``; ``version``: the values' own (None:
+    computed at ``view``)."""
+    top = _top(view, family)
+    return {"seq": top, "rows": {name: view.row_count(name) for name in FAMILIES[family]},
+            "version": top if version is None else version}
 
 
 #: what a job cannot keep and says so: an unreadable table (a damaged or vacuumed part,
@@ -424,7 +429,8 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
         current, visited, new = _current(view, family)
         if current:  # nothing it depends on changed: at most its marks move
             if new:
-                _set_marks(commit, view, family)
+                kept(family).remark(commit, _marks(view, family,
+                                                   version_of(view.watermarks, family)))
             return _report(visited)
     if not any(view.partitions(name) for name in FAMILIES[family]):
         return _report()  # nothing to keep
@@ -443,19 +449,12 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
         _drop_family(commit, view, family)
         return _report(visited)
     values = family_values(family, tables)
-    rows = encode(family, values)
-    commit.write_derived(table_of(family), rows, replace=True)
-    written = rows.height
+    rows = {table_of(family): encode(family, values)}
     if family == "graph":
-        members = member_rows(values)
-        commit.write_derived(members_table(), members, replace=True,
-                             row_group_rows=MEMBERS_GROUP_ROWS)
-        ends = endpoint_rows(tables["relations"])
-        commit.write_derived(endpoints_table(), ends, replace=True,
-                             row_group_rows=MEMBERS_GROUP_ROWS)
-        written += members.height + ends.height
-    _set_marks(commit, view, family)
-    commit.set_watermark(version_name(family), _top(view, family))
+        rows[members_table()] = member_rows(values)
+        rows[endpoints_table()] = endpoint_rows(tables["relations"])
+    groups = {members_table(): MEMBERS_GROUP_ROWS, endpoints_table(): MEMBERS_GROUP_ROWS}
+    written = kept(family).stage(commit, rows, _marks(view, family), row_group_rows=groups)
     return _report(visited, visited, written)
 
 
@@ -463,14 +462,7 @@ def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
     """Drop what was kept of ``family`` (its tables and marks): values kept before its
     tables became unreadable, or took rows the digest fails closed on, must not be served
     (the digest reads the tables itself)."""
-    tables = [table_of(family)] + ([members_table(), endpoints_table()]
-                                   if family == "graph" else [])
-    for table in tables:
-        if view.partitions(table):
-            commit.write_derived(table, pl.DataFrame(), replace=True)
-    prefix = _mark_name(family)
-    for name in [m for m in commit.watermarks if m == prefix or m.startswith(prefix + "/")]:
-        del commit.watermarks[name]
+    kept(family).drop(commit, view)
 
 
 def bad_brackets(brackets: pl.DataFrame) -> bool:

@@ -20,7 +20,7 @@ from memframe.digest.inputs import (
     read_inputs,
 )
 from memframe.digest.state import capsules as digest_state
-from memframe.digest.state.sections import CAP, GROUP_ROWS, MARK, TABLE, encode, marks_of
+from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
         return report  # no state (a virgin store): nothing to keep
     if subset is None and (full or digest_state.watermark_of(view) is None):
         return report  # the state was not rebuilt (rows the digest fails closed on)
-    if subset is None and commit.watermarks.get(MARK) == marks and view.partitions(TABLE):
+    if subset is None and KEPT.marks(commit.watermarks) == marks and view.partitions(TABLE):
         return report
     try:
         if subset is not None:
@@ -67,10 +67,8 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     warm = inputs.warm.rows_visited if inputs.warm is not None else 0
     report["rows_visited"] = (inputs.rows_visited + warm
                               + (graph.rows_visited if graph is not None else 0))
-    rows = encode(values, marks)
-    commit.write_derived(TABLE, rows, replace=True, row_group_rows=GROUP_ROWS)
-    commit.set_watermark(MARK, marks)
-    report["rows_written"] = rows.height
+    report["rows_written"] = KEPT.stage(commit, {TABLE: encode(values)}, marks,
+                                        row_group_rows={TABLE: GROUP_ROWS})
     return report
 
 

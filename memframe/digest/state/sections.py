@@ -15,7 +15,7 @@ flags, one table row per list item (``projections/text/digest_sections``).
   watermark ``SUBSET_MARK``, the last cycle that wrote a subset row
   (`memframe.digest.state.capsules`), and the kept values record the one they saw;
 * the graph's kept values are the ones they were computed from (the family's version
-  watermark, `memframe.digest.state.families.version_name`, moves only when the job
+  marks, `memframe.digest.state.families.version_of`, move only when the job
   recomputes them) and are current (`memframe.digest.state.families.is_current`), or
   there is no graph at all;
 * no row written since the state's watermark touches a capsule that is, or was, in the
@@ -46,13 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived.kept import KeptValues
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state import families as digest_globals
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
 
-__all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
+__all__ = ["TABLE", "KEPT", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
            "graph_settled", "cap_kept"]
 
 #: the kept values hold headlines: under the text prefix, so an erasure drops them (the
@@ -60,6 +61,7 @@ __all__ = ["TABLE", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "r
 TABLE = "projections/text/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
 MARK = "projections/digest/sections"
+KEPT = KeptValues((TABLE,), MARK)
 #: ``k`` orders the rows so that what a digest with cap N reads is a prefix of the table:
 #: 0 for the scalars, then every ``pinned`` item (its own cap, always read), then the
 #: capped lists' items position-major (``_BASE + position * 16 + list``)
@@ -91,7 +93,7 @@ def marks_of(watermarks: Mapping[str, Any]) -> dict[str, Any]:
     values (which code wrote them is the store's concern: `memframe.store.derived`)."""
     return {"cap": CAP,
             "subset": watermarks.get(digest_state.SUBSET_MARK),
-            "graph": watermarks.get(digest_globals.version_name("graph"))}
+            "graph": digest_globals.version_of(watermarks, "graph")}
 
 
 def graph_settled(view: StoreView, kept: bool) -> bool:
@@ -114,17 +116,17 @@ def _number(name: str) -> int:
     return list(LISTS).index(name)
 
 
-def encode(values: dict, marks: dict[str, Any]) -> pl.DataFrame:
-    """Kept values -> the stored rows: row 0 the values with every list emptied (and the
-    ``marks``), then one row per list item (`decode` gives the values back).
+def encode(values: dict) -> pl.DataFrame:
+    """Kept values -> the stored rows: row 0 the values with every list emptied, then one
+    row per list item (`decode` gives the values back).
 
     Examples:
         >>> v = {"handoff": [{"id": "cap-2"}, {"id": "cap-1"}], "handoff_total": 2,
         ...      "mission": None, "unanchored": None, "curated": {}, "relations": 0,
         ...      "dag": {"status": "ok", "ready": [], "ready_total": 0, "blocked": [],
         ...              "blocked_total": 0, "done": [], "done_total": 0}}
-        >>> rows = encode(v, {"cap": 32})
-        >>> rows.height, decode(rows)[0] == v
+        >>> rows = encode(v)
+        >>> rows.height, decode(rows) == v
         (3, True)
     """
     head = json.loads(json.dumps(values))
@@ -141,14 +143,13 @@ def encode(values: dict, marks: dict[str, Any]) -> pl.DataFrame:
                         else _BASE + (position << _LIST_BITS) + _number(name))
             texts.append(json.dumps(item, ensure_ascii=False))
     keys.insert(0, 0)
-    texts.insert(0, json.dumps({"marks": marks, "lists": present, "values": head},
-                               ensure_ascii=False))
+    texts.insert(0, json.dumps({"lists": present, "values": head}, ensure_ascii=False))
     return pl.DataFrame({"k": keys, "text": texts}, schema=SCHEMA).sort("k")
 
 
-def decode(rows: pl.DataFrame) -> tuple[dict, dict[str, Any]]:
+def decode(rows: pl.DataFrame) -> dict:
     """Stored rows (row 0 and any items of each list) -> the values, with each list
-    holding the items read, in order, and the marks."""
+    holding the items read, in order."""
     rows = rows.sort("k")
     head = json.loads(rows.get_column("text")[0])
     values = head["values"]
@@ -160,7 +161,7 @@ def decode(rows: pl.DataFrame) -> tuple[dict, dict[str, Any]]:
     for name in head["lists"]:
         path = LISTS[name]
         _get(values, path[:-1])[path[-1]] = items.get(name, [])
-    return values, head["marks"]
+    return values
 
 
 def _wanted(n: int) -> list[tuple[int, int]]:
@@ -173,9 +174,9 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     ones at ``view`` (None otherwise), and the Parquet rows read. The caller checks the
     rest of what `marks_of` cannot see (the graph is current, no new row touches the
     subset)."""
-    parts = view.partitions(TABLE)
-    if n > CAP or not parts:
+    if n > CAP or not KEPT.holds(view, marks_of(view.watermarks)):
         return None, 0
+    parts = view.partitions(TABLE)
     spans = _wanted(n)
     read, frames = 0, []
     for part in parts:
@@ -192,10 +193,7 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     rows = rows.filter(keep)
     if rows.filter(pl.col("k") == 0).height != 1:
         return None, read
-    values, marks = decode(rows)
-    if marks != marks_of(view.watermarks):
-        return None, read
-    return values, read
+    return decode(rows), read
 
 
 def cap_kept(values: dict, n: int, now) -> dict:
