@@ -80,6 +80,16 @@ HANDOFF_SOURCE = "memory_session_finish"
 #: a thread handoff (reference 2.3): content opening ``ACTIVE(``; the label is everything up
 #: to the first ``)`` (may be empty, may hold newlines); no ``)``, no label
 THREAD_PATTERN = r"^ACTIVE\(([^)]*)\)"
+#: journal actions that account for a tombstone (reference 4.14: a tombstoned capsule no
+#: such row names is out of band)
+FORGET_ACTIONS: tuple[str, ...] = ("memory_forget", "memory_merge")
+#: forget modes that erase the content (the others leave it)
+ERASING_MODES: tuple[str, ...] = ("redact", "purge")
+#: a superseded capsule more than this many whole days old with no recall is an archive
+#: candidate (reference 4.15)
+ARCHIVE_AFTER_DAYS = 180
+#: ``whole_days(now - created_at) > 180`` is ``now - created_at >= 181 days``, in ns
+STALE_AFTER_NS = (ARCHIVE_AFTER_DAYS + 1) * 86_400 * 1_000_000_000
 #: review verdicts (reference 2.1 / 6): a capsule is staged while its latest is not ratified
 REVIEW_VERDICTS: tuple[str, ...] = ("proposed", "ratified", "rejected")
 

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from memframe.ids import capsule_number_expr
-from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
+from memframe.schema import ERASING_MODES, FORGET_ACTIONS, HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
 from memframe.text import headline_expr
 
 __all__ = [
@@ -54,8 +54,6 @@ __all__ = [
 STATUSES = ("live", "superseded", "tombstoned")
 #: the fold's key: the capsule number of ``cap-<num>``
 KEY = "num"
-FORGET_ACTIONS = ("memory_forget", "memory_merge")
-ERASING = ("redact", "purge")
 
 def latest_by_seq(frame: pl.LazyFrame, *keys: str) -> pl.LazyFrame:
     """Keep, per key, the row with the highest ``seq`` (the "latest row wins" fold).
@@ -197,7 +195,7 @@ def fold_terms() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], 
         ),
         "forgets": (
             {"forget_mode": pl.col("mode"), "forget_seq": pl.col("seq"),
-             "erased": pl.col("mode").is_in(list(ERASING))},
+             "erased": pl.col("mode").is_in(list(ERASING_MODES))},
             always,
             [_latest("forget_mode", "forget_seq"), pl.col("forget_seq").max(),
              pl.col("erased").any()],

@@ -37,3 +37,14 @@ def test_every_user_reads_the_one_definition():
     assert scope.HANDOFF_SOURCE is capsules.HANDOFF_SOURCE is capture.SESSION_FINISH_SOURCE \
         is schema.HANDOFF_SOURCE
     assert scope.THREAD_PATTERN is capsules.THREAD_PATTERN is schema.THREAD_PATTERN
+
+
+def test_the_reference_and_the_incremental_digest_read_one_set_of_archive_and_audit_rules():
+    import memframe.state
+    from memframe.digest import ledger
+    from memframe.digest.state import capsules
+
+    assert ledger.STALE_AFTER_NS is capsules.STALE_AFTER_NS is schema.STALE_AFTER_NS
+    assert ledger.FORGET_ACTIONS is capsules.FORGET_ACTIONS is memframe.state.FORGET_ACTIONS \
+        is schema.FORGET_ACTIONS
+    assert schema.STALE_AFTER_NS == (schema.ARCHIVE_AFTER_DAYS + 1) * 86_400 * 10**9

@@ -9,8 +9,7 @@ from collections.abc import Callable
 import polars as pl
 
 from memframe.digest.state.journal import chain_walk
-from memframe.ids import capsule_number_expr
-from memframe.schema import TIERS, TIMESTAMP
+from memframe.schema import ARCHIVE_AFTER_DAYS, FORGET_ACTIONS, STALE_AFTER_NS, TIERS, TIMESTAMP
 from memframe.taint import has_finding
 from memframe.text import epoch_ns
 
@@ -23,12 +22,6 @@ __all__ = [
     "FORGET_ACTIONS",
     "ARCHIVE_AFTER_DAYS",
 ]
-
-from memframe.digest.state.capsules import (  # noqa: E402 - one definition for both
-    ARCHIVE_AFTER_DAYS,
-    FORGET_ACTIONS,
-    STALE_AFTER_NS,
-)
 
 
 def tiers_section(state: pl.DataFrame) -> dict:
@@ -73,11 +66,6 @@ def verify_chain(journal: pl.DataFrame) -> dict:
         {'chain': 'broken', 'broken_seq': 1}
     """
     return chain_walk(journal, slice_rows=VERIFY_SLICE_ROWS)
-
-
-def _capsule_number(column: str) -> pl.Expr:
-    # cap-<n> -> n; anything else (sess-1, git:..., cap-01) -> null: never a capsule id
-    return capsule_number_expr(column).alias("n")
 
 
 def out_of_band(state: pl.DataFrame) -> int:

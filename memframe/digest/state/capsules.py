@@ -62,9 +62,14 @@ import polars as pl
 from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
-from memframe.schema import HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
-from memframe.state import (
+from memframe.schema import (
     FORGET_ACTIONS,
+    HANDOFF_SOURCE,
+    STALE_AFTER_NS,
+    THREAD_PATTERN,
+    TIMESTAMP,
+)
+from memframe.state import (
     KEY,
     SOURCE_KEY,
     SOURCES,
@@ -638,8 +643,6 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     return filled.with_columns(
         [pl.when(unknown).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in TEXT]
     ).drop([f"_{c}" for c in TEXT]), read
-#: a superseded capsule this many whole days old with no recall is an archive candidate
-ARCHIVE_AFTER_DAYS = 180
 _TIERS = ("active", "archived", "quarantined")
 
 
@@ -653,9 +656,6 @@ def subset_expr() -> pl.Expr:
     )
 
 
-#: the whole days after which a stale capsule becomes a candidate, in nanoseconds
-#: (``whole_days(now - created_at) > 180`` is ``now - created_at >= 181 days``)
-STALE_AFTER_NS = (ARCHIVE_AFTER_DAYS + 1) * 86_400 * 1_000_000_000
 _I64_MAX = 2**63 - 1
 
 

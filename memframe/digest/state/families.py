@@ -465,11 +465,6 @@ def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
     kept(family).drop(commit, view)
 
 
-def bad_brackets(brackets: pl.DataFrame) -> bool:
-    """Does a bracket row lack its time or session id (the digest fails closed on it)?"""
-    return check_rows("brackets", brackets) is not None
-
-
 def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
     """The ids whose tombstone can change the graph's values: both ends of every
     ``blocks``, ``witnesses`` and ``grounded_in`` edge, sorted."""
