@@ -97,8 +97,7 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime,
     """How many records the consolidation planner would propose archiving (4.15).
 
     A non-tombstoned capsule counts when it is superseded, its effective tier is
-    ``active``, it is not pinned (the pin veto; a state without a ``pinned`` column has
-    no pins), it does not pass the quarantine guard (tainted AND externally-imported
+    ``active``, it is not pinned (the pin veto), it does not pass the quarantine guard (tainted AND externally-imported
     AND the taint scanner finds something), and either ``valid_to < now`` or it is more
     than 180 whole days old with no recall. ``attach`` adds ``content`` to the suspects
     when the state was read without it.
@@ -110,7 +109,7 @@ def archive_candidates(state: pl.DataFrame, now: _dt.datetime,
         ...     "superseded": [True], "valid_to": [None],
         ...     "created_at": [dt.datetime(2025, 1, 1, tzinfo=dt.UTC)], "recall_count": [0],
         ...     "instruction_taint": [False], "authority_class": ["observed-fact"],
-        ...     "content": ["old"]}, schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
+        ...     "content": ["old"], "pinned": [False]}, schema_overrides={"valid_to": pl.Datetime("ns", "UTC")})
         >>> archive_candidates(s, now)
         1
     """
