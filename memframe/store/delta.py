@@ -178,8 +178,11 @@ class DeltaLogs:
         target = snap.generation
         heads = {t: self._head(t) for t in S.CANONICAL_TABLES}
         written: dict[str, int] = {}
-        behind = [t for t, h in heads.items() if h is not None and h.generation < target]
-        start = min((heads[t].generation for t in behind), default=target)  # type: ignore[union-attr]
+        synced = self.synced_through()
+        if synced:  # every table is mirrored through it: read only the log after it
+            start = min(synced, target)
+        else:
+            start = min((h.generation for h in heads.values() if h is not None), default=target)
         for g in range(start + 1, target + 1):
             entry = self._log.read_entry(g)
             for table in touched_tables(entry):
