@@ -53,6 +53,7 @@ _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _LAST_CHECKPOINT = "_last_checkpoint"
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
+STATE_EVERY = 16  # generations between updates of the state file on the commit path
 
 _DELTA_TYPES: dict[type[pl.DataType], str] = {
     pl.String: "string", pl.Int64: "long", pl.Int32: "integer", pl.Int16: "short",
@@ -113,6 +114,8 @@ class DeltaLogs:
         self._log = log
         self.root = log.root
         self._heads: dict[str, _Head] = {}
+        self._hints: dict[str, _Head] = {}  # heads the state file remembered (may be old)
+        self._synced: int | None = None  # the generation this handle mirrored through
 
     # -- state --------------------------------------------------------------------------
     @property
@@ -120,18 +123,33 @@ class DeltaLogs:
         return self._log.log_dir / STATE_FILE
 
     def synced_through(self) -> int | None:
-        """The generation every table is mirrored through; None when Delta logs are off."""
+        """The generation every table is mirrored through; None when Delta logs are off.
+
+        The state file also remembers each table's newest version, so a new handle finds
+        it with a few probes instead of listing a long ``_delta_log``.
+        """
         try:
             data = log_module.parse_json(self.state_path.read_bytes())
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
             return 0  # torn by a crash: catch up from each table's own log
-        value = data.get("synced_through") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return 0
+        heads = data.get("heads")
+        if isinstance(heads, dict):
+            for table, pair in heads.items():
+                if (table in S.CANONICAL_TABLES and isinstance(pair, list) and len(pair) == 2
+                        and all(log_module.whole(v) for v in pair)):
+                    self._hints[table] = _Head(pair[0], pair[1])
+        value = data.get("synced_through")
         return value if log_module.whole(value) else 0
 
     def _write_state(self, generation: int) -> None:
-        body = json.dumps({"delta_logs": 1, "synced_through": generation}).encode()
+        known = {**self._hints, **self._heads}
+        heads = {t: [h.version, h.generation] for t, h in sorted(known.items())}
+        body = json.dumps({"delta_logs": 1, "synced_through": generation, "heads": heads},
+                          separators=(",", ":")).encode()
         log_module._write_atomic(self.state_path, body)
 
     def table_dir(self, table: str) -> Path:
@@ -146,14 +164,22 @@ class DeltaLogs:
         Delta write that fails: the generation has landed, and the next commit or
         ``memframe delta sync`` writes what is missing.
         """
-        synced = self.synced_through()
-        if synced is None or synced >= after.generation:
+        generation = after.generation
+        if self._synced == generation - 1:
+            synced: int | None = self._synced  # this handle mirrored everything before
+        else:
+            synced = self.synced_through()
+        if synced is None or synced >= generation:
             return
         with contextlib.suppress(OSError, CorruptStoreError, ValueError, KeyError):
-            if synced == after.generation - 1:
+            if synced == generation - 1:
                 for table in touched_tables(entry):
-                    self._mirror(table, after.generation, entry, after)
-                self._write_state(after.generation)
+                    self._mirror(table, generation, entry, after)
+                self._synced = generation
+                # the state file moves now and then: a handle that finds it behind reads
+                # the few generation files after it and finds each version already there
+                if generation % STATE_EVERY == 0:
+                    self._write_state(generation)
             else:
                 self.sync(after)
 
@@ -198,6 +224,7 @@ class DeltaLogs:
                 self.prune(table)
         if (self.synced_through() or 0) < target:
             self._write_state(target)
+        self._synced = target
         return {"generation": target, "versions": written}
 
     # -- one table ----------------------------------------------------------------------
@@ -207,6 +234,9 @@ class DeltaLogs:
         head = self._heads.get(table)
         if head is not None and not (directory / version_name(head.version)).exists():
             head = None  # the log was removed or pruned under this handle: list it again
+        hint = self._hints.pop(table, None) if head is None else None
+        if hint is not None and (directory / version_name(hint.version)).exists():
+            head = _Head(hint.version, self._mirrored(table, hint.version))
         if head is None:
             try:
                 versions = [int(m.group(1)) for n in os.listdir(directory)
@@ -369,14 +399,21 @@ class DeltaLogs:
         return first
 
     def status(self, newest: int) -> dict[str, Any]:
-        """Per table: the newest Delta version and the generation it mirrors."""
+        """Whether Delta logs are kept, the generation every table is mirrored through
+        (read from the log after the state file's mark), and per table the newest Delta
+        version and the generation it mirrors (None: no Delta log)."""
         self._heads.clear()
-        tables = {}
-        for t in S.CANONICAL_TABLES:
-            head = self._head(t)
-            tables[t] = None if head is None else {"version": head.version,
-                                                   "generation": head.generation}
         synced = self.synced_through()
+        heads = {t: self._head(t) for t in S.CANONICAL_TABLES}
+        if synced is not None:
+            while synced < newest:
+                entry = self._log.read_entry(synced + 1)
+                if any(heads[t] is None or heads[t].generation < synced + 1  # type: ignore[union-attr]
+                       for t in touched_tables(entry)):
+                    break
+                synced += 1
+        tables = {t: None if h is None else {"version": h.version, "generation": h.generation}
+                  for t, h in heads.items()}
         return {"enabled": synced is not None, "synced_through": synced,
                 "generation": newest, "tables": tables}
 
