@@ -54,6 +54,9 @@ _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _LAST_CHECKPOINT = "_last_checkpoint"
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 STATE_EVERY = 16  # generations between updates of the state file on the commit path
+#: a Delta checkpoint every this many versions of a table, so readers replay at most as
+#: many JSON commits (delta-rs's default interval)
+CHECKPOINT_EVERY = 100
 
 _DELTA_TYPES: dict[type[pl.DataType], str] = {
     pl.String: "string", pl.Int64: "long", pl.Int32: "integer", pl.Int16: "short",
@@ -151,6 +154,24 @@ class DeltaLogs:
         body = json.dumps({"delta_logs": 1, "synced_through": generation, "heads": heads},
                           separators=(",", ":")).encode()
         log_module._write_atomic(self.state_path, body)
+
+    def discard(self) -> None:
+        """Remove the Delta logs of a store no generation was committed to (undo a
+        create with ``delta_logs=True``); only the files this module writes go."""
+        for table in S.CANONICAL_TABLES:
+            directory = self.table_dir(table)
+            if not directory.is_dir() or directory.is_symlink():
+                continue
+            for entry in os.scandir(directory):
+                if (_VERSION_RE.match(entry.name) or _CHECKPOINT_RE.match(entry.name)
+                        or entry.name == _LAST_CHECKPOINT
+                        or log_module.TEMP_NAME_RE.match(entry.name)):
+                    os.unlink(entry.path)
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        self.state_path.unlink(missing_ok=True)
+        self._heads.clear()
+        self._synced = None
 
     def table_dir(self, table: str) -> Path:
         return self.root / table / DELTA_LOG
@@ -285,6 +306,8 @@ class DeltaLogs:
                 lines = self._commit_actions(table, generation, entry)
             if self._put_version(table, version, lines):
                 self._heads[table] = _Head(version, generation)
+                if version % CHECKPOINT_EVERY == 0 and version and snap.generation == generation:
+                    self._checkpoint(table, version, snap)
                 return True
             self._heads.pop(table, None)  # another writer made it: look again
 
@@ -302,6 +325,25 @@ class DeltaLogs:
             tmp.unlink(missing_ok=True)
         log_module.fsync_dir(directory)
         return True
+
+    def _checkpoint(self, table: str, version: int, snap: Snapshot) -> None:
+        """A checkpoint of ``table`` at ``version``, the state of ``snap`` (which that
+        version mirrors)."""
+        directory = self.table_dir(table)
+        metadata = None
+        first = directory / version_name(0)
+        if first.exists():
+            metadata = next((a["metaData"] for a in _read_actions(first) if "metaData" in a),
+                            None)
+        else:  # the JSON commits before a vacuum's checkpoint are gone: it holds the metadata
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                last = int(json.loads((directory / _LAST_CHECKPOINT).read_bytes())["version"])
+                metadata = _TableState.from_checkpoint(directory, last).metadata
+        if metadata is None:
+            return  # no checkpoint: readers replay the JSON commits, as before
+        adds = {p.path.split("/", 1)[1]: self._add(p.path, p.rows, False)["add"]
+                for p in snap.parts(table)}
+        _write_checkpoint(directory, _TableState(version, dict(PROTOCOL), metadata, adds))
 
     def _add(self, path: str, rows: int, data_change: bool) -> dict[str, Any]:
         st = os.stat(self.root / path)

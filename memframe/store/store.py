@@ -1102,6 +1102,7 @@ class Store(StoreView):
                 self._log.exclusive(0.0):
             if self._log.latest_generation() != 0:
                 return False
+            self._delta.discard()
             return self._log.discard(remove_root=remove_root)
 
 

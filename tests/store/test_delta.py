@@ -308,3 +308,41 @@ def test_sigkill_at_durable_steps_with_delta_logs_then_sync(tmp_path):
             mirrored = [commit_info(path / table, v)["memframe"]["generation"]
                         for v in versions(path / table)]
             assert mirrored == sorted(set(mirrored)), (k, table, mirrored)
+
+
+def test_periodic_checkpoints_read_the_same_and_survive_vacuum(tmp_path, monkeypatch):
+    from memframe.store import delta
+
+    monkeypatch.setattr(delta, "CHECKPOINT_EVERY", 3)
+    store = fresh(tmp_path, delta_logs=True)
+    ids = [store.ingest({"content": f"c{n}", "source": "s", "anchor": str(n)})[0]
+           for n in range(7)]
+    table_dir = tmp_path / "s" / "capsules"
+    log_dir = table_dir / "_delta_log"
+    assert sorted(p.name[:20] for p in log_dir.glob("*.checkpoint.parquet")) == [
+        f"{3:020d}", f"{6:020d}"]
+    assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == 6
+    assert_readers_match(store, tmp_path / "scratch")  # checkpoint 6 + JSON commit 7
+    for version in versions(table_dir):
+        generation = commit_info(table_dir, version)["memframe"]["generation"]
+        assert_same(store.at(generation).table("capsules").collect(),
+                    read_deltalake(table_dir, version), f"v{version}")
+    store.forget(ids[4], mode="purge")  # rewrites the partition of generation 5
+    store.vacuum()
+    kept = versions(table_dir)
+    # the purge is version 8: from there on no version names the file it replaced, so
+    # the log starts at a checkpoint there and the older commits and checkpoints are gone
+    assert kept[0] == 8 and (log_dir / f"{8:020d}.checkpoint.parquet").exists()
+    assert not (log_dir / f"{3:020d}.checkpoint.parquet").exists()
+    assert_readers_match(store, tmp_path / "scratch")
+    # the next periodic checkpoint takes its metadata from the vacuum's checkpoint
+    store.ingest({"content": "more", "source": "s", "anchor": "m"})
+    assert (log_dir / f"{9:020d}.checkpoint.parquet").exists()
+    assert_readers_match(store, tmp_path / "scratch", tables=["capsules"])
+
+
+def test_an_unused_store_with_delta_logs_is_discarded_whole(tmp_path):
+    store = fresh(tmp_path, delta_logs=True)
+    assert (tmp_path / "s" / "capsules" / "_delta_log").is_dir()
+    assert store.discard_if_unused(remove_root=True)
+    assert not (tmp_path / "s").exists()
