@@ -192,7 +192,8 @@ class DeltaLogs:
             synced = self.synced_through()
         if synced is None or synced >= generation:
             return
-        with contextlib.suppress(OSError, CorruptStoreError, ValueError, KeyError):
+        with contextlib.suppress(OSError, CorruptStoreError, ValueError, KeyError, TypeError,
+                                 AttributeError):
             if synced == generation - 1:
                 for table in touched_tables(entry):
                     self._mirror(table, generation, entry, after)
