@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe.cli import main
 from memframe.schema import CANONICAL_TABLES
-from tests.importers.nmemory_fixture import build_rich
+from tests.importers.nmemory_fixture import build_rich, grow_rich
 from tests.store.delta_readers import (
     assert_readers_match,
     assert_same,
@@ -185,9 +185,12 @@ def test_an_existing_store_gets_delta_logs_from_sync(tmp_path, capsys):
     assert all(head == {"version": 0, "generation": store.generation}
                for head in report["tables"].values())
     assert_readers_match(store, tmp_path / "scratch")
-    # later commits, by any handle, keep the logs
+    # later commits, by any handle, keep the logs: an incremental import, an ingest
+    grow_rich(source)
+    mf.importers.import_nmemory(source, target)
     mf.Store.open(target).ingest({"content": "new", "source": "s", "anchor": "n"})
-    assert_readers_match(mf.Store.open(target), tmp_path / "scratch", duckdb=False)
+    assert store.delta_logs_status()["synced_through"] == store.generation
+    assert_readers_match(mf.Store.open(target), tmp_path / "scratch")
     assert main(["delta", "sync", str(target), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["versions"] == {}
 
