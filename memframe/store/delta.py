@@ -241,8 +241,8 @@ class DeltaLogs:
         for table, head in heads.items():
             if head is None and self._mirror(table, target, {}, snap):
                 written[table] = written.get(table, 0) + 1
-        for table in S.CANONICAL_TABLES:
-            if prune or written.get(table, 0) > 1:
+        if prune:  # a full read of each log: vacuum and the explicit sync, not commits
+            for table in S.CANONICAL_TABLES:
                 self.prune(table)
         if (self.synced_through() or 0) < target:
             self._write_state(target)
