@@ -149,6 +149,9 @@ class DeltaLogs:
         return value if log_module.whole(value) else 0
 
     def _write_state(self, generation: int) -> None:
+        for table in S.CANONICAL_TABLES:  # every version up to the mark is durable first
+            if self.table_dir(table).is_dir():
+                log_module.fsync_dir(self.table_dir(table))
         known = {**self._hints, **self._heads}
         heads = {t: [h.version, h.generation] for t, h in sorted(known.items())}
         body = json.dumps({"delta_logs": 1, "synced_through": generation, "heads": heads},
@@ -324,7 +327,9 @@ class DeltaLogs:
             return False
         finally:
             tmp.unlink(missing_ok=True)
-        log_module.fsync_dir(directory)
+        # no directory fsync here: the state file's next move syncs every Delta directory
+        # first, and a version whose name a power cut lost lies after that mark, where
+        # the catch-up writes it again
         return True
 
     def _checkpoint(self, table: str, version: int, snap: Snapshot) -> None:
