@@ -410,6 +410,11 @@ class DeltaLogs:
         if not versions:
             return None
         oldest = versions[0]
+        if oldest and oldest not in checkpoints:
+            raise CorruptStoreError(
+                f"{directory} starts at version {oldest} with no checkpoint there, so no "
+                f"reader can open it; move {directory} away and run `memframe delta sync "
+                f"{self.root}` to start it again")
         state = _TableState.from_checkpoint(directory, oldest) if oldest else _TableState()
         gone_at: dict[str, int] = {}  # every path named since the oldest version: removed when
         for path in state.adds:
