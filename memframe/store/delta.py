@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memframe import schema as S
-from memframe.errors import CorruptStoreError
+from memframe.errors import ConcurrentCommitError, CorruptStoreError
 from memframe.store import log as log_module
 from memframe.store.log import Log, Snapshot
 
@@ -195,8 +195,8 @@ class DeltaLogs:
             synced = self.synced_through()
         if synced is None or synced >= generation:
             return
-        with contextlib.suppress(OSError, CorruptStoreError, ValueError, KeyError, TypeError,
-                                 AttributeError):
+        with contextlib.suppress(OSError, CorruptStoreError, ConcurrentCommitError,
+                                 ValueError, KeyError, TypeError, AttributeError):
             if synced == generation - 1:
                 for table in touched_tables(entry):
                     self._mirror(table, generation, entry, after)
@@ -295,25 +295,33 @@ class DeltaLogs:
                 snap: Snapshot) -> bool:
         """Write the version mirroring ``generation`` for ``table``; False if it exists.
 
-        A table with no Delta log gets version 0: its whole state at ``snap`` (which is
-        then the generation the version mirrors).
+        A table with no Delta log gets version 0: its whole state at ``snap`` (the caller
+        passes ``snap`` at ``generation``).
         """
-        while True:
-            head = self._head(table)
-            if head is None:
-                version, generation = 0, snap.generation
-                lines = self._create_actions(table, snap)
-            elif head.generation >= generation:
-                return False
-            else:
-                version = head.version + 1
-                lines = self._commit_actions(table, generation, entry)
-            if self._put_version(table, version, lines):
+        head = self._head(table)
+        if head is None:
+            if self._put_version(table, 0, self._create_actions(table, snap)):
+                self._heads[table] = _Head(0, snap.generation)
+                return True
+            head = self._head(table)  # another process started this log at the same time
+            if head is None or head.generation < generation:
+                raise ConcurrentCommitError(
+                    f"another process started the Delta log of {table} at the same time; "
+                    f"run `memframe delta sync {self.root}` again")
+        while head.generation < generation:
+            version = head.version + 1
+            if self._put_version(table, version,
+                                 self._commit_actions(table, generation, entry)):
                 self._heads[table] = _Head(version, generation)
-                if version % CHECKPOINT_EVERY == 0 and version and snap.generation == generation:
+                if version % CHECKPOINT_EVERY == 0 and snap.generation == generation:
                     self._checkpoint(table, version, snap)
                 return True
             self._heads.pop(table, None)  # another writer made it: look again
+            head = self._head(table)
+            if head is None:
+                raise ConcurrentCommitError(f"the Delta log of {table} vanished while this "
+                                            f"commit extended it; run `memframe delta sync`")
+        return False
 
     def _put_version(self, table: str, version: int, lines: Sequence[dict[str, Any]]) -> bool:
         directory = self.table_dir(table)

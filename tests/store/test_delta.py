@@ -406,3 +406,31 @@ def test_any_sequence_of_writes_reads_the_same_through_delta(tmp_path_factory, s
         for version in versions(table_dir):  # every version a reader can open
             generation = commit_info(table_dir, version)["memframe"]["generation"]
             assert named_files(table_dir, version) == store_files(store.at(generation), table)
+
+
+CONCURRENT_WRITER = textwrap.dedent("""
+    import sys
+    import memframe as mf
+    store = mf.Store.open(sys.argv[1])
+    for n in range(12):
+        a = store.ingest({"content": f"{sys.argv[2]} {n}", "source": "race", "anchor": "r"})[0]
+        if n % 4 == 3:
+            store.relate(a, "cap-1", "blocks")
+""")
+
+
+def test_writer_processes_racing_keep_every_log_in_generation_order(tmp_path):
+    store = fresh(tmp_path, delta_logs=True)
+    store.ingest({"content": "root", "source": "s", "anchor": "r"})
+    children = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(tmp_path / "s"),
+                                  f"w{i}"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                 stderr=subprocess.PIPE, text=True) for i in range(3)]
+    for child in children:
+        assert child.wait(timeout=300) == 0, child.stderr.read()[-2000:]
+    # every writer mirrored its own generation (or caught up the ones before it): no sync
+    assert store.delta_logs_status()["synced_through"] == store.generation == 46
+    for table in ("capsules", "relations", "journal"):
+        mirrored = [commit_info(tmp_path / "s" / table, v)["memframe"]["generation"]
+                    for v in versions(tmp_path / "s" / table)]
+        assert mirrored == sorted(set(mirrored)), (table, mirrored)
+    assert_readers_match(store, tmp_path / "scratch")
