@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
+import hashlib
 import json
 import os
 import re
@@ -82,6 +84,13 @@ def schema_string(table: str) -> str:
     return json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
 
 
+@functools.cache
+def schema_hash(table: str) -> str:
+    """A short hash of the table's Delta schema, recorded in every version's commitInfo
+    so a writer sees at once whether the log's schema is its own (else: a metaData)."""
+    return hashlib.sha256(schema_string(table).encode()).hexdigest()[:16]
+
+
 def version_name(version: int) -> str:
     return f"{version:020d}.json"
 
@@ -108,6 +117,7 @@ class _Head:
 
     version: int
     generation: int
+    schema: str | None = None  # the hash of the table's Delta schema as of this version
 
 
 class DeltaLogs:
@@ -261,7 +271,7 @@ class DeltaLogs:
             head = None  # the log was removed or pruned under this handle: list it again
         hint = self._hints.pop(table, None) if head is None else None
         if hint is not None and (directory / version_name(hint.version)).exists():
-            head = _Head(hint.version, self._mirrored(table, hint.version))
+            head = self._mirrored(table, hint.version)
         if head is None:
             try:
                 versions = [int(m.group(1)) for n in os.listdir(directory)
@@ -271,21 +281,23 @@ class DeltaLogs:
             if not versions:
                 return None
             newest = max(versions)
-            head = _Head(newest, self._mirrored(table, newest))
+            head = self._mirrored(table, newest)
         while (directory / version_name(head.version + 1)).exists():
-            head = _Head(head.version + 1, self._mirrored(table, head.version + 1))
+            head = self._mirrored(table, head.version + 1)
         self._heads[table] = head
         return head
 
-    def _mirrored(self, table: str, version: int) -> int:
-        """The memframe generation Delta version ``version`` of ``table`` mirrors."""
+    def _mirrored(self, table: str, version: int) -> _Head:
+        """Delta version ``version`` of ``table``: the generation it mirrors, its schema."""
         path = self.table_dir(table) / version_name(version)
         for line in path.read_bytes().splitlines():
             action = log_module.parse_json(line) if line.strip() else None
             if isinstance(action, dict) and "commitInfo" in action:
                 mark = (action["commitInfo"] or {}).get("memframe") or {}
                 if log_module.whole(mark.get("generation")):
-                    return int(mark["generation"])
+                    schema = mark.get("schema")
+                    return _Head(version, int(mark["generation"]),
+                                 schema if isinstance(schema, str) else None)
         raise CorruptStoreError(
             f"{path} is a Delta commit memframe did not write (its commitInfo names no "
             f"memframe generation); memframe owns this table's Delta log: move {path.parent} "
@@ -301,7 +313,7 @@ class DeltaLogs:
         head = self._head(table)
         if head is None:
             if self._put_version(table, 0, self._create_actions(table, snap)):
-                self._heads[table] = _Head(0, snap.generation)
+                self._heads[table] = _Head(0, snap.generation, schema_hash(table))
                 return True
             head = self._head(table)  # another process started this log at the same time
             if head is None or head.generation < generation:
@@ -311,8 +323,8 @@ class DeltaLogs:
         while head.generation < generation:
             version = head.version + 1
             if self._put_version(table, version,
-                                 self._commit_actions(table, generation, entry)):
-                self._heads[table] = _Head(version, generation)
+                                 self._commit_actions(table, generation, entry, head)):
+                self._heads[table] = _Head(version, generation, schema_hash(table))
                 if version % CHECKPOINT_EVERY == 0 and snap.generation == generation:
                     self._checkpoint(table, version, snap)
                 return True
@@ -344,20 +356,28 @@ class DeltaLogs:
         """A checkpoint of ``table`` at ``version``, the state of ``snap`` (which that
         version mirrors)."""
         directory = self.table_dir(table)
-        metadata = None
-        first = directory / version_name(0)
-        if first.exists():
-            metadata = next((a["metaData"] for a in _read_actions(first) if "metaData" in a),
-                            None)
-        else:  # the JSON commits before a vacuum's checkpoint are gone: it holds the metadata
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                last = int(json.loads((directory / _LAST_CHECKPOINT).read_bytes())["version"])
-                metadata = _TableState.from_checkpoint(directory, last).metadata
+        metadata = self._metadata(table)
         if metadata is None:
             return  # no checkpoint: readers replay the JSON commits, as before
         adds = {p.path.split("/", 1)[1]: self._add(p.path, p.rows, False)["add"]
                 for p in snap.parts(table)}
         _write_checkpoint(directory, _TableState(version, dict(PROTOCOL), metadata, adds))
+
+    def _metadata(self, table: str) -> dict[str, Any] | None:
+        """The table's metaData action (its id kept) with this code's schema; None when
+        neither version 0 nor a checkpoint is there to give the id."""
+        directory = self.table_dir(table)
+        metadata = None
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            metadata = next((a["metaData"] for a in _read_actions(directory / version_name(0))
+                             if "metaData" in a), None)
+        if metadata is None:  # the commits before a vacuum's checkpoint are gone: it has it
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                last = int(json.loads((directory / _LAST_CHECKPOINT).read_bytes())["version"])
+                metadata = _TableState.from_checkpoint(directory, last).metadata
+        if metadata is None:
+            return None
+        return {**metadata, "schemaString": schema_string(table)}
 
     def _add(self, path: str, rows: int, data_change: bool) -> dict[str, Any]:
         st = os.stat(self.root / path)
@@ -371,7 +391,8 @@ class DeltaLogs:
         return [
             {"commitInfo": {"timestamp": stamp, "operation": "CREATE TABLE",
                             "operationParameters": {}, "isBlindAppend": True,
-                            "memframe": {"generation": snap.generation, "operation": "enable"}}},
+                            "memframe": {"generation": snap.generation, "operation": "enable",
+                                         "schema": schema_hash(table)}}},
             {"protocol": dict(PROTOCOL)},
             {"metaData": {"id": str(uuid.uuid4()), "name": table,
                           "format": {"provider": "parquet", "options": {}},
@@ -380,9 +401,13 @@ class DeltaLogs:
             *(self._add(p.path, p.rows, True) for p in snap.parts(table)),
         ]
 
-    def _commit_actions(self, table: str, generation: int,
-                        entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _commit_actions(self, table: str, generation: int, entry: Mapping[str, Any],
+                        head: _Head) -> list[dict[str, Any]]:
         stamp = _millis(entry.get("timestamp"))
+        # memframe extends tables with new columns: the version after such an upgrade
+        # carries the new schema (files written before it read the column as null)
+        metadata = self._metadata(table) if head.schema != schema_hash(table) else None
+        evolved = [{"metaData": metadata}] if metadata is not None else []
         compaction = entry.get("operation") == "compact"
         removes = sorted(p.split("/", 1)[1] for p in entry.get("remove", ())
                          if isinstance(p, str) and p.split("/", 1)[0] == table)
@@ -392,7 +417,9 @@ class DeltaLogs:
                             "operation": "OPTIMIZE" if compaction else "WRITE",
                             "operationParameters": {}, "isBlindAppend": not removes,
                             "memframe": {"generation": generation,
-                                         "operation": entry.get("operation")}}},
+                                         "operation": entry.get("operation"),
+                                         "schema": schema_hash(table)}}},
+            *evolved,
             *({"remove": {"path": name, "deletionTimestamp": stamp,
                           "dataChange": not compaction, "extendedFileMetadata": False}}
               for name in removes),

@@ -434,3 +434,33 @@ def test_writer_processes_racing_keep_every_log_in_generation_order(tmp_path):
                     for v in versions(tmp_path / "s" / table)]
         assert mirrored == sorted(set(mirrored)), (table, mirrored)
     assert_readers_match(store, tmp_path / "scratch")
+
+
+def test_a_log_written_with_an_older_schema_gets_the_new_one(tmp_path):
+    """memframe extends tables with columns: a log an older release started (here: its
+    version 0 rewritten without ``actor``, as a release before that column wrote it)
+    carries the new schema from the next version on, under the same table id."""
+    store = fresh(tmp_path, delta_logs=True)
+    first = tmp_path / "s" / "pins" / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in first.read_text().splitlines()]
+    for action in actions:
+        if "metaData" in action:
+            old = json.loads(action["metaData"]["schemaString"])
+            old["fields"] = [f for f in old["fields"] if f["name"] != "actor"]
+            action["metaData"]["schemaString"] = json.dumps(old)
+            table_id = action["metaData"]["id"]
+        if "commitInfo" in action:
+            action["commitInfo"]["memframe"]["schema"] = "older"
+    first.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert "actor" not in read_polars(tmp_path / "s" / "pins").columns
+    store = mf.Store.open(tmp_path / "s")  # the newer release opens the store
+    (a,) = store.ingest({"content": "x", "source": "s", "anchor": "a"})
+    store.pin(a, reason="keep")
+    latest = [json.loads(line) for line in
+              (first.parent / f"{1:020d}.json").read_text().splitlines()]
+    (meta,) = [x["metaData"] for x in latest if "metaData" in x]
+    assert meta["id"] == table_id
+    assert_readers_match(store, tmp_path / "scratch", tables=["pins"])
+    store.pin(a, pinned=False)  # the schema is now the log's own: no metaData again
+    assert not any("metaData" in json.loads(line) for line in
+                   (first.parent / f"{2:020d}.json").read_text().splitlines())
