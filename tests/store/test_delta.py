@@ -464,3 +464,22 @@ def test_a_log_written_with_an_older_schema_gets_the_new_one(tmp_path):
     store.pin(a, pinned=False)  # the schema is now the log's own: no metaData again
     assert not any("metaData" in json.loads(line) for line in
                    (first.parent / f"{2:020d}.json").read_text().splitlines())
+
+
+def test_vacuum_after_a_crash_left_delta_behind_catches_up_before_it_prunes(tmp_path):
+    store = fresh(tmp_path, delta_logs=True)
+    ids = store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)}
+                        for n in range(3)])
+    child = _killed_writer(tmp_path / "s", KILLED_BEFORE_DELTA, "gone")
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    store.forget(ids[0], mode="purge")  # this handle mirrored generation 2: it catches up
+    child = _killed_writer(tmp_path / "s", KILLED_BEFORE_DELTA, "gone again")
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert store.delta_logs_status()["synced_through"] < store.generation
+    store.vacuum()  # removes the purged file's predecessor; Delta is behind when it starts
+    status = store.delta_logs_status()
+    assert status["synced_through"] == status["generation"] == store.generation
+    table_dir = tmp_path / "s" / "capsules"
+    for version in versions(table_dir):
+        assert all((table_dir / name).exists() for name in named_files(table_dir, version))
+    assert_readers_match(store, tmp_path / "scratch")
