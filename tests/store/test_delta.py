@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import deltalake
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -483,3 +484,21 @@ def test_vacuum_after_a_crash_left_delta_behind_catches_up_before_it_prunes(tmp_
     for version in versions(table_dir):
         assert all((table_dir / name).exists() for name in named_files(table_dir, version))
     assert_readers_match(store, tmp_path / "scratch")
+
+
+def test_the_timestamp_table_in_the_docs_is_what_the_readers_do(tmp_path):
+    """docs/delta.md's table: microsecond truncation by every reader, and deltalake's
+    pyarrow path refusing sub-microsecond digits (the docs' pandas route works)."""
+    store = fresh(tmp_path, delta_logs=True)
+    store.ingest({"content": "x", "source": "s", "anchor": "a", "created_at": NANOS})
+    table_dir = tmp_path / "s" / "capsules"
+    truncated = dt.datetime(2026, 7, 1, 0, 0, 0, 123456, tzinfo=dt.UTC)
+    for frame in (read_polars(table_dir), read_deltalake(table_dir)):
+        assert str(frame.schema["created_at"]) == "Datetime(time_unit='us', time_zone='UTC')"
+        assert frame["created_at"].to_list() == [truncated]
+    with pytest.raises(Exception, match="would lose data"):
+        deltalake.DeltaTable(str(table_dir)).to_pandas()
+    via_polars = pl.scan_delta(str(table_dir)).collect().to_pandas()
+    assert via_polars["created_at"].iloc[0] == truncated
+    exact = store.table("capsules").collect()["created_at"].cast(pl.Int64)[0]
+    assert exact % 1000 == 789  # memframe itself keeps the nanoseconds
