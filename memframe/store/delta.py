@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import uuid
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,10 @@ _DELTA_TYPES: dict[type[pl.DataType], str] = {
     pl.Int8: "byte", pl.Float64: "double", pl.Float32: "float", pl.Boolean: "boolean",
     pl.Date: "date", pl.Datetime: "timestamp", pl.Binary: "binary",
 }
+
+
+class DeltaLogsBehind(UserWarning):
+    """A generation landed but its Delta Lake versions could not be written (yet)."""
 
 
 def schema_string(table: str) -> str:
@@ -205,8 +210,7 @@ class DeltaLogs:
             synced = self.synced_through()
         if synced is None or synced >= generation:
             return
-        with contextlib.suppress(OSError, CorruptStoreError, ConcurrentCommitError,
-                                 ValueError, KeyError, TypeError, AttributeError):
+        try:
             if synced == generation - 1:
                 for table in touched_tables(entry):
                     self._mirror(table, generation, entry, after)
@@ -217,6 +221,13 @@ class DeltaLogs:
                     self._write_state(generation)
             else:
                 self.sync(after)
+        except (OSError, CorruptStoreError, ConcurrentCommitError, ValueError) as exc:
+            # the generation has landed: say that Delta readers lag, and how to catch up
+            warnings.warn(
+                f"generation {generation} landed, but its Delta Lake versions were not "
+                f"written ({exc}); Delta readers see the tables as before it until the next "
+                f"commit or `memframe delta sync {self._log.root}` writes them",
+                DeltaLogsBehind, stacklevel=4)
 
     # -- catch-up -----------------------------------------------------------------------
     def enable(self, snap: Snapshot) -> dict[str, Any]:
