@@ -672,6 +672,42 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_delta_sync(args: argparse.Namespace) -> int:
+    report = _open(args.store).sync_delta_logs()
+    written = sum(report["versions"].values())
+    lines = [f"delta sync: {args.store} keeps Delta logs, mirrored through generation "
+             f"{report['generation']:,}; wrote {written:,} Delta version(s)"]
+    lines += _delta_table_lines(report["tables"])
+    _report(args, report, "\n".join(lines))
+    return 0
+
+
+def _cmd_delta_status(args: argparse.Namespace) -> int:
+    report = _open(args.store).delta_logs_status()
+    if not report["enabled"]:
+        text = (f"delta status: {args.store} keeps no Delta logs (start them with "
+                f"`memframe delta sync {args.store}`)")
+    else:
+        behind = report["synced_through"] < report["generation"]
+        text = "\n".join([
+            f"delta status: mirrored through generation {report['synced_through']:,} of "
+            f"{report['generation']:,}" + ("; behind: run `memframe delta sync`" if behind
+                                           else ""),
+            *_delta_table_lines(report["tables"])])
+    _report(args, report, text)
+    return 0
+
+
+def _delta_table_lines(tables: dict[str, Any]) -> list[str]:
+    lines = [f"  {'table':<16}  {'version':>8}  {'generation':>10}"]
+    for name, head in tables.items():
+        if head is None:
+            lines.append(f"  {name:<16}  {'-':>8}  {'-':>10}")
+        else:
+            lines.append(f"  {name:<16}  {head['version']:>8,}  {head['generation']:>10,}")
+    return lines
+
+
 def _cmd_compact(args: argparse.Namespace) -> int:
     merged = _open(args.store).compact(args.table, min_rows=args.min_rows)
     text = ("compact: nothing to merge" if not any(merged.values()) else
@@ -856,6 +892,19 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(p, ("text", "json"))
     _quiet_arg(p)
     p.set_defaults(func=_cmd_compact)
+
+    delta = _sub(sub, "delta", "each canonical table as a Delta Lake table")
+    delta_sub = delta.add_subparsers(dest="delta", required=True, metavar="ACTION",
+                                     parser_class=_Parser)
+    p = _sub(delta_sub, "sync", "keep Delta logs beside the tables, and write what is missing")
+    _store_arg(p, required=True)
+    _format_arg(p, ("text", "json"))
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_delta_sync)
+    p = _sub(delta_sub, "status", "whether the Delta logs are kept and how far they reach")
+    _store_arg(p, required=True)
+    _format_arg(p, ("text", "json"))
+    p.set_defaults(func=_cmd_delta_status)
     return parser
 
 

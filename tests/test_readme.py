@@ -1,4 +1,4 @@
-"""The README as a newcomer uses it: the first command, the tour (twice), the DuckDB recipe."""
+"""The README as a newcomer uses it: the first command, the tour (twice), the engine one-liners."""
 
 from __future__ import annotations
 
@@ -53,13 +53,31 @@ def test_the_tour_runs_twice_and_shows_what_it_claims(tmp_path):
     assert store.memory.sessions().rows.get_column("conversation_id").to_list() == ["thread-7"]
 
 
-def test_the_duckdb_recipe_runs_as_pasted(tmp_path):
-    tour, recipe = _python_blocks()[0], _python_blocks()[-1]
-    assert "duckdb" in recipe and '"at"' in recipe
+def test_the_engine_one_liners_run_as_pasted(tmp_path):
+    """The Delta one-liners: the Python block as pasted, and the DuckDB line through
+    DuckDB's delta extension (its side environment, see tests/store/delta_readers.py)."""
+    from tests.store.delta_readers import duckdb_python
+
+    tour, oneliners = _python_blocks()[0], _python_blocks()[-1]
+    assert "scan_delta" in oneliners and "DeltaTable" in oneliners
     assert _run(tour, tmp_path).returncode == 0
-    run = _run(recipe, tmp_path)
+    run = _run(oneliners, tmp_path)
     assert run.returncode == 0, run.stderr
     assert "team/api" in run.stdout and "retreival" in run.stdout
+    sql = re.findall(r"```sql\n(.*?)```", README, flags=re.S)[0]
+    line = next(q for q in sql.splitlines() if "delta_scan" in q)
+    assert '"at"' in line
+    code = ("import duckdb, duckdb_ext, pathlib\n"
+            "ext = next(pathlib.Path(duckdb_ext.__path__[0]).rglob('delta.duckdb_extension'))\n"
+            "con = duckdb.connect(config={'allow_unsigned_extensions': 'true'})\n"
+            "con.execute(f\"LOAD '{ext}'\")\n"
+            # only the text column comes back to Python (a timestamp would need pytz)
+            f"print(con.sql('select term from (' + {line.rstrip(';')!r} + ') limit 1')"
+            f".fetchall()[0][0])\n")
+    duck = subprocess.run([str(duckdb_python()), "-c", code], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert duck.returncode == 0, duck.stderr
+    assert duck.stdout.strip() == "retreival"
 
 
 def test_the_docs_point_only_inside_the_repository():

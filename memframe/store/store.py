@@ -27,6 +27,7 @@ from memframe.errors import (
 )
 from memframe.store import capture, derived, fingerprint, tables
 from memframe.store import log as log_module
+from memframe.store.delta import DeltaLogs
 from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot, fsync_dir
 from memframe.text import check_instant, parse_instant
@@ -374,14 +375,23 @@ class Store(StoreView):
         self._indexes = Indexes(log.root)
         self._lock = threading.RLock()
         self._tx: _Transaction | None = None
+        self._delta = DeltaLogs(log)
         super().__init__(log, log.snapshot(), self._clock)
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
-               actor: str = "memframe", exist_ok: bool = False) -> Store:
+               actor: str = "memframe", exist_ok: bool = False,
+               delta_logs: bool = False) -> Store:
         """Create a new, empty store at ``path`` (which must be absent or empty); with
-        ``exist_ok=True``, open the store already there instead (open-or-create)."""
-        return cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
+        ``exist_ok=True``, open the store already there instead (open-or-create).
+        ``delta_logs=True`` also keeps every canonical table readable as a Delta Lake
+        table (`Store.sync_delta_logs`)."""
+        if not isinstance(delta_logs, bool):
+            raise InvalidInputError(f"delta_logs is True or False; got {delta_logs!r:.40}")
+        store = cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
+        if delta_logs:
+            store.sync_delta_logs()
+        return store
 
     @staticmethod
     def is_store(path: str | os.PathLike[str]) -> bool:
@@ -707,7 +717,10 @@ class Store(StoreView):
                 for path in written:
                     path.unlink(missing_ok=True)
                 return False
-        self._snap = snap.apply(entry)
+            self._snap = snap.apply(entry)
+            # Delta versions only after the generation landed, still under the shared lock
+            # so a vacuum never prunes a Delta log while this writer extends it
+            self._delta.after_land(entry, self._snap)
         self._indexes.learn_own(snap.generation, generation, commit.frames)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):
@@ -878,6 +891,44 @@ class Store(StoreView):
             self._tx = None
             tx.land()
 
+    # -- Delta Lake ----------------------------------------------------------------------
+    def sync_delta_logs(self) -> dict[str, Any]:
+        """Keep every canonical table readable as a Delta Lake table, and catch up now.
+
+        The first call on a store starts its Delta logs: version 0 of each table
+        (``<store>/<table>/_delta_log/``) is the table at the newest generation. From then
+        on every commit, by any handle, writes the Delta versions of the tables it
+        touched right after its generation lands. A writer that died in between leaves
+        them behind; the next commit, or this call, writes what is missing, checks that
+        no Delta version names a file vacuum removed, and returns what it wrote.
+
+        Returns:
+            ``generation`` (mirrored through), ``versions`` ({table: versions written})
+            and ``tables`` ({table: {"version", "generation"}}: each table's newest Delta
+            version and the generation it mirrors).
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> _ = store.ingest({"content": "x", "source": "s", "anchor": "a"})
+            >>> store.sync_delta_logs()["tables"]["capsules"]
+            {'version': 0, 'generation': 1}
+            >>> _ = store.ingest({"content": "y", "source": "s", "anchor": "b"})
+            >>> store.delta_logs_status()["tables"]["capsules"]
+            {'version': 1, 'generation': 2}
+        """
+        with self._lock, log_module.storage_errors(self.path, "writing Delta logs"), \
+                self._log.writing():
+            snap = self._refresh()
+            report = self._delta.enable(snap)
+            return {**report, "tables": self._delta.status(snap.generation)["tables"]}
+
+    def delta_logs_status(self) -> dict[str, Any]:
+        """Whether this store keeps Delta logs (``enabled``), the generation they are
+        mirrored through (``synced_through``), the newest ``generation``, and per table
+        its newest Delta version and the generation it mirrors (None: no Delta log)."""
+        return self._delta.status(self._refresh().generation)
+
     # -- maintenance ----------------------------------------------------------------------
     def vacuum(self, *, retention_hours: float = DEFAULT_RETENTION_HOURS,
                allow_short_retention: bool = False, dry_run: bool = False,
@@ -983,6 +1034,10 @@ class Store(StoreView):
                 if not dry_run:
                     full.unlink(missing_ok=True)
                 removed["partitions" if kind == "partition" else kind] += 1
+            if not dry_run and self._delta.synced_through() is not None:
+                # Delta readers open no version naming a removed file: catch the logs up,
+                # then checkpoint each at its first version that names none (older go)
+                self._delta.sync(snap, prune=True)
             newest = snap.generation
             return {
                 **removed,
@@ -1047,6 +1102,7 @@ class Store(StoreView):
                 self._log.exclusive(0.0):
             if self._log.latest_generation() != 0:
                 return False
+            self._delta.discard()
             return self._log.discard(remove_root=remove_root)
 
 
