@@ -172,11 +172,11 @@ def _collapse(status: dict[str, str], edges: list[tuple[str, str, bool]], max_ch
     g = nx.DiGraph()
     g.add_nodes_from(list(status) + list(extra))
     g.add_edges_from((a, b) for a, b, _ in kept)
-    reach = set(sources)
-    for source in sources:
-        reach |= nx.descendants(g, source)
-    # a cycle with no source outside it stays whole
-    reach |= {n for n in status if status[n] == "cycle"}
+    # a cycle with no source outside it stays whole, and so does what hangs below it
+    starts = set(sources) | {n for n in status if status[n] == "cycle"}
+    reach = set(starts)
+    for start in starts:
+        reach |= nx.descendants(g, start)
     new_status = {n: st for n, st in status.items() if n in reach}
     new_status.update({n: "collapsed" for n in extra if n in reach})
     return new_status, [e for e in kept if e[0] in new_status and e[1] in new_status], extra

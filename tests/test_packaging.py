@@ -93,9 +93,9 @@ def test_the_distribution_is_not_the_unrelated_memframe_on_pypi():
 def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
     extras = set(_project()["optional-dependencies"])
     commands = _install_commands()
-    # the README, the notebooks' README, docs/distributed.md and both hints are read
+    # the README, the notebooks' README, docs/distributed.md and the Ray hint are read
     files = {f for f, _ in commands}
-    assert {"README.md", "notebooks/README.md", "docs/distributed.md", "memframe/display.py",
+    assert {"README.md", "notebooks/README.md", "docs/distributed.md",
             "memframe/distributed.py"} <= files, files
     for where, words in commands:
         for word in words:
