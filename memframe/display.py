@@ -341,7 +341,16 @@ def miss_trend_chart(audit: MissAudit) -> Chart:
 
 
 def lane_override_chart(audit: MissAudit) -> Chart:
-    """Lane overrides per UTC day (week, month), stacked by ``forced->auto_pick`` pair."""
+    """Lane overrides per UTC day (week, month), stacked by ``forced->auto_pick`` pair.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.record_lane_override("vector", "fused")
+        >>> lane_override_chart(mf.audit.recall_misses(store)).alt[:56]
+        'Lane overrides per day (UTC, forced->auto): 1 bars from '
+    """
     return _charts.lane_overrides(audit.lane_daily)
 
 
@@ -349,6 +358,14 @@ def top_terms_chart(audit: MissAudit, n: int = 15) -> Chart:
     """The ``n`` most-missed terms as horizontal bars stacked by outcome (the outcome
     colours of every other chart and of the audit page); a recurring term's label ends in
     ``↻`` (missed on two days or more).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.record_miss(["retreival", "kafka"], "abstain")
+        >>> top_terms_chart(mf.audit.recall_misses(store)).title
+        'Top 2 missed terms'
     """
     return _charts.top_terms(audit.terms, n)
 
@@ -376,7 +393,17 @@ def recall_distribution_chart(store: Any, n: int | None = None) -> Chart:
 def recall_ranking(store: Any) -> pl.DataFrame:
     """Live capsules recalled at least once, most recalled first (the digest's
     ``most_recalled`` order: recall_count desc, last recall desc, append order), with
-    ``rank`` (from 1), ``id``, ``recall_count`` and a one-line ``headline``."""
+    ``rank`` (from 1), ``id``, ``recall_count`` and a one-line ``headline``.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> a, b = store.ingest([{"content": t, "source": "s", "anchor": t} for t in "ab"])
+        >>> _ = store.record_recall([b, b, a])
+        >>> recall_ranking(store).select("rank", "id", "recall_count").rows()
+        [(1, 'cap-2', 2), (2, 'cap-1', 1)]
+    """
     view = store.pinned()
     ranked = (
         view.capsule_state()
