@@ -26,7 +26,7 @@ def miss_trend(daily: pl.DataFrame, outcomes: Sequence[str] = tuple(OUTCOME_COLO
         >>> daily = pl.DataFrame({"day": [dt.date(2026, 7, 1)], "abstain": [2],
         ...                       "missing_evidence": [1]})
         >>> miss_trend(daily).alt
-        'Recall misses per day (UTC): 1 bars from 2026-07-01 to 2026-07-01, 3 in all, the highest 3 (2026-07-01); abstain 2, missing_evidence 1'
+        'Recall misses per day (UTC): 1 bar from 2026-07-01 to 2026-07-01, 3 in all, the highest 3 (2026-07-01); abstain 2, missing_evidence 1'
     """
     return time_bar_chart(daily.select("day", *outcomes),
                           [(o, o, OUTCOME_COLORS[o]) for o in outcomes],

@@ -155,7 +155,8 @@ def _describe(title: str, categories: Sequence[str], totals: Sequence[int],
     if not categories:
         return f"{title}: no data"
     peak = max(range(len(totals)), key=lambda i: totals[i])
-    text = (f"{title}: {len(categories):,} bars from {label(categories[0], 40)} to "
+    bars = f"{len(categories):,} bar" + ("s" if len(categories) != 1 else "")
+    text = (f"{title}: {bars} from {label(categories[0], 40)} to "
             f"{label(categories[-1], 40)}, {sum(totals):,} in all, the highest "
             f"{totals[peak]:,} ({label(categories[peak], 40)})")
     if len(series) > 1:
