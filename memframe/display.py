@@ -349,7 +349,7 @@ def lane_override_chart(audit: MissAudit) -> Chart:
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.record_lane_override("vector", "fused")
         >>> lane_override_chart(mf.audit.recall_misses(store)).alt[:56]
-        'Lane overrides per day (UTC, forced->auto): 1 bar from '
+        'Lane overrides per day (UTC, forced->auto): 1 bar from 2'
     """
     return _charts.lane_overrides(audit.lane_daily)
 
