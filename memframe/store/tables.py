@@ -188,7 +188,9 @@ def row_group_ranges(path: Path, column: str, physical: bool = False
     a Python value loads a dataframe library of its own, which a lookup need not pay.
 
     Parsed once per process and partition: a partition's name is never reused and its file
-    never changes, so a cached footer cannot be stale.
+    never changes, so a cached footer cannot be stale. The footer is pyarrow's, or (in a
+    process that has not loaded pyarrow, for a small footer) a :class:`Footer` decoded
+    here with the same values; :func:`read_row_groups` reads through whichever it is.
     """
     key = (str(path), column, physical)
     found = _RANGES.get(key)
