@@ -4,8 +4,8 @@ measured side by side with ``python -c "import polars"``.
 A hook runs ``memframe digest STORE`` as a new process at the start of every session, so
 what counts is the whole process: interpreter start, imports, opening the store, the
 projections' cycle (nothing to fold on a warm store) and the digest. Each round runs, in
-turn, ``python -c "import polars"``, ``python -c "import polars, pyarrow"`` (the floor:
-the store reads Parquet row groups with pyarrow), ``memframe digest STORE --no-advance``
+turn, ``python -c "import polars"``, ``python -c "import polars, pyarrow"`` (what a
+process pays once it loads pyarrow), ``memframe digest STORE --no-advance``
 and ``memframe digest STORE`` (what a hook runs), so machine load hits them alike; the
 figures are medians over the rounds, wall and CPU (user + system of the child), and the
 ratios against ``import polars``.
@@ -14,29 +14,34 @@ The store: ``--store PATH`` (used as it is, after one cycle makes it warm), else
 synthetic store of ``--capsules`` rows built once into ``--workdir`` (kept there for the
 next run).
 
-Measured on the project's 2-core machine, shared and busy (wall times swing with the load,
-so compare the CPU column), 5 rounds:
+Measured on the project's 2-core machine, shared and very busy (load 7-8: wall times
+swing, so compare the CPU column), 300k capsules (1M is not built on the shared machine),
+7 rounds, with ``--against`` a checkout of the code before the change, side by side:
 
-=================================  =======  =======  ======  =====
-                                   1M warm           300k warm
----------------------------------  ----------------  -------------
-process                            cpu s    x polars  cpu s  x
-=================================  =======  =======  ======  =====
-python -c "import polars"          0.347    1.00     0.354   1.00
-python -c "import polars, pyarrow" 0.443    1.28     0.499   1.41
-memframe digest STORE --no-advance 0.599    1.73     0.633   1.79
-memframe digest STORE (the hook)   0.593    1.71     0.606   1.71
-=================================  =======  =======  ======  =====
+====================================================  =======  ========
+process (300k capsules, warm)                         cpu s    x polars
+====================================================  =======  ========
+python -c "import polars"                             0.286    1.00
+python -c "import polars, pyarrow"                    0.428    1.50
+memframe digest STORE --no-advance                    0.416    1.46
+memframe digest STORE (the hook)                      0.407    1.42
+memframe digest STORE, before (pyarrow loaded)        0.693    2.42
+====================================================  =======  ========
 
-(before: about 3.3x on the 3,000-capsule sample, which shipped cold). Of the hook's
-~0.25 s above ``import polars``: pyarrow (the store reads Parquet footers and row groups
-with it) ~0.1 s, memframe's own modules ~0.08 s, the digest itself ~0.07 s.
+The hook's process no longer imports pyarrow (nor numpy, which pyarrow loads), networkx
+or pandera: the few small derived partitions a warm digest looks up by key have their
+Parquet footers decoded by ``memframe.store.footer`` and their row groups read through
+Polars; pyarrow is imported on first use (writes, large footers). A warm digest reads 163
+rows here. (Earlier: about 3.3x on the 3,000-capsule sample when it shipped cold; 1.71x at
+1M and 300k on a quieter machine, with pyarrow.)
 
 Usage::
 
     python3 benchmarks/bench_hook.py                      # 300k capsules, 7 rounds
     python3 benchmarks/bench_hook.py --capsules 1M --workdir /tmp/hook-1m
     python3 benchmarks/bench_hook.py --store data/sample-store --rounds 9
+    git worktree add /tmp/before <commit> && \\
+        python3 benchmarks/bench_hook.py --against /tmp/before  # old and new, side by side
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+# this checkout's memframe, also in this process (it warms the store with the same code)
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 
 def _child_cpu() -> float:
@@ -61,12 +67,12 @@ def _child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(argv: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds, stdout) of one process."""
+def run(argv: list[str], code: Path = REPO) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds, stdout) of one process running ``code``'s memframe."""
     cpu = _child_cpu()
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(argv, cwd=code, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(code)})
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv} failed:\n{done.stderr}")
@@ -101,22 +107,34 @@ def main() -> int:
     parser.add_argument("--store", default=None)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--against", default=None,
+                        help="another checkout of memframe (e.g. `git worktree add` of an "
+                             "older commit): its digest runs in the same rounds, on its own "
+                             "copy of the store (derived state is kept per code identity)")
     args = parser.parse_args()
     path = prepare(args)
     py = sys.executable
-    cases = {
-        'python -c "import polars"': [py, "-c", "import polars"],
-        'python -c "import polars, pyarrow"': [py, "-c", "import polars, pyarrow"],
-        "memframe digest STORE --no-advance": [py, "-m", "memframe", "digest", str(path),
-                                               "--format", "json", "--no-advance"],
-        "memframe digest STORE": [py, "-m", "memframe", "digest", str(path), "--format", "json"],
+    cases: dict[str, tuple[list[str], Path]] = {
+        'python -c "import polars"': ([py, "-c", "import polars"], REPO),
+        'python -c "import polars, pyarrow"': ([py, "-c", "import polars, pyarrow"], REPO),
+        "memframe digest STORE --no-advance": ([py, "-m", "memframe", "digest", str(path),
+                                                "--format", "json", "--no-advance"], REPO),
+        "memframe digest STORE": ([py, "-m", "memframe", "digest", str(path), "--format",
+                                   "json"], REPO),
     }
-    for argv in cases.values():  # one untimed round: file caches, compiled bytecode
-        run(argv)
+    if args.against:
+        other = Path(args.against).resolve()
+        copy = path.with_name(path.name + "-against")
+        if not copy.exists():
+            shutil.copytree(path, copy)
+        cases["memframe digest STORE (--against)"] = (
+            [py, "-m", "memframe", "digest", str(copy), "--format", "json"], other)
+    for argv, code in cases.values():  # an untimed round: caches, bytecode, warm state
+        run(argv, code)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for _ in range(args.rounds):
-        for name, argv in cases.items():
-            wall, cpu, _ = run(argv)
+        for name, (argv, code) in cases.items():
+            wall, cpu, _ = run(argv, code)
             times[name].append((wall, cpu))
     import memframe as mf
 

@@ -1,18 +1,18 @@
-"""Pictures for notebooks (altair, the ``plot`` extra) and the graph frames they draw.
+"""Pictures for notebooks and the graph frames they draw, on the base install.
 
-HTML, text and inline-SVG rendering live in the one rendering module,
-:mod:`memframe._render` (re-exported here: :func:`esc`, :func:`visible`, :func:`label`,
-:func:`html_table`, :func:`svg_bars`). This module adds:
+HTML, text and SVG rendering live in the one rendering module, :mod:`memframe._render`
+(re-exported here: :func:`esc`, :func:`visible`, :func:`label`, :func:`html_table`,
+:class:`Chart`). This module adds:
 
-* **Graph frames** (base install): :func:`dag_frames` and :func:`mission_frames` apply the
-  digest's graph rules (reference 4.10, 4.11) through :mod:`memframe.graph` and place each
-  node in a layered layout.
-* **Pictures** (the ``memframe[plot]`` extra, altair imported on first use):
-  :func:`miss_trend_chart`, :func:`lane_override_chart`, :func:`top_terms_chart`,
-  :func:`recall_distribution_chart`, :func:`dag_chart`, :func:`mission_chart`.
-* **Offline charts**: :func:`offline_charts` makes every altair chart display as static
-  SVG drawn on this machine (``vl-convert-python``, in the ``plot`` extra): no script and
-  no network, in Jupyter, in exported HTML and in any page.
+* **Graph frames**: :func:`dag_frames` and :func:`mission_frames` apply the digest's graph
+  rules (reference 4.10, 4.11) through :mod:`memframe.graph` and place each node in a
+  layered layout.
+* **Pictures**: :func:`miss_trend_chart`, :func:`lane_override_chart`,
+  :func:`top_terms_chart`, :func:`recall_distribution_chart`, :func:`dag_chart`,
+  :func:`mission_chart`. Each returns a :class:`Chart`: a standalone SVG document drawn by
+  memframe itself (no script, nothing fetched) with alt text that gives its figures. It
+  shows itself in a notebook; ``chart.svg`` is the file to keep. The audit page and
+  ``MissAudit`` in a notebook draw the same charts.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import networkx as nx
 import polars as pl
 
 from memframe import graph as _graph
-from memframe._render import OUTCOME_COLORS, esc, html_table, label, svg_bars, visible
-from memframe.errors import MemframeError
-from memframe.schema import MISS_OUTCOMES
+from memframe._render import charts as _charts
+from memframe._render import svg as _svg
+from memframe._render.charts import OUTCOME_COLORS
+from memframe._render.html import esc, html_table, label, visible
+from memframe._render.svg import Chart
 from memframe.text import headline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,17 +39,16 @@ __all__ = [
     "visible",
     "label",
     "html_table",
-    "svg_bars",
+    "Chart",
     "audit_text",
     "audit_html",
-    "offline_charts",
-    "chart_svg",
     "dag_frames",
     "mission_frames",
     "miss_trend_chart",
     "lane_override_chart",
     "top_terms_chart",
     "recall_distribution_chart",
+    "recall_ranking",
     "dag_chart",
     "mission_chart",
     "OUTCOME_COLORS",
@@ -171,11 +172,11 @@ def _collapse(status: dict[str, str], edges: list[tuple[str, str, bool]], max_ch
     g = nx.DiGraph()
     g.add_nodes_from(list(status) + list(extra))
     g.add_edges_from((a, b) for a, b, _ in kept)
-    reach = set(sources)
-    for source in sources:
-        reach |= nx.descendants(g, source)
-    # a cycle with no source outside it stays whole
-    reach |= {n for n in status if status[n] == "cycle"}
+    # a cycle with no source outside it stays whole, and so does what hangs below it
+    starts = set(sources) | {n for n in status if status[n] == "cycle"}
+    reach = set(starts)
+    for start in starts:
+        reach |= nx.descendants(g, start)
     new_status = {n: st for n, st in status.items() if n in reach}
     new_status.update({n: "collapsed" for n in extra if n in reach})
     return new_status, [e for e in kept if e[0] in new_status and e[1] in new_status], extra
@@ -320,207 +321,89 @@ def mission_frames(store: Any, *, max_nodes: int = 400, max_children: int | None
     return nodes, edges.sort("from_id", "to_id")
 
 
-# ---- pictures (altair, the plot extra) -----------------------------------------------------
+# ---- pictures (memframe's own SVG, the base install) ----------------------------------------
 
-_PLOT_HINT = 'pip install "memframe-store[plot]"'
-
-
-def _altair() -> Any:
-    try:
-        import altair as alt
-    except ImportError as exc:  # pragma: no cover - exercised through a patched import
-        raise MemframeError(
-            f"pictures need the plot extra, which is not installed: {_PLOT_HINT}"
-        ) from exc
-    return alt
-
-
-def _vl_convert() -> Any:
-    try:
-        import vl_convert
-    except ImportError as exc:  # pragma: no cover - exercised through a patched import
-        raise MemframeError(
-            f"offline charts draw through vl-convert-python, part of the plot extra, which is "
-            f"not installed: {_PLOT_HINT}"
-        ) from exc
-    return vl_convert
-
-
-def offline_charts() -> None:
-    """Display every altair chart as static SVG drawn on this machine: no script, no
-    network, the same picture in Jupyter, in an exported notebook and in any HTML page.
-
-    Altair's own default loads its JavaScript from the network when a notebook is exported
-    to HTML; call this once at the top of a notebook instead (the notebooks do).
-
-    Examples:
-        >>> offline_charts()
-        >>> import altair as alt
-        >>> alt.renderers.active
-        'memframe-svg'
-    """
-    alt = _altair()
-    _vl_convert()
-    if "memframe-svg" not in alt.renderers.names():
-        alt.renderers.register("memframe-svg", _render_svg)
-    alt.renderers.enable("memframe-svg")
-
-
-def _alt_text(spec: dict[str, Any]) -> str:
-    """A chart's alt text: its description, else its title and subtitle, and how many
-    data points it draws."""
-    if spec.get("description"):
-        return str(spec["description"])
-    title = spec.get("title") or ""
-    if isinstance(title, dict):
-        subtitle = title.get("subtitle") or ""
-        title = " ".join(str(p) for p in (title.get("text", ""), subtitle) if p)
-    points = sum(len(d.get("values") or []) for d in
-                 [spec.get("data") or {}, *[layer.get("data") or {}
-                                            for layer in spec.get("layer", [])]])
-    return f"{title or 'chart'} ({points:,} data points)"
-
-
-def _with_alt(svg: str, text: str) -> str:
-    """The SVG as an image with alt text: ``role="img"``, ``aria-label`` and a ``<title>``."""
-    from memframe._render import esc
-
-    head, rest = svg.split(">", 1)
-    return (f'{head} role="img" aria-label="{esc(text)}"><title>{esc(text)}</title>{rest}')
-
-
-def _render_svg(spec: dict[str, Any], **_: Any) -> dict[str, str]:
-    """The notebook renderer: altair's SVG, drawn by vl-convert, with alt text."""
-    return {"image/svg+xml": _with_alt(_vl_convert().vegalite_to_svg(spec), _alt_text(spec))}
-
-
-def chart_svg(chart: Any) -> str:
-    """One chart as a standalone SVG document (drawn on this machine, nothing fetched).
+def miss_trend_chart(audit: MissAudit) -> Chart:
+    """Misses per UTC day, stacked by outcome: a bar per day, or per week (month) when the
+    window is too long for daily bars to be more than hairlines. The audit page draws the
+    same chart.
 
     Examples:
         >>> import os, tempfile
         >>> import memframe as mf
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> _ = store.record_miss(["retreival"], "abstain")
-        >>> chart_svg(miss_trend_chart(mf.audit.recall_misses(store))).startswith("<svg")
+        >>> chart = miss_trend_chart(mf.audit.recall_misses(store))
+        >>> chart.svg.startswith("<svg") and "1 in all" in chart.alt
         True
     """
-    spec = chart.to_dict()
-    return _with_alt(_vl_convert().vegalite_to_svg(spec), _alt_text(spec))
+    return _charts.miss_trend(audit.daily)
 
 
-def _values(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    out = frame.with_columns(
-        [pl.col(n).dt.strftime("%Y-%m-%d") for n, d in frame.schema.items() if d == pl.Date]
-        + [pl.col(n).dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ")
-           for n, d in frame.schema.items() if isinstance(d, pl.Datetime)]
-    )
-    return out.to_dicts()
-
-
-def _count_axis(alt: Any, field: str, title: str, **kw: Any) -> Any:
-    """A count axis: whole-number ticks only."""
-    return alt.Y(field, title=title, axis=alt.Axis(tickMinStep=1, format="d"), **kw)
-
-
-def _outcome_color(alt: Any) -> Any:
-    """Outcome colours, the same in every chart and page."""
-    domain = list(MISS_OUTCOMES)
-    return alt.Color("outcome:N", title="outcome", scale=alt.Scale(
-        domain=domain, range=[OUTCOME_COLORS[o] for o in domain]))
-
-
-def miss_trend_chart(audit: MissAudit) -> Any:
-    """Misses per UTC day, stacked by outcome (an altair chart).
+def lane_override_chart(audit: MissAudit) -> Chart:
+    """Lane overrides per UTC day (week, month), stacked by ``forced->auto_pick`` pair.
 
     Examples:
         >>> import os, tempfile
         >>> import memframe as mf
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-        >>> _ = store.record_miss(["retreival"], "abstain")
-        >>> spec = miss_trend_chart(mf.audit.recall_misses(store)).to_dict()
-        >>> spec["mark"]["type"], spec["encoding"]["y"]["field"]
-        ('bar', 'misses')
+        >>> _ = store.record_lane_override("vector", "fused")
+        >>> lane_override_chart(mf.audit.recall_misses(store)).alt[:56]
+        'Lane overrides per day (UTC, forced->auto): 1 bar from 2'
     """
-    alt = _altair()
-    long = audit.daily.select("day", *MISS_OUTCOMES).unpivot(
-        index="day", on=list(MISS_OUTCOMES), variable_name="outcome", value_name="misses"
-    )
-    return (
-        alt.Chart(alt.Data(values=_values(long)), title="Recall misses per day (UTC)")
-        .mark_bar()
-        .encode(
-            x=alt.X("day:T", title="day", timeUnit="utcyearmonthdate"),
-            y=_count_axis(alt, "misses:Q", "misses", stack="zero"),
-            color=_outcome_color(alt),
-            tooltip=["day:T", "outcome:N", "misses:Q"],
-        )
-    )
+    return _charts.lane_overrides(audit.lane_daily)
 
 
-def lane_override_chart(audit: MissAudit) -> Any:
-    """Lane overrides per UTC day, one line per (forced -> auto_pick) pair."""
-    alt = _altair()
-    frame = audit.lane_daily.with_columns(
-        (pl.col("forced") + "->" + pl.col("auto_pick")).alias("pair")
-    )
-    return (
-        alt.Chart(alt.Data(values=_values(frame)), title="Lane overrides per day (UTC)")
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("day:T", title="day", timeUnit="utcyearmonthdate"),
-            y=_count_axis(alt, "overrides:Q", "overrides"),
-            color=alt.Color("pair:N", title="forced->auto"),
-            tooltip=["day:T", "pair:N", "overrides:Q"],
-        )
-    )
-
-
-def top_terms_chart(audit: MissAudit, n: int = 15) -> Any:
+def top_terms_chart(audit: MissAudit, n: int = 15) -> Chart:
     """The ``n`` most-missed terms as horizontal bars stacked by outcome (the outcome
     colours of every other chart and of the audit page); a recurring term's label ends in
     ``↻`` (missed on two days or more).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.record_miss(["retreival", "kafka"], "abstain")
+        >>> top_terms_chart(mf.audit.recall_misses(store)).title
+        'Top 2 missed terms'
     """
-    alt = _altair()
-    top = audit.terms.head(n)
-    labels = [label(t, 40) + (" ↻" if r else "")
-              for t, r in zip(top.get_column("term").to_list(),
-                              top.get_column("recurring").to_list(), strict=True)]
-    frame = top.with_columns(
-        pl.Series("label", labels, dtype=pl.String),
-        pl.when(pl.col("recurring")).then(pl.lit("recurring")).otherwise(pl.lit("one day"))
-        .alias("seen"),
-    ).select("label", "term", "misses", *MISS_OUTCOMES, "days", "seen", "alias")
-    long = (
-        frame.with_row_index("rank")
-        .unpivot(index=["rank", "label", "term", "misses", "days", "seen", "alias"],
-                 on=list(MISS_OUTCOMES), variable_name="outcome", value_name="count")
-        .sort("rank", maintain_order=True).drop("rank")
-    )
-    return (
-        alt.Chart(alt.Data(values=_values(long)),
-                  title=alt.Title(f"Top {frame.height} missed terms",
-                                  subtitle="↻ missed on two days or more"))
-        .mark_bar()
-        .encode(
-            x=alt.X("count:Q", title="misses", stack="zero",
-                    axis=alt.Axis(tickMinStep=1, format="d")),
-            y=alt.Y("label:N", title=None, sort=labels),
-            color=_outcome_color(alt),
-            tooltip=["label:N", "outcome:N", "count:Q", "misses:Q", "days:Q", "seen:N",
-                     "alias:N"],
-        )
-    )
+    return _charts.top_terms(audit.terms, n)
 
 
-def recall_distribution_chart(store: Any, n: int | None = None) -> Any:
+def recall_distribution_chart(store: Any, n: int | None = None) -> Chart:
     """Recall counts of live capsules by rank, on a log scale: the most-recalled head and
     its long tail.
 
     Capsules never recalled are left out (as in the digest's ``most_recalled``); ranks
     follow the digest's order: recall_count desc, last recall desc, append order.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> a, b = store.ingest([{"content": t, "source": "s", "anchor": t} for t in "ab"])
+        >>> _ = store.record_recall([a, a, b])
+        >>> recall_distribution_chart(store).alt[:82]
+        'Recall distribution (live capsules): 2 ranks, from 2 recalls (rank 1) down to 1; 3'
     """
-    alt = _altair()
+    ranked = recall_ranking(store)
+    return _charts.recall_ranks(ranked if n is None else ranked.head(n))
+
+
+def recall_ranking(store: Any) -> pl.DataFrame:
+    """Live capsules recalled at least once, most recalled first (the digest's
+    ``most_recalled`` order: recall_count desc, last recall desc, append order), with
+    ``rank`` (from 1), ``id``, ``recall_count`` and a one-line ``headline``.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import memframe as mf
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> a, b = store.ingest([{"content": t, "source": "s", "anchor": t} for t in "ab"])
+        >>> _ = store.record_recall([b, b, a])
+        >>> recall_ranking(store).select("rank", "id", "recall_count").rows()
+        [(1, 'cap-2', 2), (2, 'cap-1', 1)]
+    """
     view = store.pinned()
     ranked = (
         view.capsule_state()
@@ -529,61 +412,11 @@ def recall_distribution_chart(store: Any, n: int | None = None) -> Any:
         .select("id", "content", "recall_count")
         .collect()
     )
-    if n is not None:
-        ranked = ranked.head(n)
-    frame = ranked.with_row_index("rank", offset=1).with_columns(
+    return ranked.with_row_index("rank", offset=1).with_columns(
         pl.col("rank").cast(pl.Int64),
         pl.col("content").map_elements(lambda t: label(t, 60), return_dtype=pl.String)
         .alias("headline"),
     ).drop("content")
-    total = int(frame.get_column("recall_count").sum() or 0)
-    head = int(frame.head(max(1, frame.height // 10)).get_column("recall_count").sum() or 0)
-    share = f"top 10% of recalled capsules hold {100 * head / total:.0f}% of recalls" \
-        if total else "no capsule was ever recalled"
-    return (
-        alt.Chart(alt.Data(values=_values(frame)),
-                  title=alt.Title("Recall distribution (live capsules)", subtitle=share))
-        .mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12))
-        .encode(
-            x=alt.X("rank:Q", title="rank (most recalled first)",
-                    axis=alt.Axis(tickMinStep=1, format="d")),
-            y=alt.Y("recall_count:Q", title="recall_count (log scale)",
-                    scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")),
-            tooltip=["rank:Q", "id:N", "recall_count:Q", "headline:N"],
-        )
-    )
-
-
-def _graph_chart(nodes: pl.DataFrame, edges: pl.DataFrame, colors: dict[str, str],
-                 title: str) -> Any:
-    alt = _altair()
-    nodes = nodes.with_columns(
-        pl.col("headline").map_elements(lambda t: label(t, 60), return_dtype=pl.String)
-    )
-    x = alt.X("layer:Q", axis=None)
-    y = alt.Y("position:Q", axis=None, scale=alt.Scale(reverse=True))
-    colors = dict(colors)
-    if "collapsed" in set(nodes.get_column("status").to_list()):
-        colors["collapsed"] = COLLAPSED_COLOR
-    domain = list(colors)
-    edge_layer = alt.Chart(alt.Data(values=_values(edges))).mark_rule(color="#999").encode(
-        x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None, scale=alt.Scale(reverse=True)),
-        x2="x2:Q", y2="y2:Q",
-        strokeDash=alt.condition("datum.live", alt.value([1, 0]), alt.value([4, 3])),
-    )
-    node_layer = alt.Chart(alt.Data(values=_values(nodes))).mark_circle(size=220).encode(
-        x=x, y=y,
-        color=alt.Color("status:N", scale=alt.Scale(domain=domain,
-                                                    range=[colors[s] for s in domain])),
-        tooltip=["id:N", "status:N", "kind:N", "headline:N"],
-    )
-    text_layer = alt.Chart(alt.Data(values=_values(nodes))).mark_text(
-        dy=-14, fontSize=10).encode(x=x, y=y, text="id:N")
-    return alt.layer(edge_layer, node_layer, text_layer, title=title).properties(
-        view=alt.ViewBackground(stroke=None),
-        width=max(200, 140 * (int(nodes.get_column("layer").max() or 0) + 1)),
-        height=max(120, 36 * (int(nodes.get_column("position").max() or 0) + 1)),
-    )
 
 
 def _count_title(prefix: str, nodes: pl.DataFrame, order: Sequence[str]) -> str:
@@ -594,8 +427,21 @@ def _count_title(prefix: str, nodes: pl.DataFrame, order: Sequence[str]) -> str:
     return text
 
 
-def dag_chart(store: Any, *, max_nodes: int = 400) -> Any:
-    """The blocks-DAG as a node-link picture, coloured ready / blocked / done / cycle.
+def _graph_chart(nodes: pl.DataFrame, edges: pl.DataFrame, colors: dict[str, str],
+                 prefix: str, edge_words: str) -> Chart:
+    colors = dict(colors)
+    if "collapsed" in set(nodes.get_column("status").to_list()):
+        colors["collapsed"] = COLLAPSED_COLOR
+    title = _count_title(prefix, nodes, list(colors))
+    live = int(edges.get_column("live").sum() or 0)
+    alt = (f"{title}; {edges.height:,} edges ({live:,} {edge_words}), "
+           f"{int(nodes.get_column('layer').max() or 0) + 1 if nodes.height else 0} layers")
+    return _svg.graph_chart(nodes, edges, colors, title=title, alt=alt)
+
+
+def dag_chart(store: Any, *, max_nodes: int = 400) -> Chart:
+    """The blocks-DAG as a node-link picture, coloured ready / blocked / done / cycle: each
+    blocker left of what it blocks, dashed edges no longer gate (their blocker is done).
 
     Examples:
         >>> import os, tempfile
@@ -603,15 +449,14 @@ def dag_chart(store: Any, *, max_nodes: int = 400) -> Any:
         >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
         >>> a, b = store.ingest([{"content": t, "source": "s", "anchor": t} for t in "ab"])
         >>> store.relate(a, b, "blocks")
-        >>> dag_chart(store).to_dict()["title"]
+        >>> dag_chart(store).title
         'blocks-DAG: 1 ready, 1 blocked, 0 done, 0 cycle'
     """
     nodes, edges = dag_frames(store, max_nodes=max_nodes)
-    return _graph_chart(nodes, edges, DAG_COLORS,
-                        _count_title("blocks-DAG", nodes, list(DAG_COLORS)))
+    return _graph_chart(nodes, edges, DAG_COLORS, "blocks-DAG", "gating")
 
 
-def mission_chart(store: Any, *, max_nodes: int = 400, max_children: int | None = 4) -> Any:
+def mission_chart(store: Any, *, max_nodes: int = 400, max_children: int | None = 4) -> Chart:
     """The mission tree (grounded_in) as a layered tree, coloured root / child / parent /
     cycle; past ``max_children`` children per node the rest fold into one grey
     ``collapsed`` node (its tooltip names them), so a big tree stays readable.
@@ -624,9 +469,8 @@ def mission_chart(store: Any, *, max_nodes: int = 400, max_children: int | None 
         ...                      "kind": "epic" if i == 0 else "task"} for i in range(4)])
         >>> for child in ids[1:]:
         ...     store.relate(child, ids[0], "grounded_in")
-        >>> mission_chart(store, max_children=2).to_dict()["title"][:39]
+        >>> mission_chart(store, max_children=2).title[:39]
         'mission tree: 1 root, 2 child, 0 parent'
     """
     nodes, edges = mission_frames(store, max_nodes=max_nodes, max_children=max_children)
-    return _graph_chart(nodes, edges, MISSION_COLORS,
-                        _count_title("mission tree", nodes, list(MISSION_COLORS)))
+    return _graph_chart(nodes, edges, MISSION_COLORS, "mission tree", "live")

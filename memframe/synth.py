@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from memframe.errors import InvalidInputError, MemframeError
 from memframe.store import Store
@@ -199,6 +198,8 @@ def _rng(seed: int, part: str) -> random.Random:
 
 def _uniform(rng: random.Random, n: int) -> pl.Series:
     """``n`` uniforms in [0, 1) from ``rng``'s bytes (53 random bits each)."""
+    import pyarrow as pa  # on use: the command line loads this module for the sample's path
+
     if n == 0:
         return pl.Series([], dtype=pl.Float64)
     words = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(rng.randbytes(8 * n))])
@@ -426,6 +427,8 @@ def _noise_tail(seed: int, rows: pl.DataFrame) -> pl.Expr:
     names = ("uuid", "hash", "hash_kind", "id", "id_kind", "num", "num_kind", "ident",
              "ident_kind", "dia", "dia_k", "a", "b", "c")
     u = {name: pl.lit(_uniform(rng, n)) for name in names}
+    import pyarrow as pa
+
     raw = pa.Array.from_buffers(pa.binary(20), n, [None, pa.py_buffer(rng.randbytes(20 * n))])
     hexes = pl.lit(pl.Series(pl.from_arrow(raw)).cast(pl.Binary).bin.encode("hex"))
     a = (u["a"] * 9000 + 10).cast(pl.Int64)

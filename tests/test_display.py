@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import html
+import re
 import sys
 
 import polars as pl
@@ -87,23 +89,42 @@ def test_dag_cycle_is_coloured(ticking):
     assert "cycle" not in statuses.values() and statuses["cap-2"] == "done"
 
 
-def test_dag_chart_spec(ticking):
+def _circles(svg: str) -> list[tuple[str, str]]:
+    """(fill, tooltip) of every node of a graph picture."""
+    return re.findall(r'<circle [^>]*fill="([^"]+)"><title>([^<]*)</title>', svg)
+
+
+def test_dag_chart_draws_the_frames(ticking):
     s = ticking
     c = _caps(s, 3)
     s.relate(c[0], c[1], "blocks")
     s.relate(c[2], c[0], "witnesses")
-    spec = display.dag_chart(s).to_dict()
+    chart = display.dag_chart(s)
     # a done blocker stops gating: cap-2 is ready
-    assert spec["title"] == "blocks-DAG: 1 ready, 0 blocked, 1 done, 0 cycle"
-    edges, nodes, labels = spec["layer"]
-    assert edges["mark"]["type"] == "rule" and nodes["mark"]["type"] == "circle"
-    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["field"] == "id"
-    scale = nodes["encoding"]["color"]["scale"]
-    assert scale["domain"] == ["ready", "blocked", "done", "cycle"]
-    assert scale["range"] == [display.DAG_COLORS[k] for k in scale["domain"]]
-    assert [(v["id"], v["status"]) for v in nodes["data"]["values"]] == [
-        ("cap-1", "done"), ("cap-2", "ready")]
-    assert [(v["from_id"], v["to_id"]) for v in edges["data"]["values"]] == [("cap-1", "cap-2")]
+    assert chart.title == "blocks-DAG: 1 ready, 0 blocked, 1 done, 0 cycle"
+    assert chart.alt == chart.title + "; 1 edges (0 gating), 2 layers"
+    assert _circles(chart.svg) == [
+        (display.DAG_COLORS["done"], "cap-1 · done: capsule 0…"),
+        (display.DAG_COLORS["ready"], "cap-2 · ready: capsule 1…")]
+    # the edge no longer gates: dashed
+    (edge,) = re.findall(r"<line [^>]*stroke-width=\"1.2\"[^>]*/>", chart.svg)
+    assert 'stroke-dasharray="4 3"' in edge
+    legend = re.findall(r'<rect x="[\d.]+" y="\d+" width="10" height="10" fill="([^"]+)"/>'
+                        r'<text [^>]*>([^<]+)</text>', chart.svg)
+    assert legend == [(display.DAG_COLORS[k], k) for k in ("ready", "blocked", "done", "cycle")]
+
+
+def test_graph_pictures_escape_stored_text(ticking):
+    s = ticking
+    a, b = s.ingest([{"content": "<script>alert(1)</script>\x1b[31m", "source": "s",
+                      "anchor": "a", "kind": "epic"},
+                     {"content": "\"><img src=x onerror=alert(1)>", "source": "s", "anchor": "b",
+                      "kind": "task"}])
+    s.relate(b, a, "grounded_in")
+    s.relate(a, b, "blocks")
+    for chart in (display.mission_chart(s), display.dag_chart(s)):
+        assert "<script" not in chart.svg and "<img" not in chart.svg and "\x1b" not in chart.svg
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;\\u001b" in chart.svg
 
 
 def test_sample_store_dag_matches_its_digest():
@@ -171,10 +192,11 @@ def test_mission_cycle_and_chart(ticking):
     assert mission["status"] == "cycle"
     statuses = _statuses(nodes)
     assert set(mission["cycle"]) <= {k for k, v in statuses.items() if v == "cycle"}
-    spec = display.mission_chart(s).to_dict()
-    assert spec["layer"][1]["encoding"]["color"]["scale"]["domain"] == \
-        ["root", "child", "parent", "cycle"]
-    assert spec["title"].startswith("mission tree: ")
+    chart = display.mission_chart(s)
+    # the child of a cycle stays in the picture when children are capped (it once fell out)
+    assert chart.title == "mission tree: 0 root, 1 child, 0 parent, 2 cycle"
+    assert sorted(fill for fill, _ in _circles(chart.svg)) == sorted(
+        [display.MISSION_COLORS["cycle"]] * 2 + [display.MISSION_COLORS["child"]])
 
 
 # ---- miss pictures -------------------------------------------------------------------------
@@ -190,48 +212,92 @@ def audited(ticking):
     return mf.audit.recall_misses(s)
 
 
-def test_miss_trend_chart_spec(audited):
-    spec = display.miss_trend_chart(audited).to_dict()
-    assert spec["mark"]["type"] == "bar"
-    enc = spec["encoding"]
-    assert (enc["x"]["field"], enc["x"]["type"]) == ("day", "temporal")
-    assert (enc["y"]["field"], enc["y"]["stack"]) == ("misses", "zero")
-    assert enc["color"]["scale"]["domain"] == ["missing_evidence", "abstain"]
-    values = spec["data"]["values"]
-    assert len(values) == 2 * audited.daily.height
-    assert sum(v["misses"] for v in values) == audited.totals["misses"] == 18
-    by_outcome = {o: sum(v["misses"] for v in values if v["outcome"] == o)
-                  for o in ("abstain", "missing_evidence")}
+def _bars(svg: str) -> list[tuple[str, str, int]]:
+    """(category, series, value) of every bar of a bar chart."""
+    return [(html.unescape(c), html.unescape(n), int(v.replace(",", ""))) for c, n, v in
+            re.findall(r"<rect [^>]*><title>([^<]*): (\S+) ([\d,]+)</title></rect>", svg)]
+
+
+def _axis(svg: str, anchor: str = "end") -> list[str]:
+    """The count axis' tick labels."""
+    return re.findall(rf'text-anchor="{anchor}" class="mfc-val"[^>]*>([\d,]+)</text>', svg)
+
+
+def test_miss_trend_chart_stacks_the_outcomes_per_day(audited):
+    chart = display.miss_trend_chart(audited)
+    bars = _bars(chart.svg)
+    assert {day for day, _, _ in bars} <= {d.isoformat() for d in audited.daily["day"]}
+    assert sum(v for _, _, v in bars) == audited.totals["misses"] == 18
+    by_outcome = {o: sum(v for _, n, v in bars if n == o) for o in ("abstain", "missing_evidence")}
     assert by_outcome == {"abstain": 8, "missing_evidence": 10}
+    assert chart.title == "Recall misses per day (UTC)"
+    daily = audited.daily
+    peak = daily.row(daily.get_column("misses").arg_max(), named=True)
+    assert chart.alt.endswith(f"18 in all, the highest {peak['misses']} ({peak['day']}); "
+                              "abstain 8, missing_evidence 10")
+    # the audit page draws the very same chart
+    assert chart.inline in audited.to_html()
 
 
-def test_top_terms_chart_spec(audited):
-    spec = display.top_terms_chart(audited, n=2).to_dict()
-    values = spec["data"]["values"]
+def test_top_terms_chart_ranks_and_stacks(audited):
+    chart = display.top_terms_chart(audited, n=2)
     top = audited.terms.head(2)
-    # one row per (term, outcome): bars stack by outcome, as in the audit page
-    assert [v["term"] for v in values[::2]] == top.get_column("term").to_list()
-    assert {v["outcome"] for v in values} == {"abstain", "missing_evidence"}
+    labels = re.findall(r'<text x="174" y="\d+" text-anchor="end" class="mfc-lbl"[^>]*>([^<]*)<',
+                        chart.svg)
+    assert labels == ["retreival ↻", "rare0 ↻"]
+    assert [t.split(" ")[0] for t in labels] == top.get_column("term").to_list()
+    bars = _bars(chart.svg)
     for row in top.iter_rows(named=True):
-        mine = {v["outcome"]: v["count"] for v in values if v["term"] == row["term"]}
-        assert mine == {"abstain": row["abstain"], "missing_evidence": row["missing_evidence"]}
-    assert spec["encoding"]["color"]["scale"]["range"] == [
-        display.OUTCOME_COLORS[o] for o in spec["encoding"]["color"]["scale"]["domain"]]
-    # the y order is the ranking; recurring terms are marked in their label
-    assert spec["encoding"]["y"]["sort"] == [v["label"] for v in values[::2]]
-    first = values[0]
-    assert first == {**first, "term": "retreival", "label": "retreival ↻", "misses": 9,
-                     "seen": "recurring", "alias": "retrieval"}
-    assert spec["title"]["text"] == "Top 2 missed terms"
+        mine = {n: v for c, n, v in bars if c.split(" ")[0] == row["term"]}
+        assert mine == {o: row[o] for o in ("abstain", "missing_evidence") if row[o]}
+    assert chart.title == "Top 2 missed terms"
+    assert "↻ missed on two days or more" in chart.svg
 
 
 def test_count_axes_have_whole_ticks_and_recalls_a_log_scale(audited, ticking):
-    for chart in (display.miss_trend_chart(audited), display.lane_override_chart(audited)):
-        axis = chart.to_dict()["encoding"]["y"]["axis"]
-        assert axis == {**axis, "tickMinStep": 1, "format": "d"}
-    ticking.record_recall(_caps(ticking, 2))
-    spec = display.recall_distribution_chart(ticking).to_dict()
-    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    assert _axis(display.miss_trend_chart(audited).svg) == ["0", "2", "4", "6"]
+    assert _axis(display.lane_override_chart(audited).svg) == ["0", "1"]
+    assert _axis(display.top_terms_chart(audited).svg, "middle") == [
+        "0", "2", "4", "6", "8", "10"]
+    caps = _caps(ticking, 2)
+    ticking.record_recall([caps[0]] * 12 + [caps[1]])
+    chart = display.recall_distribution_chart(ticking)
+    assert _axis(chart.svg) == ["1", "10", "100"]  # powers of ten: a log axis
+
+
+def test_every_picture_is_an_image_with_alt_text_and_follows_the_scheme(audited, ticking):
+    caps = _caps(ticking, 3)
+    ticking.relate(caps[0], caps[1], "blocks")
+    ticking.record_recall(caps)
+    charts = [display.miss_trend_chart(audited), display.top_terms_chart(audited),
+              display.lane_override_chart(audited), display.recall_distribution_chart(ticking),
+              display.dag_chart(ticking), display.mission_chart(ticking)]
+    for chart in charts:
+        assert isinstance(chart, display.Chart)
+        head = chart.svg[:chart.svg.index(">") + 1]
+        assert 'xmlns="http://www.w3.org/2000/svg"' in head and 'role="img"' in head
+        assert f'aria-label="{display.esc(chart.alt)}"' in head
+        assert f"<title>{display.esc(chart.alt)}</title>" in chart.svg
+        assert re.search(r"\d", chart.alt), chart.alt  # the figures, in words
+        # text and background take the page's variables, with a fallback per scheme
+        assert ".mfc-lbl{fill:var(--mf-fg2,#3d444d)}" in chart.svg
+        assert "@media (prefers-color-scheme:dark){" in chart.svg
+        assert "<script" not in chart.svg and "href" not in chart.svg
+        assert chart._repr_svg_() == chart.svg
+        html = chart._repr_html_()
+        assert '<div class="mf">' in html and "http://" not in html
+
+
+def test_no_extra_is_needed_to_draw(audited, monkeypatch):
+    for name in ("altair", "vl_convert", "matplotlib"):
+        monkeypatch.setitem(sys.modules, name, None)
+    assert display.miss_trend_chart(audited).svg.startswith("<svg")
+    assert "<svg" in audited.to_html()
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "plot" not in project["project"]["optional-dependencies"]
 
 
 def test_mission_chart_folds_children_past_the_cap(ticking):
@@ -255,16 +321,17 @@ def test_mission_chart_folds_children_past_the_cap(ticking):
     pos = dict(nodes.select("id", "position").iter_rows())
     kids = [n for n, st in statuses.items() if st != "root"]
     assert pos[epic] == sum(pos[k] for k in kids) / len(kids)
-    spec = display.mission_chart(s, max_children=3).to_dict()
-    assert "collapsed" in spec["layer"][1]["encoding"]["color"]["scale"]["domain"]
+    chart = display.mission_chart(s, max_children=3)
+    assert (display.COLLAPSED_COLOR, f"{epic} +4 · collapsed: {note}") in _circles(chart.svg)
+    assert "1 collapsed (children past the first few folded into 1 node(s))" in chart.title
 
 
-def test_lane_override_chart_spec(audited):
-    spec = display.lane_override_chart(audited).to_dict()
-    assert spec["mark"]["type"] == "line"
-    pairs = {v["pair"] for v in spec["data"]["values"]}
-    assert pairs == {"term->fused", "vector->fused"}
-    assert sum(v["overrides"] for v in spec["data"]["values"]) == 2
+def test_lane_override_chart_stacks_the_pairs(audited):
+    chart = display.lane_override_chart(audited)
+    bars = _bars(chart.svg)
+    assert {n for _, n, _ in bars} == {"term->fused", "vector->fused"}
+    assert sum(v for _, _, v in bars) == 2
+    assert chart.alt.endswith("; term->fused 1, vector->fused 1")
 
 
 def test_recall_distribution_follows_most_recalled(ticking):
@@ -274,24 +341,16 @@ def test_recall_distribution_follows_most_recalled(ticking):
     s.record_recall([c[0]])
     s.record_recall([c[5]])
     s.forget(c[5])  # tombstoned capsules never count
-    spec = display.recall_distribution_chart(s).to_dict()
-    values = spec["data"]["values"]
+    ranked = display.recall_ranking(s)
     most = mf.digest(s).to_dict()["most_recalled"]
-    assert [v["id"] for v in values] == [r["id"] for r in most]
-    assert [v["rank"] for v in values] == [1, 2, 3]
-    assert [v["recall_count"] for v in values] == [3, 2, 2]
-    assert spec["title"]["subtitle"] == "top 10% of recalled capsules hold 43% of recalls"
-    assert spec["encoding"]["x"]["field"] == "rank"
-    assert display.recall_distribution_chart(s, n=1).to_dict()["data"]["values"][0]["id"] == \
-        "cap-3"
-
-
-def test_missing_plot_extra_is_a_teaching_error(audited, monkeypatch):
-    monkeypatch.setitem(sys.modules, "altair", None)
-    with pytest.raises(mf.MemframeError, match=r'pip install "memframe-store\[plot\]"'):
-        display.miss_trend_chart(audited)
-    # the base install still renders the audit as HTML with inline SVG
-    assert "<svg" in audited.to_html()
+    assert ranked.get_column("id").to_list() == [r["id"] for r in most]
+    assert ranked.get_column("rank").to_list() == [1, 2, 3]
+    assert ranked.get_column("recall_count").to_list() == [3, 2, 2]
+    chart = display.recall_distribution_chart(s)
+    assert chart.alt == ("Recall distribution (live capsules): 3 ranks, from 3 recalls (rank 1) "
+                         "down to 2; 7 in all. top 10% of recalled capsules hold 43% of recalls")
+    assert "from 3 recalls (rank 1) down to 3; 3 in all" in \
+        display.recall_distribution_chart(s, n=1).alt
 
 
 # ---- HTML helpers --------------------------------------------------------------------------
@@ -304,12 +363,28 @@ def test_html_table_escapes_and_limits():
     assert "1 more rows not shown" in html and "ok" not in html
 
 
-def test_svg_bars_geometry():
-    svg = display.svg_bars(["a", "b"], [("x", [2, 0], "#111"), ("y", [2, 1], "#222")],
-                           title="t", horizontal=True, width=400)
-    assert svg.count("<rect") == 3 + 2  # three bars plus two legend swatches
-    # the longest stack (4) fills the plot width (400 - 180 - 50 = 170), shares proportional
-    assert svg.count('width="85"') == 2 and svg.count('width="42.5"') == 1
+def test_horizontal_bars_geometry():
+    from memframe._render.svg import hbar_chart
+
+    svg = hbar_chart(["a", "b"], [("x", [2, 0], "#111"), ("y", [2, 1], "#222")],
+                     title="t", width=400).svg
+    bars = re.findall(r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)" height="16" fill', svg)
+    # the axis runs to 4 (ticks 0..4) over the plot width (400 - 180 - 40 = 180)
+    assert bars == [("180", "90"), ("270", "90"), ("180", "45")]
+
+
+def test_a_long_series_bins_to_months_and_a_short_one_stays_daily():
+    from memframe._render.svg import time_bar_chart
+
+    days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(366 + 365 + 365)]
+    frame = pl.DataFrame({"day": days, "n": [1] * len(days)})
+    chart = time_bar_chart(frame, [("n", "misses", "#4c78a8")], title="misses per {unit}")
+    assert chart.title == "misses per month"
+    bars = _bars(chart.svg)
+    assert len(bars) == 36 and sum(v for _, _, v in bars) == len(days)
+    assert bars[0] == ("2024-01", "misses", 31)
+    short = time_bar_chart(frame.head(10), [("n", "misses", "#4c78a8")], title="per {unit}")
+    assert short.title == "per day" and len(_bars(short.svg)) == 10
 
 
 def test_reprs_are_short_and_notebook_tables_name_every_state(tmp_path, clock):
@@ -348,8 +423,7 @@ def test_a_long_daily_chart_turns_weekly_with_a_scaled_axis_and_alt_text(tmp_pat
                                            trend)]
     assert len(widths) == 2 and min(widths) > 10  # a bar per week, not 201 hairlines
     # the axis: labelled ticks up to the first one past the highest week (10 misses)
-    labels = re.findall(r'text-anchor="end" class="val"[^>]*>([\d,]+)</text>', trend)
-    assert labels == ["0", "2", "4", "6", "8", "10"]
+    assert _axis(trend) == ["0", "2", "4", "6", "8", "10"]
     alt = re.search(r'aria-label="([^"]*)"', trend).group(1)
     assert "29 bars from week of 2026-01-05 to week of 2026-07-20" in alt
     assert "12 in all" in alt and "the highest 10 (week of 2026-01-05)" in alt

@@ -93,9 +93,9 @@ def test_the_distribution_is_not_the_unrelated_memframe_on_pypi():
 def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
     extras = set(_project()["optional-dependencies"])
     commands = _install_commands()
-    # the README, the notebooks' README, docs/distributed.md and both hints are read
+    # the README, the notebooks' README, docs/distributed.md and the Ray hint are read
     files = {f for f, _ in commands}
-    assert {"README.md", "notebooks/README.md", "docs/distributed.md", "memframe/display.py",
+    assert {"README.md", "notebooks/README.md", "docs/distributed.md",
             "memframe/distributed.py"} <= files, files
     for where, words in commands:
         for word in words:
@@ -103,7 +103,7 @@ def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
             wanted = re.findall(r"\[([^\]]*)\]", word)
             asked = {e.strip() for group in wanted for e in group.split(",")}
             if name.startswith(".") or name == "":
-                # a source checkout (`pip install -e ".[plot]"`): its extras exist
+                # a source checkout (`pip install -e ".[ray]"`): its extras exist
                 assert asked <= extras, (where, word)
             elif name.lower().replace("_", "-").startswith("memframe"):
                 assert name == DISTRIBUTION, f"{where}: `pip install {word}` names {name!r}"
@@ -113,8 +113,8 @@ def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
 def test_the_grep_catches_the_unrelated_name(tmp_path, monkeypatch):
     # the check above must be able to fail: a hint naming the bare "memframe" is caught
     (tmp_path / "memframe").mkdir()
-    (tmp_path / "memframe" / "hint.py").write_text('HINT = \'pip install "memframe[plot]"\'\n')
+    (tmp_path / "memframe" / "hint.py").write_text('HINT = \'pip install "memframe[ray]"\'\n')
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     (found,) = _install_commands()
-    assert found == ("memframe/hint.py", ["memframe[plot]"])
+    assert found == ("memframe/hint.py", ["memframe[ray]"])
     assert re.match(r"[A-Za-z0-9._-]*", found[1][0]).group(0) != DISTRIBUTION

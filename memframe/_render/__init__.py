@@ -14,9 +14,12 @@ from typing import Any
 _WHERE = {
     **dict.fromkeys(("cards", "chips", "esc", "fragment", "html_table", "instant",
                      "kv_table", "label", "page", "rows_table", "stylesheet", "visible"), "html"),
-    **dict.fromkeys(("OUTCOME_COLORS", "audit_html", "digest_html", "door_page_html",
+    **dict.fromkeys(("audit_html", "digest_html", "door_page_html",
                      "import_html", "store_html"), "reports"),
-    "svg_bars": "svg",
+    **dict.fromkeys(("Chart", "bar_chart", "graph_chart", "hbar_chart", "rank_chart",
+                     "time_bar_chart", "time_bins", "ticks"), "svg"),
+    **dict.fromkeys(("LANE_COLORS", "OUTCOME_COLORS", "lane_overrides", "miss_trend", "recall_ranks",
+                     "top_terms"), "charts"),
     **dict.fromkeys(("audit_summary", "audit_text", "audit_window", "digest_text", "plural"),
                     "text"),
 }

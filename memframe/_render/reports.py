@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from memframe._render.charts import OUTCOME_COLORS, lane_overrides, miss_trend, top_terms
 from memframe._render.html import (
     cards,
     chips,
@@ -20,13 +21,9 @@ from memframe._render.html import (
     page,
     rows_table,
 )
-from memframe._render.svg import svg_bars
 
-__all__ = ["digest_html", "audit_html", "store_html", "door_page_html", "import_html",
-           "OUTCOME_COLORS"]
+__all__ = ["digest_html", "audit_html", "store_html", "door_page_html", "import_html"]
 
-OUTCOME_COLORS: dict[str, str] = {"abstain": "#4c78a8", "missing_evidence": "#f58518"}
-_LANE_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d9d9d")
 
 
 def _wrap(title: str, body: str, as_page: bool) -> str:
@@ -209,43 +206,17 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
 
 # ---- the recall-miss audit -------------------------------------------------------------------
 
-_MOST_DAYS = 120  # daily bars up to this many days, weekly ones past it
-
-
 def _audit_charts(terms: pl.DataFrame, daily: pl.DataFrame, lane_daily: pl.DataFrame,
                   outcomes: Sequence[str], limit: int) -> list[str]:
+    """The audit's charts as inline SVG: the same drawings as :mod:`memframe.display`."""
     charts = []
     if daily.height:
-        # past ~4 months a bar per day is a hairline: a bar per week (from each Monday)
-        weekly = daily.height > _MOST_DAYS
-        per = (daily.group_by(pl.col("day").dt.truncate("1w"), maintain_order=True)
-               .agg(pl.col(list(outcomes)).sum()).sort("day") if weekly else daily)
-        charts.append(svg_bars(
-            [("week of " if weekly else "") + d.isoformat()
-             for d in per.get_column("day").to_list()],
-            [(o, per.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
-            title="misses per week (UTC)" if weekly else "misses per day (UTC)",
-        ))
-    top = terms.head(min(limit, 25))
-    if top.height:
-        charts.append(svg_bars(
-            top.get_column("term").to_list(),
-            [(o, top.get_column(o).to_list(), OUTCOME_COLORS[o]) for o in outcomes],
-            title="top missed terms", horizontal=True,
-        ))
+        charts.append(miss_trend(daily, outcomes))
+    if terms.height:
+        charts.append(top_terms(terms, min(limit, 25), outcomes))
     if lane_daily.height:
-        days = lane_daily.get_column("day").unique().sort()
-        pairs = lane_daily.select("forced", "auto_pick").unique(maintain_order=True).rows()
-        series = []
-        for i, (forced, auto) in enumerate(pairs):
-            counts = dict(lane_daily.filter((pl.col("forced") == forced)
-                                            & (pl.col("auto_pick") == auto))
-                          .select("day", "overrides").iter_rows())
-            series.append((f"{forced}->{auto}", [counts.get(d, 0) for d in days],
-                           _LANE_COLORS[i % len(_LANE_COLORS)]))
-        charts.append(svg_bars([d.isoformat() for d in days.to_list()], series,
-                               title="lane overrides per day (forced->auto)"))
-    return charts
+        charts.append(lane_overrides(lane_daily))
+    return [chart.inline for chart in charts]
 
 
 def audit_html(*, summary: str, window: str, vocabulary_size: int, totals: Mapping[str, int],

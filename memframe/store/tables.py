@@ -7,17 +7,18 @@ crashed writer's files are never read.
 from __future__ import annotations
 
 import bisect
+import importlib
 import os
 import secrets
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from memframe.errors import CorruptStoreError, GenerationNotFoundError
+from memframe.store.footer import Footer, read_footer
 from memframe.store.log import Part, parse_json
 
 # Free text never goes into row-group statistics: a min/max in a file footer would
@@ -27,6 +28,22 @@ _NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
 # be thrown away, so they are written plain.
 _NO_DICTIONARY = {"id", "content", "source_hash", "chained_hash", "subject"}
 ROW_GROUP_ROWS = 64 * 1024
+
+
+class _Deferred:
+    """A module imported on first use. pyarrow (and numpy, which it loads) costs a short
+    process, such as a session-start hook's digest, about a third of what Polars does;
+    only writes and reads by row group need it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
+pa: Any = _Deferred("pyarrow")
+pq: Any = _Deferred("pyarrow.parquet")
 PART_ROWS = 256 * 1024  # rows per partition file a commit writes (larger commits split)
 
 
@@ -149,11 +166,8 @@ def read_matching(
         if not groups:
             continue
         visited += sum(counts[g] for g in groups)
-        try:
-            table = pq.ParquetFile(path, metadata=meta).read_row_groups(groups, columns=read_cols)
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
-        pieces.append(pl.from_arrow(table).cast({c: schema[c] for c in read_cols}))
+        pieces.append(_read_groups(path, meta, groups, read_cols)
+                      .cast({c: schema[c] for c in read_cols}))
     if not pieces:
         return empty, visited
     rows = pl.concat(pieces, how="vertical").filter(pl.col(column).is_in(wanted))
@@ -161,24 +175,38 @@ def read_matching(
 
 
 
-_RANGES: dict[tuple[str, str], tuple[pq.FileMetaData, list, list, list[int]]] = {}
+_RANGES: dict[tuple[str, str, bool], tuple[Any, list, list, list[int]]] = {}
+_FOOTERS: dict[str, Footer] = {}
 _RANGES_KEEP = 64
 
 
 def row_group_ranges(path: Path, column: str, physical: bool = False
-                     ) -> tuple[pq.FileMetaData, list, list, list[int]]:
+                     ) -> tuple[Any, list, list, list[int]]:
     """A partition's footer and, per row group, the min and max of ``column`` (None when
     the group has no statistics) and its row count. With ``physical``, the values as
     stored (a timestamp's integer count of its unit): converting a timestamp statistic to
     a Python value loads a dataframe library of its own, which a lookup need not pay.
 
     Parsed once per process and partition: a partition's name is never reused and its file
-    never changes, so a cached footer cannot be stale.
+    never changes, so a cached footer cannot be stale. The footer is pyarrow's, or (in a
+    process that has not loaded pyarrow, for a small footer) a :class:`Footer` decoded
+    here with the same values; :func:`read_row_groups` reads through whichever it is.
     """
     key = (str(path), column, physical)
     found = _RANGES.get(key)
     if found is not None:
         return found
+    if not _arrow_loaded():
+        # a short process that has not loaded pyarrow: a small footer is decoded here
+        # (the same values), sparing it the import; a loaded pyarrow reads faster
+        try:
+            footer = _FOOTERS.get(str(path)) or read_footer(path)
+        except (OSError, ValueError) as exc:
+            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+        ranges = footer.ranges(column, physical) if footer is not None else None
+        if footer is not None and ranges is not None:
+            _keep(_FOOTERS, str(path), footer)
+            return _keep(_RANGES, key, (footer, ranges[0], ranges[1], footer.counts))
     try:
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
@@ -195,10 +223,49 @@ def row_group_ranges(path: Path, column: str, physical: bool = False
         mins.append((stats.min_raw if physical else stats.min) if has else None)
         maxs.append((stats.max_raw if physical else stats.max) if has else None)
         rows.append(rg.num_rows)
-    if len(_RANGES) >= _RANGES_KEEP:
-        _RANGES.pop(next(iter(_RANGES)))
-    _RANGES[key] = (meta, mins, maxs, rows)
-    return _RANGES[key]
+    return _keep(_RANGES, key, (meta, mins, maxs, rows))
+
+
+def _arrow_loaded() -> bool:
+    return "pyarrow.parquet" in sys.modules
+
+
+def _keep(cache: dict, key: Any, value: Any) -> Any:
+    """``value``, kept in ``cache`` (the oldest entry dropped past ``_RANGES_KEEP``)."""
+    if key not in cache and len(cache) >= _RANGES_KEEP:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
+
+
+def _read_groups(path: Path, meta: Any, groups: Sequence[int], columns: list[str]
+                 ) -> pl.DataFrame:
+    """Row groups of one file, in the order given: through pyarrow when it read the
+    footer, else through Polars (each run of adjacent groups as one slice of rows)."""
+    if not isinstance(meta, Footer):
+        try:
+            table = pq.ParquetFile(path, metadata=meta).read_row_groups(list(groups),
+                                                                         columns=columns)
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+        return pl.from_arrow(table)
+    starts = [0]
+    for count in meta.counts:
+        starts.append(starts[-1] + count)
+    runs: list[list[int]] = []  # [first row, rows]
+    for g in groups:
+        if runs and runs[-1][0] + runs[-1][1] == starts[g]:
+            runs[-1][1] += meta.counts[g]
+        else:
+            runs.append([starts[g], meta.counts[g]])
+    scan = pl.scan_parquet(path, glob=False).select(columns)
+    try:
+        frames = pl.collect_all([scan.slice(first, rows) for first, rows in runs])
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise CorruptStoreError(f"cannot read {path}: {exc}") from None
+    if not frames:
+        return scan.clear().collect()
+    return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
 
 
 def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Schema
@@ -207,12 +274,7 @@ def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Sc
     path = root / part.path
     # only the footer is wanted: the statistics as stored (no conversion)
     meta = row_group_ranges(path, list(schema)[0], physical=True)[0]
-    try:
-        table = pq.ParquetFile(path, metadata=meta).read_row_groups(list(groups),
-                                                                     columns=list(schema))
-    except (OSError, pa.ArrowException) as exc:
-        raise CorruptStoreError(f"cannot read {path}: {exc}") from None
-    return pl.from_arrow(table).cast(dict(schema))
+    return _read_groups(path, meta, groups, list(schema)).cast(dict(schema))
 
 
 def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iterable[int],

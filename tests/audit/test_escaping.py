@@ -122,9 +122,12 @@ def test_charts_show_visible_labels(hostile):
     from memframe import display
 
     audit = mf.audit.recall_misses(hostile)
-    spec = display.top_terms_chart(audit, n=50).to_dict()
-    labels = [row["label"] for row in spec["data"]["values"]]
-    for label in labels:
-        for ch in RAW_FORBIDDEN:
-            assert ch not in label
-    assert any("\\u001b" in label for label in labels)
+    chart = display.top_terms_chart(audit, n=50)
+    for ch in RAW_FORBIDDEN:
+        assert ch not in chart.svg
+    parser = _Collector()
+    parser.feed(chart.svg)
+    assert set(parser.tags) <= ALLOWED_TAGS, set(parser.tags) - ALLOWED_TAGS
+    assert not any(name.startswith("on") for name, _ in parser.attrs)
+    labels = "".join(parser.text)
+    assert "\\u001b" in labels and "<script>alert('x')" in labels  # shown, not run
