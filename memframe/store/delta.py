@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from memframe import schema as S
 from memframe.errors import ConcurrentCommitError, CorruptStoreError
@@ -548,6 +546,8 @@ class _TableState:
 
     @classmethod
     def from_checkpoint(cls, directory: Path, version: int) -> _TableState:
+        import pyarrow.parquet as pq
+
         path = directory / f"{version:020d}.checkpoint.parquet"
         rows = pq.read_table(path, columns=["protocol", "metaData", "add"]).to_pylist()
         state = cls(version=version)
@@ -568,27 +568,33 @@ class _TableState:
         return state
 
 
-_STR_MAP = pa.map_(pa.string(), pa.string())
-_CHECKPOINT_SCHEMA = pa.schema([
-    ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()),
-                       ("lastUpdated", pa.int64())])),
-    ("add", pa.struct([("path", pa.string()), ("partitionValues", _STR_MAP),
-                       ("size", pa.int64()), ("modificationTime", pa.int64()),
-                       ("dataChange", pa.bool_()), ("stats", pa.string()),
-                       ("tags", _STR_MAP)])),
-    ("remove", pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64()),
-                          ("dataChange", pa.bool_()), ("extendedFileMetadata", pa.bool_()),
-                          ("partitionValues", _STR_MAP), ("size", pa.int64())])),
-    ("metaData", pa.struct([("id", pa.string()), ("name", pa.string()),
-                            ("description", pa.string()),
-                            ("format", pa.struct([("provider", pa.string()),
-                                                  ("options", _STR_MAP)])),
-                            ("schemaString", pa.string()),
-                            ("partitionColumns", pa.list_(pa.string())),
-                            ("configuration", _STR_MAP), ("createdTime", pa.int64())])),
-    ("protocol", pa.struct([("minReaderVersion", pa.int32()),
-                            ("minWriterVersion", pa.int32())])),
-])
+@functools.cache
+def _checkpoint_schema() -> Any:
+    """The Arrow schema of a classic Delta checkpoint (pyarrow is imported here: a process
+    that writes no checkpoint, a session-start digest, never loads it)."""
+    import pyarrow as pa
+
+    str_map = pa.map_(pa.string(), pa.string())
+    return pa.schema([
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()),
+                           ("lastUpdated", pa.int64())])),
+        ("add", pa.struct([("path", pa.string()), ("partitionValues", str_map),
+                           ("size", pa.int64()), ("modificationTime", pa.int64()),
+                           ("dataChange", pa.bool_()), ("stats", pa.string()),
+                           ("tags", str_map)])),
+        ("remove", pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64()),
+                              ("dataChange", pa.bool_()), ("extendedFileMetadata", pa.bool_()),
+                              ("partitionValues", str_map), ("size", pa.int64())])),
+        ("metaData", pa.struct([("id", pa.string()), ("name", pa.string()),
+                                ("description", pa.string()),
+                                ("format", pa.struct([("provider", pa.string()),
+                                                      ("options", str_map)])),
+                                ("schemaString", pa.string()),
+                                ("partitionColumns", pa.list_(pa.string())),
+                                ("configuration", str_map), ("createdTime", pa.int64())])),
+        ("protocol", pa.struct([("minReaderVersion", pa.int32()),
+                                ("minWriterVersion", pa.int32())])),
+    ])
 
 
 def _write_checkpoint(directory: Path, state: _TableState) -> None:
@@ -605,7 +611,10 @@ def _write_checkpoint(directory: Path, state: _TableState) -> None:
     for add in state.adds.values():
         rows.append({"add": {**add, "partitionValues": list(add["partitionValues"].items()),
                              "tags": None}})
-    table = pa.Table.from_pylist(rows, schema=_CHECKPOINT_SCHEMA)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(rows, schema=_checkpoint_schema())
     target = directory / f"{state.version:020d}.checkpoint.parquet"
     tmp = directory / f".tmp-{secrets.token_hex(8)}"
     try:
