@@ -19,33 +19,19 @@ c. ``memframe delta sync`` adding the logs to an existing store of ``--history``
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import polars as pl
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import memframe as mf  # noqa: E402
 
-
-def capsule_frame(n: int, offset: int = 0) -> pl.DataFrame:
-    i = pl.int_range(offset, offset + n, eager=True).alias("i").to_frame()
-    return i.select(
-        pl.format("capsule {} about the release plan and the schema fix", "i").alias("content"),
-        pl.lit("bench").alias("source"),
-        pl.format("a-{}", pl.col("i") % 1000).alias("anchor"),
-        pl.format("team/p{}", pl.col("i") % 50).alias("project_id"),
-        pl.format("conv-{}", pl.col("i") % 5000).alias("conversation_id"),
-    )
-
-
-def _clock() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+# the write-path benchmark's capsules and clock: the two measure the same commits
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_write_path import _clock, capsule_frame  # noqa: E402
 
 
 def single(base: Path, commits: int, history: int) -> dict[str, list[float]]:

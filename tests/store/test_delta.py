@@ -29,6 +29,7 @@ from tests.store.delta_readers import (
     read_deltalake,
     read_polars,
 )
+from tests.store.test_crash_and_concurrency import KILLED_AT as CRASH_PRELUDE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -266,24 +267,9 @@ def test_sigkill_between_a_generation_and_its_delta_versions_then_catch_up(tmp_p
     assert_readers_match(store, tmp_path / "scratch")
 
 
-#: the kill-point writer of the crash tests, with Delta logs kept
-KILLED_AT = textwrap.dedent("""
-    import os, signal, sys
-    import memframe as mf, memframe.schema
-    store = mf.Store.open(sys.argv[1])
-    kill_at = int(sys.argv[2])
-    mf.schema.model("capsules")
-    events = 0
-    def counted(fn):
-        def run(*args, **kwargs):
-            global events
-            events += 1
-            if events == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return fn(*args, **kwargs)
-        return run
-    for name in ("fsync", "link", "replace", "rename", "unlink"):
-        setattr(os, name, counted(getattr(os, name)))
+#: the crash tests' writer prelude (it SIGKILLs itself at its kill_at-th durable file
+#: operation), then a history of every kind of commit Delta mirrors
+KILLED_AT = textwrap.dedent(CRASH_PRELUDE + """
     for i in range(2):
         a, b = store.ingest([{"content": f"{i}-a", "source": "crash", "anchor": "x"},
                              {"content": f"{i}-b", "source": "crash", "anchor": "y"}])
@@ -298,14 +284,14 @@ KILLED_AT = textwrap.dedent("""
 def test_sigkill_at_durable_steps_with_delta_logs_then_sync(tmp_path):
     probe = tmp_path / "probe"
     mf.Store.create(probe, delta_logs=True)
-    run = _killed_writer(probe, KILLED_AT, "0")
+    run = _killed_writer(probe, KILLED_AT, "delta", "0")
     assert run.returncode == 0, run.stderr[-2000:]
     steps = int(run.stdout.split()[-1])
     kill_points = sorted({1 + (steps - 1) * i // 11 for i in range(12)})
     for k in kill_points:
         path = tmp_path / f"s{k}"
         mf.Store.create(path, delta_logs=True)
-        child = _killed_writer(path, KILLED_AT, str(k))
+        child = _killed_writer(path, KILLED_AT, "delta", str(k))
         assert child.returncode == -signal.SIGKILL, (k, child.stderr[-2000:])
         store = mf.Store.open(path)
         store.sync_delta_logs()
