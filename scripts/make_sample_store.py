@@ -20,9 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memframe import Store, synth
-
 REPO = Path(__file__).resolve().parent.parent
+# the sample records the identity of the code that wrote its derived state: always this
+# checkout's code, whatever memframe the interpreter would import otherwise
+sys.path.insert(0, str(REPO))
+
+from memframe import Store, synth  # noqa: E402
 
 
 def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.SAMPLE_SEED) -> Path:
