@@ -1,7 +1,7 @@
 """The cold digest folds the digest state range by range of capsule numbers
 (`memframe.digest.state.capsules.fold_warm`): with ranges of a few capsules, the
 ranges' state rows, subset and aggregates are the one fold's of every row, and the
-digest's bytes are ``verify="full"``'s and the full algorithm's, for several list caps,
+digest's bytes are the full algorithm's (which are ``verify="full"``'s), for several list caps,
 fences and instants."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class _Counted:
         return self.fold(*args, **kwargs)
 
 
-def test_cold_digest_bytes_equal_full_bytes_whatever_the_range_size(monkeypatch):
+def test_cold_digest_bytes_equal_the_full_algorithm_whatever_the_range_size(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=history, size=st.integers(1, 4))
     def law(steps, size):
@@ -76,9 +76,9 @@ def test_cold_digest_bytes_equal_full_bytes_whatever_the_range_size(monkeypatch)
                 cold = mf.digest(view, **kwargs).to_json()
                 monkeypatch.setattr(ds, "fold_state", counted.fold)
                 assert counted.calls == ranges, (counted.calls, ranges)  # range by range
-                full = mf.digest(view, verify="full", **kwargs).to_json()
+                # (verify="full" equals the reference: test_warm_equals_full)
                 reference = digest_tables(tables, **kwargs).to_json()
-                assert cold == full == reference, (n, prefix, size)
+                assert cold == reference, (n, prefix, size)
 
     law()
 
