@@ -147,6 +147,15 @@ def _num(column: str) -> pl.Expr:
     return capsule_number_expr(pl.col(column))
 
 
+def _latest_group(order: str, **values: pl.Expr
+                  ) -> tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.Expr]:
+    """A group folded by "the latest row by ``seq`` wins": its values and their ``seq``
+    (as ``order``), kept from every row."""
+    return ({**values, order: pl.col("seq")}, pl.lit(True),
+            [*(_latest(name, order) for name in values), pl.col(order).max()],
+            pl.col(order).is_not_null())
+
+
 def _latest(value: str, order: str) -> pl.Expr:
     # the value of the partial with the highest ``order``
     return pl.col(value).sort_by(pl.col(order)).last()
@@ -180,19 +189,9 @@ def fold_terms() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], 
             [pl.col("recall_count").sum(), pl.col("last_recalled_at").max()],
             pl.col("last_recalled_at").is_not_null() | (pl.col("recall_count") != 0),
         ),
-        "classifications": (
-            {"kind": pl.col("kind"), "scope": pl.col("scope"), "kind_seq": pl.col("seq")},
-            always,
-            [_latest("kind", "kind_seq"), _latest("scope", "kind_seq"),
-             pl.col("kind_seq").max()],
-            pl.col("kind_seq").is_not_null(),
-        ),
-        "tiers": (
-            {"tier": pl.col("tier"), "tier_seq": pl.col("seq")},
-            always,
-            [_latest("tier", "tier_seq"), pl.col("tier_seq").max()],
-            pl.col("tier_seq").is_not_null(),
-        ),
+        "classifications": _latest_group("kind_seq", kind=pl.col("kind"),
+                                         scope=pl.col("scope")),
+        "tiers": _latest_group("tier_seq", tier=pl.col("tier")),
         "forgets": (
             {"forget_mode": pl.col("mode"), "forget_seq": pl.col("seq"),
              "erased": pl.col("mode").is_in(list(ERASING_MODES))},
@@ -218,18 +217,8 @@ def fold_terms() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], 
              pl.col("newest_member").max()],
             pl.col("superseded").fill_null(False) | (pl.col("members").fill_null(0) > 0),
         ),
-        "reviews": (
-            {"review_verdict": pl.col("verdict"), "review_seq": pl.col("seq")},
-            always,
-            [_latest("review_verdict", "review_seq"), pl.col("review_seq").max()],
-            pl.col("review_seq").is_not_null(),
-        ),
-        "pins": (
-            {"pinned": pl.col("pinned"), "pin_seq": pl.col("seq")},
-            always,
-            [_latest("pinned", "pin_seq"), pl.col("pin_seq").max()],
-            pl.col("pin_seq").is_not_null(),
-        ),
+        "reviews": _latest_group("review_seq", review_verdict=pl.col("verdict")),
+        "pins": _latest_group("pin_seq", pinned=pl.col("pinned")),
     }
 
 

@@ -51,10 +51,6 @@ class KeptValues:
         """The marks the kept values were computed under, or None (nothing kept)."""
         return watermarks.get(self.mark)
 
-    def stored(self, view: StoreView) -> bool:
-        """Does ``view`` hold the values (marks and the values' table)?"""
-        return self.marks(view.watermarks) is not None and bool(view.partitions(self.tables[0]))
-
     def holds(self, view: StoreView, marks: Any) -> bool:
         """Are the kept values at ``view`` the ones computed under ``marks``?"""
         return self.marks(view.watermarks) == marks and bool(view.partitions(self.tables[0]))

@@ -23,7 +23,7 @@ from memframe.digest.state import families as digest_globals
 from memframe.digest.state import seal
 from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
-from memframe.state import fold_state, state_frame
+from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
 __all__ = [
     "DigestInputs",
@@ -292,7 +292,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
                 problem = digest_state.check_rows(name, frame)
                 if problem:
                     raise digest_failed(problem)
-            return digest_state.state_frame(raw), visited
+            return state_frame(raw), visited
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
                 raise
@@ -334,7 +334,7 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
             holder["warm"] = warm
             if warm.in_memory:  # every source row was read: counted here
                 visited, warm.rows_visited = warm.rows_visited, 0
-                return digest_state.state_frame(warm.subset), visited
+                return state_frame(warm.subset), visited
             if kept and sections is not None and sections[1] is None \
                     and not warm.subset_changed():
                 values, n = digest_sections.read_current(view, sections[0])
@@ -343,9 +343,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     values = None  # the board reads members' state (assemble.kept_values)
                 if values is not None:  # no section reads the state
                     holder["kept"] = values
-                    empty = pl.DataFrame(schema=digest_state.STATE_SCHEMA)
-                    return digest_state.state_frame(empty), 0
-            return digest_state.state_frame(warm.subset), 0
+                    empty = pl.DataFrame(schema=STATE_SCHEMA)
+                    return state_frame(empty), 0
+            return state_frame(warm.subset), 0
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
                 raise

@@ -25,7 +25,7 @@ from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import SCOPE, fence, fence_expr, population
 from memframe.digest.state import capsules as ds
 from memframe.schema import TIERS
-from memframe.state import population_expr, state_columns
+from memframe.state import population_expr, state_columns, state_frame
 from memframe.text import rfc3339
 
 __all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_band",
@@ -150,7 +150,7 @@ def member_scopes(warm: ds.WarmState, prefix: str | None):
                 ds.with_text(stored).select(list(ds.STATE_SCHEMA)),
                 ds.with_text(warm.merged.filter(pl.col(ds.KEY).is_in(touched.implode())))
                 .select(list(ds.STATE_SCHEMA))], how="vertical")
-        return fence(population(ds.state_frame(rows)), prefix).select("id", SCOPE)
+        return fence(population(state_frame(rows)), prefix).select("id", SCOPE)
 
     return lookup
 

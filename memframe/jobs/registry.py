@@ -19,6 +19,7 @@ from memframe.digest.state import capsules as digest_state
 from memframe.errors import ProjectionRegistryError
 from memframe.jobs import stages
 from memframe.projections import doors, session
+from memframe.state import fold_state
 
 __all__ = ["MEMORY_PROJECTION_NAMES", "PROJECTIONS", "FOLDS", "DOORS", "Projection",
            "ProjectionRegistryError", "check_registry"]
@@ -43,7 +44,7 @@ PROJECTIONS: dict[str, Projection] = {
     # stored partials with it
     "session": Projection(session.combine_partials, doors.sessions, stages.session_cycle,
                           stages.session_rebuild),
-    "digest": Projection(digest_state.fold_state, digest_state.state_door,
+    "digest": Projection(fold_state, digest_state.state_door,
                          stages.digest_cycle, stages.digest_rebuild),
 }
 

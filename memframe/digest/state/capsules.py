@@ -11,20 +11,8 @@ the newest version of a number wins, the runs merge a budgeted amount per cycle)
 ``projections/digest_capsules/T<k>``, plus aggregates and a subset derived from those
 rows (see the section further down).
 
-**One fold, two callers.** Every canonical row maps to a *partial* keyed by the capsule
-number; a stored state row is a partial too. `fold_state` folds partials with exact,
-order-independent terms, one group of columns per source table:
-
-* the capsule's own columns come from its (single) ``capsules`` row;
-* ``recall_count`` is a sum, ``last_recalled_at`` a max;
-* ``kind``/``scope``, ``tier``, ``forget_mode``, ``review_verdict`` and ``pinned`` are the
-  latest row by ``seq`` (the partial carries that ``seq``);
-* ``erased`` (a redact/purge forget erased the content), ``named`` (a journal row names
-  the capsule as its subject), ``forget_named`` (a ``memory_forget``/``memory_merge``
-  row names it) and ``superseded`` (a ``supersedes`` edge targets it) are any-of;
-* ``members`` (``part_of`` rows into the capsule) is a sum, ``newest_member`` (their
-  highest from-id number) a max.
-
+**The fold** is `memframe.state.fold_state`, the one every reader of capsule state runs
+(its terms are described there): a stored state row is a partial like any canonical row.
 The rebuild door folds every canonical row; the cycle folds the rows written since the
 watermark with the stored rows of the capsule numbers they touch. Both give the same
 rows, to the hash (`state_hash`), whatever the batching.
@@ -63,8 +51,6 @@ from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
 from memframe.ids import capsule_number_expr
 from memframe.schema import (
-    FORGET_ACTIONS,
-    HANDOFF_SOURCE,
     STALE_AFTER_NS,
     THREAD_PATTERN,
     TIMESTAMP,
@@ -82,7 +68,6 @@ from memframe.state import (
     guarded_expr,
     has_base,
     population_expr,
-    state_frame,
 )
 from memframe.text import headline_expr
 
@@ -93,14 +78,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NAME",
     "WATERMARK",
-    "SOURCES",
-    "STATE_SCHEMA",
-    "THREAD_PATTERN",
-    "HANDOFF_SOURCE",
-    "FORGET_ACTIONS",
-    "fold_state",
     "read_state",
-    "state_frame",
     "state_hash",
     "stage_cycle",
     "stage_rebuild",

@@ -22,6 +22,7 @@ from memframe.digest.inputs import (
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
+from memframe.state import state_frame
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -80,6 +81,6 @@ def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
     problem = digest_state.check_rows("relations", tables["relations"])
     if problem:
         raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
-    return DigestInputs(tables=tables, optional={}, state=digest_state.state_frame(subset),
+    return DigestInputs(tables=tables, optional={}, state=state_frame(subset),
                         now=view.now(),
                         rows_visited=sum(view.row_count(n) for n in tables))
