@@ -133,14 +133,18 @@ class KeptGraph:
     """The graph family's kept values, read on first use: a digest answered from the kept
     sections (`memframe.digest.state.sections`) never reads them."""
 
-    def __init__(self, view: Any) -> None:
+    def __init__(self, view: Any, fresh: digest_globals.FreshEdges | None = None) -> None:
         self.view = view
+        #: blocks edges written since, between ids the kept values never named
+        self.fresh = fresh
         self._values: dict[str, Any] | None = None
         self._read = 0
 
     def values(self) -> dict[str, Any]:
         if self._values is None:
             self._values, self._read = digest_globals.read_values(self.view, "graph")
+            if self.fresh is not None:
+                self._values = self.fresh.values(self._values)
         return self._values
 
     @property
@@ -304,6 +308,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
 def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                  sections: tuple[int, str | None] | None = None,
                  shared: Any = None, kept: bool = False, require: bool = False,
+                 fresh: digest_globals.FreshEdges | None = None,
                  ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The subset's capsule state, the aggregates and the top-N readers (into
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
@@ -311,7 +316,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
     ``sections`` (the list cap and the fence) only, when given. With ``kept`` (the graph's
     kept values are current, or there is no graph), an unfenced digest takes the subset
     sections the job kept when they are current (into ``holder["kept"]``), and reads no
-    subset row. ``require``: raise `StateNotWarm` rather than fold every row."""
+    subset row; ``fresh``: the graph's new blocks edges the kept values take in
+    (`memframe.digest.state.families.FreshEdges`), added to the kept ``dag`` and
+    ``relations``. ``require``: raise `StateNotWarm` rather than fold every row."""
     from memframe.digest.state import capsules as digest_state
     from memframe.digest.state import sections as digest_sections
     from memframe.digest.warm import top_requests
@@ -339,6 +346,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     and not warm.subset_changed():
                 values, n = digest_sections.read_current(view, sections[0])
                 warm.rows_visited += n
+                if values is not None and fresh is not None:
+                    values = {**values, "dag": fresh.dag(values["dag"], digest_sections.CAP),
+                              "relations": values["relations"] + fresh.relations}
                 if values is not None and values.pop("_member_admission", False):
                     values = None  # the board reads members' state (assemble.kept_values)
                 if values is not None:  # no section reads the state
@@ -428,7 +438,8 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
 
         names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(
             view, holder, not warm, sections, shared,
-            use_kept and graph_settled(view, "graph" in kept), trust_state is True)
+            use_kept and graph_settled(view, "graph" in kept), trust_state is True,
+            getattr(kept.get("graph"), "fresh", None))
         if warm:
             skip = {t for family in kept for t in digest_globals.FAMILIES[family]}
             names = tuple(t for t in names if t not in skip)
@@ -484,6 +495,11 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
         visited += n
         if ok and family == "graph":
             kept[family] = KeptGraph(view)
+        elif family == "graph":  # a session's new blocks edges leave the rest as kept
+            fresh = digest_globals.fresh_edges(view)
+            if fresh is not None:
+                kept[family] = KeptGraph(view, fresh)
+                visited += fresh.rows_visited
         elif ok:
             current.append(family)
     try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+import networkx as nx
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
@@ -64,13 +65,79 @@ def test_kept_families_replace_their_tables_until_one_is_written(tmp_path, reads
     assert FAMILY_TABLES.isdisjoint(reads)  # every family was current: no table read
     assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
 
-    store.relate(ids[10], ids[11], "blocks")  # the graph family's table is written
+    store.relate(ids[1], ids[11], "blocks")  # the graph family's table is written
     reads.clear()
     warm = mf.digest(store, now=NOW)
     assert {"relations", "forgets"} <= set(reads)
     assert {"recall_misses", "lane_overrides", "corroborations"}.isdisjoint(reads)
     assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
     assert warm.to_dict()["dag"]["blocked_total"] == 2
+
+
+def _fresh(store):
+    """Four capsules no relation or forget names yet, as a session captures them."""
+    return store.ingest([{"content": f"fresh {i}", "source": "s", "anchor": "a",
+                          "project_id": "p"} for i in range(4)])
+
+
+def _every_shape(store):
+    """The digest as every reader takes it: kept sections (unfenced, N <= 32), fenced,
+    a cap above the kept one; each with its ``verify="full"`` twin."""
+    for kwargs in ({}, {"project_prefix": "p"}, {"headlines": 40}):
+        yield (mf.digest(store, now=NOW, **kwargs).to_json(),
+               mf.digest(store, now=NOW, verify="full", **kwargs).to_json())
+
+
+def test_a_sessions_blocks_edges_between_fresh_capsules_leave_the_graph_kept(tmp_path, reads):
+    store, ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    a, b, c, d = _fresh(store)
+    store.relate(a, b, "blocks")
+    store.relate(b, c, "blocks")
+    store.relate(d, c, "blocks")
+    store.record_recall([a, b])
+    fresh = dg.fresh_edges(store.pinned())
+    assert fresh is not None and fresh.relations == 3
+    assert fresh.ready.to_list() == sorted([a, d]) and fresh.blocked.to_list() == sorted([b, c])
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert {"relations", "forgets"}.isdisjoint(reads)  # the tables are not read
+    full = mf.digest(store, now=NOW, verify="full")
+    assert warm.to_json() == full.to_json()
+    dag = warm.to_dict()["dag"]
+    assert (dag["ready_total"], dag["blocked_total"], warm.to_dict()["relations"]) == (3, 3, 9)
+    # what was read: the rows above the graph's marks and a few kept ids, not the tables
+    assert warm.rows_visited < full.rows_visited
+    for warm_json, full_json in _every_shape(store):
+        assert warm_json == full_json
+
+
+@pytest.mark.parametrize("case", ["known id", "other kind", "cycle", "forgotten after",
+                                  "old forget"])
+def test_new_relation_rows_that_are_not_fresh_blocks_edges_read_the_tables(tmp_path, reads,
+                                                                            case):
+    store, ids = _populated(tmp_path / "s")
+    store.memory.run_cycle()
+    a, b, c, _d = _fresh(store)
+    if case == "known id":  # ids[2] blocks and is blocked: a fresh node would be wrong
+        store.relate(a, ids[2], "blocks")
+    elif case == "other kind":
+        store.relate(a, b, "grounded_in")
+    elif case == "cycle":
+        store.relate(a, b, "blocks")
+        store.relate(b, a, "blocks")
+    elif case == "forgotten after":
+        store.relate(a, b, "blocks")
+        store.forget(b)
+    else:  # ids[9] was forgotten before the cycle: dead, not a ready node
+        store.relate(ids[9], c, "blocks")
+    assert dg.fresh_edges(store.pinned()) is None
+    reads.clear()
+    warm = mf.digest(store, now=NOW)
+    assert "relations" in reads
+    assert warm.to_json() == mf.digest(store, now=NOW, verify="full").to_json()
+    for warm_json, full_json in _every_shape(store):
+        assert warm_json == full_json
 
 
 def test_the_job_recomputes_only_the_families_whose_tables_changed(tmp_path):
@@ -302,3 +369,57 @@ def test_a_bug_in_a_family_fails_the_cycle_instead_of_a_silent_slow_path(tmp_pat
     with pytest.raises(RuntimeError, match="graph cannot be built"):
         store.memory.run_cycle()
     assert store.generation == generation  # nothing half committed
+
+
+_old_edge = st.tuples(st.integers(0, 7), st.integers(0, 7),
+                      st.sampled_from(["blocks", "witnesses", "grounded_in", "part_of",
+                                       "supersedes"]))
+# mostly between the four new capsules (8-11), mostly blocks: what a session writes
+_new_edge = st.tuples(st.integers(7, 11), st.integers(7, 11),
+                      st.sampled_from(["blocks"] * 5 + ["witnesses"]))
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(old=st.lists(_old_edge, min_size=1, max_size=6), forgotten=st.lists(st.integers(0, 7), max_size=2),
+       new=st.lists(_new_edge, min_size=1, max_size=4),
+       forget_new=st.lists(st.integers(0, 11), max_size=1))
+def test_fresh_edges_are_taken_exactly_when_the_model_says_and_answer_the_full_bytes(
+        tmp_path_factory, old, forgotten, new, forget_new):
+    store = mf.Store.create(tmp_path_factory.mktemp("s") / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"c {i}", "source": "s", "anchor": "a",
+                         "project_id": "p"} for i in range(8)])
+    named: set[str] = set()
+    for a, b, kind in old:
+        if a != b:
+            store.relate(ids[a], ids[b], kind)
+            named |= {ids[a], ids[b]}
+    for i in forgotten:
+        store.forget(ids[i])
+        named.add(ids[i])
+    store.memory.run_cycle()
+    ids += store.ingest([{"content": f"n {i}", "source": "s", "anchor": "a",
+                          "project_id": "p"} for i in range(4)])
+    edges: list[tuple[str, str, str]] = []
+    for a, b, kind in new:
+        if a != b:
+            store.relate(ids[a], ids[b], kind)
+            edges.append((ids[a], ids[b], kind))
+    dead_after = {ids[i] for i in forget_new}
+    for i in forget_new:
+        store.forget(ids[i])
+    # the model: the cycle kept a graph (it had rows); only blocks edges since, between
+    # ids no old row named, none forgotten since, and no cycle among them
+    ends = {x for a, b, _k in edges for x in (a, b)}
+    graph = nx.DiGraph([(a, b) for a, b, _k in edges])
+    expected = (bool(named) and bool(edges) and all(k == "blocks" for _a, _b, k in edges)
+                and not ends & named and not ends & dead_after
+                and nx.is_directed_acyclic_graph(graph))
+    # a new forget of an old blocks/witnesses/grounded_in end changes the graph too
+    endpoints = {x for a, b, k in old if a != b and k in ("blocks", "witnesses", "grounded_in")
+                 for x in (ids[a], ids[b])}
+    expected = expected and not dead_after & endpoints
+    event(f"fresh: {expected}")
+    assert (dg.fresh_edges(store.pinned()) is not None) == expected
+    for warm_json, full_json in _every_shape(store):
+        assert warm_json == full_json

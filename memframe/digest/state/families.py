@@ -10,9 +10,13 @@ tables' partitions, and each table's row count. A digest reuses a family's value
 partition of its tables lies above that watermark and the row counts are the log's;
 otherwise it reads the tables, as before. One exception: new ``forgets`` rows leave the
 graph current when none tombstones an endpoint of a blocks, witnesses or grounded_in edge
-(the endpoints are kept, and looked up for the new rows only). Cost follows what was
-written, at the grain of a table: a digest after new capsules reads none of these tables,
-and the job recomputes a family only in a cycle that wrote to its tables.
+(the endpoints are kept, and looked up for the new rows only). Another: new ``blocks``
+edges that join only ids the graph's tables never named (a session ordering the work it
+just captured) add fresh nodes to the blocks-DAG and change nothing else
+(`fresh_edges`: the ids are kept too, and looked up for the new rows only). Cost follows
+what was written: a digest after new capsules reads none of these tables, one after a
+session's new edges reads those edges, and the job recomputes a family only in a cycle
+that wrote to its tables.
 
 Families (table -> what the digest reads from it):
 
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -70,6 +75,8 @@ __all__ = [
     "version_of",
     "kept",
     "stage_cycle",
+    "FreshEdges",
+    "fresh_edges",
 ]
 
 #: family -> the canonical tables its values are computed from
@@ -115,7 +122,7 @@ def kept(family: str) -> KeptValues:
     then) and ``version`` (the ``seq`` they were computed at: unlike ``seq`` it does not
     move when new rows leave the values as they were)."""
     tables = (table_of(family),) + (
-        (members_table(), endpoints_table()) if family == "graph" else ())
+        (members_table(), endpoints_table(), known_table()) if family == "graph" else ())
     return KeptValues(tables, f"projections/digest/globals/{family}")
 
 
@@ -453,7 +460,9 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
     if family == "graph":
         rows[members_table()] = member_rows(values)
         rows[endpoints_table()] = endpoint_rows(tables["relations"])
-    groups = {members_table(): MEMBERS_GROUP_ROWS, endpoints_table(): MEMBERS_GROUP_ROWS}
+        rows[known_table()] = known_rows(tables["relations"], tables["forgets"])
+    groups = {members_table(): MEMBERS_GROUP_ROWS, endpoints_table(): MEMBERS_GROUP_ROWS,
+              known_table(): MEMBERS_GROUP_ROWS}
     written = kept(family).stage(commit, rows, _marks(view, family), row_group_rows=groups)
     return _report(visited, visited, written)
 
@@ -471,6 +480,120 @@ def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
     edges = relations.filter(pl.col("kind").is_in(["blocks", "witnesses", "grounded_in"]))
     return (pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
             .drop_nulls().unique().sort().alias("id").to_frame())
+
+
+# -- a session's new blocks edges ------------------------------------------------------------
+
+def known_table() -> str:
+    return table_of("graph") + "_known"
+
+
+def known_rows(relations: pl.DataFrame, forgets: pl.DataFrame) -> pl.DataFrame:
+    """Every id the graph's tables name (either end of any relation, any forgotten
+    capsule), sorted: a ``blocks`` edge between two ids outside it touches nothing the
+    graph's values were computed from (`fresh_edges`)."""
+    return (pl.concat([relations.get_column("from_id"), relations.get_column("to_id"),
+                       forgets.get_column("capsule_id")])
+            .drop_nulls().unique().sort().alias("id").to_frame())
+
+
+@dataclass(frozen=True)
+class FreshEdges:
+    """The relation rows written since the graph's values were kept, when they are
+    ``blocks`` edges that only join ids the graph's tables never named (what a session
+    does when it orders the work it just captured): each such id is alive, unwitnessed
+    and in no epic, and the new edges are acyclic, so the blocks-DAG gains them as ready
+    or blocked nodes and every other value of the graph stays as kept, the relation count
+    aside. ``rows_visited``: the Parquet rows read to find out."""
+
+    relations: int
+    ready: pl.Series
+    blocked: pl.Series
+    rows_visited: int
+
+    def dag(self, dag: dict, cap: int | None = None) -> dict:
+        """A kept ``dag`` projection (uncapped, or capped at ``cap`` with its totals) with
+        the new nodes; a cycle report stays as it is (the new nodes lie on no cycle)."""
+        if dag.get("status") != "ok":
+            return dag
+        out = dict(dag)
+        for name, new in (("ready", self.ready), ("blocked", self.blocked)):
+            merged = pl.concat([pl.Series(dag[name], dtype=pl.String), new]).sort()
+            out[name] = (merged if cap is None else merged.head(cap)).to_list()
+            if cap is not None:
+                out[f"{name}_total"] = dag[f"{name}_total"] + new.len()
+        return out
+
+    def values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The graph family's kept (decoded) values with the new edges."""
+        return {**values, "relations": values["relations"] + self.relations,
+                "dag_projection": self.dag(values["dag_projection"])}
+
+
+def _acyclic(edges: pl.DataFrame) -> bool:
+    """Kahn's sweep over a few edges (``from_id``, ``to_id``)."""
+    successors: dict[str, list[str]] = {}
+    indegree: dict[str, int] = {}
+    for a, b in edges.iter_rows():
+        successors.setdefault(a, []).append(b)
+        indegree[b] = indegree.get(b, 0) + 1
+        indegree.setdefault(a, 0)
+    ready = [node for node, d in indegree.items() if d == 0]
+    removed = 0
+    while ready:
+        removed += 1
+        for b in successors.get(ready.pop(), ()):
+            indegree[b] -= 1
+            if indegree[b] == 0:
+                ready.append(b)
+    return removed == len(indegree)
+
+
+def fresh_edges(view: StoreView) -> FreshEdges | None:
+    """The graph's new rows as `FreshEdges`, when they are that (None otherwise: the
+    digest then reads the graph's tables). Reads the rows above the kept values'
+    watermark and looks their ids up in the kept ids (`known_table`); a new forget
+    must leave the graph as the tolerant check says (`_current`) and name no new node."""
+    marks = kept("graph").marks(view.watermarks)
+    if marks is None or not view.partitions(known_table()):
+        return None
+    mark, counts = marks["seq"], marks["rows"]
+    new: dict[str, pl.DataFrame] = {}
+    visited = 0
+    for name in FAMILIES["graph"]:
+        parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
+        visited += sum(p.rows for p in parts)
+        new[name] = (view.scan_partitions(name, parts).select(_COLUMNS[name])
+                     .filter(pl.col("seq") > mark).collect(engine="in-memory")
+                     if parts else _empty(name))
+        if counts.get(name) is None or int(counts[name]) + new[name].height != \
+                view.row_count(name):
+            return None
+    relations = new["relations"]
+    if relations.height == 0 or check_rows("relations", relations) or \
+            not (relations.get_column("kind") == "blocks").all():
+        return None
+    edges = relations.select("from_id", "to_id").unique()
+    ends = pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
+    if ends.null_count() or (edges.get_column("from_id") == edges.get_column("to_id")).any():
+        return None
+    ids = ends.unique().sort()
+    forgotten = new["forgets"].get_column("capsule_id").drop_nulls().unique()
+    if ids.is_in(forgotten.implode()).any() or not _acyclic(edges):
+        return None
+    hit, n = view.read_matching(known_table(), ENDPOINTS_SCHEMA, "id", ids.to_list())
+    visited += n
+    if hit.height:
+        return None
+    if forgotten.len():
+        hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id",
+                                    forgotten.to_list())
+        visited += n
+        if hit.height:
+            return None
+    targets = edges.get_column("to_id").unique().sort()
+    return FreshEdges(relations.height, ids.filter(~ids.is_in(targets.implode())),
+                      targets, visited)
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
