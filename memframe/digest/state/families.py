@@ -530,11 +530,11 @@ class FreshEdges:
                 "dag_projection": self.dag(values["dag_projection"])}
 
 
-def _acyclic(edges: pl.DataFrame) -> bool:
-    """Kahn's sweep over a few edges (``from_id``, ``to_id``)."""
+def _acyclic(edges: list[tuple[str, str]]) -> bool:
+    """Kahn's sweep over a few edges."""
     successors: dict[str, list[str]] = {}
     indegree: dict[str, int] = {}
-    for a, b in edges.iter_rows():
+    for a, b in edges:
         successors.setdefault(a, []).append(b)
         indegree[b] = indegree.get(b, 0) + 1
         indegree.setdefault(a, 0)
@@ -570,30 +570,30 @@ def fresh_edges(view: StoreView) -> FreshEdges | None:
                 view.row_count(name):
             return None
     relations = new["relations"]
-    if relations.height == 0 or check_rows("relations", relations) or \
-            not (relations.get_column("kind") == "blocks").all():
+    if relations.height == 0 or check_rows("relations", relations):
         return None
-    edges = relations.select("from_id", "to_id").unique()
-    ends = pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
-    if ends.null_count() or (edges.get_column("from_id") == edges.get_column("to_id")).any():
+    # a session's few rows: plain Python (each Polars call here would cost more than it)
+    rows = relations.select("kind", "from_id", "to_id").rows()
+    edges = sorted({(a, b) for _kind, a, b in rows})
+    if any(kind != "blocks" or a is None or b is None or a == b for kind, a, b in rows):
         return None
-    ids = ends.unique().sort()
-    forgotten = new["forgets"].get_column("capsule_id").drop_nulls().unique()
-    if ids.is_in(forgotten.implode()).any() or not _acyclic(edges):
+    ids = sorted({x for edge in edges for x in edge})
+    forgotten = [i for i in set(new["forgets"].get_column("capsule_id").to_list()) if i]
+    if set(ids) & set(forgotten) or not _acyclic(edges):
         return None
-    hit, n = view.read_matching(known_table(), ENDPOINTS_SCHEMA, "id", ids.to_list())
+    hit, n = view.read_matching(known_table(), ENDPOINTS_SCHEMA, "id", ids)
     visited += n
     if hit.height:
         return None
-    if forgotten.len():
-        hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id",
-                                    forgotten.to_list())
+    if forgotten:
+        hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id", forgotten)
         visited += n
         if hit.height:
             return None
-    targets = edges.get_column("to_id").unique().sort()
-    return FreshEdges(relations.height, ids.filter(~ids.is_in(targets.implode())),
-                      targets, visited)
+    targets = sorted({b for _a, b in edges})
+    ready = [i for i in ids if i not in set(targets)]
+    return FreshEdges(relations.height, pl.Series("id", ready, dtype=pl.String),
+                      pl.Series("id", targets, dtype=pl.String), visited)
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
