@@ -26,6 +26,9 @@ from .test_notebooks import NOTEBOOKS, executed
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = os.environ.get("MEMFRAME_SCREENSHOTS")  # a folder to keep the screenshots in
+# on the worker that executed the notebooks (tests/test_notebooks.py), so they run once, and
+# one chromium for the module
+pytestmark = pytest.mark.xdist_group("notebooks")
 
 
 CHROMIUM_MISSING = ("the browser tests need the system chromium, which is not installed: "

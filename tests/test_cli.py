@@ -433,7 +433,10 @@ def test_synth_ends_at_the_time_of_synthesis(tmp_path):
     assert old.get_column("created_at").max() <= dt.datetime(2025, 1, 31, tzinfo=dt.UTC)
 
 
-def test_info_on_a_terminal_reads_as_words(small, capsys, terminal):
+def test_info_on_a_terminal_reads_as_words(small, capsys, terminal, monkeypatch):
+    # a terminal wide enough for the whole path, wherever pytest keeps its temporary
+    # directories (pytest-xdist adds a level per worker); a narrower one cuts it to fit
+    monkeypatch.setenv("COLUMNS", str(len(str(small.path)) + 40))
     assert main(["info", str(small.path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"store {small.path}\ngeneration 1, committed ")

@@ -23,6 +23,9 @@ EXPECTED = ["01-explore-a-store.ipynb", "02-digest.ipynb", "03-recall-miss-audit
             "04-sessions.ipynb"]
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 _EXECUTED: dict[Path, nbformat.NotebookNode] = {}
+# executed once per worker process: this module and tests/test_browser.py (which opens the
+# same executed notebooks) keep to one pytest worker, so each notebook runs once per session
+pytestmark = pytest.mark.xdist_group("notebooks")
 
 
 def executed(path: Path) -> nbformat.NotebookNode:

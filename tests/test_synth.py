@@ -35,6 +35,10 @@ def _tables(store: mf.Store) -> dict[str, pl.DataFrame]:
     return {name: store.table(name).collect().sort("seq") for name in S.CANONICAL_TABLES}
 
 
+# the module keeps to one pytest worker, so its synthetic store is made once per run
+pytestmark = pytest.mark.xdist_group("synth")
+
+
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory) -> mf.Store:
     return synth.synthesize(tmp_path_factory.mktemp("synth") / "s", capsules=N, seed=0)

@@ -14,11 +14,14 @@ import json
 import os
 import pty
 import select
+import shutil
 import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,8 +79,16 @@ def _assert_safe(argv: list[str], text: str, *, fits: bool = True) -> None:
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("hostile")
+def hostile() -> Iterator[dict[str, Path]]:
+    # a short root of its own: on 80 columns a line such as "wrote ROOT/pages/STORE-DIR" must
+    # still show the start of the escaped name, wherever pytest keeps its temporary
+    # directories (pytest-xdist adds a level per worker)
+    root = Path(tempfile.mkdtemp(prefix="mf-"))
+    yield _hostile(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _hostile(root: Path) -> dict[str, Path]:
     t = dt.datetime(2026, 7, 1, 9, tzinfo=dt.UTC)
     store = mf.Store.create(root / HOSTILE_DIR, clock=lambda: t)
     ids = store.ingest([

@@ -18,6 +18,10 @@ SEED, CAPSULES = 7, 600
 TYPO_EDITS = ("transpose", "delete", "substitute", "insert")
 
 
+# the module keeps to one pytest worker, so its synthetic store is made once per run
+pytestmark = pytest.mark.xdist_group("synth-audit")
+
+
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
     store = synthesize(tmp_path_factory.mktemp("synth") / "store", capsules=CAPSULES, seed=SEED)

@@ -18,6 +18,10 @@ from tests.audit.helpers import osa
 SEED, CAPSULES, MISSES = 5, 2500, 1500
 
 
+# the module keeps to one pytest worker, so its synthetic store is made once per run
+pytestmark = pytest.mark.xdist_group("noisy-synth-audit")
+
+
 @pytest.fixture(scope="module")
 def noisy(tmp_path_factory):
     store = synth.synthesize(tmp_path_factory.mktemp("noisy") / "s", capsules=CAPSULES,

@@ -28,7 +28,10 @@ def test_tiny_leaders_answer_the_full_bytes(monkeypatch):
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
             store.memory.run_cycle()
-            _bytes_agree(store.pinned())
+            # warm against verify="full" only: the kept leaders are the one thing K changes,
+            # and neither verify="full" nor the full algorithm reads them; that those two
+            # agree, for these very histories, is test_warm_equals_full's law
+            _bytes_agree(store.pinned(), reference=False)
 
     law()
 

@@ -24,8 +24,10 @@ from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, NOW, digest_step, play
 
 
-def _bytes_agree(view) -> None:
-    tables = {name: frame.collect() for name, frame in view.tables().items()}
+def _bytes_agree(view, reference: bool = True) -> None:
+    """The warm digest's bytes are verify="full"'s and (``reference``) the full algorithm's
+    over the tables held in memory."""
+    tables = {name: frame.collect() for name, frame in view.tables().items()} if reference else {}
     # archive candidates and expiry are keyed by instants: answer an earlier "now" too
     cases = [(n, prefix, NOW) for n in (0, 1, 3, 10) for prefix in (None, "nott", "other")]
     cases += [(3, None, NOW - dt.timedelta(days=200)), (2, "nott", NOW + dt.timedelta(days=90))]
@@ -34,8 +36,9 @@ def _bytes_agree(view) -> None:
             kwargs = {"headlines": n, "project_prefix": prefix, "now": now}
             warm = mf.digest(view, **kwargs).to_json()
             full = mf.digest(view, verify="full", **kwargs).to_json()
-            reference = digest_tables(tables, **kwargs).to_json()
-            assert warm == full == reference, (n, prefix)
+            assert warm == full, (n, prefix, now)
+            if reference:
+                assert full == digest_tables(tables, **kwargs).to_json(), (n, prefix, now)
 
 
 def test_warm_bytes_equal_full_bytes_equal_the_full_algorithm():

@@ -16,7 +16,9 @@ from memframe.errors import InvalidInputError, MemframeError
 
 from .conftest import NOW
 
-pytestmark = pytest.mark.slow
+# one pytest worker holds the session's local Ray (tests/distributed/conftest.py): two
+# workers would each start a cluster on the same machine
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 def one_by_one(paths, **kwargs):

@@ -18,7 +18,9 @@ from memframe.projections.session_rows import WATERMARK
 
 from .conftest import T0, ingest_batch, many_partition_store, projection_rows
 
-pytestmark = pytest.mark.slow
+# one pytest worker holds the session's local Ray (tests/distributed/conftest.py): two
+# workers would each start a cluster on the same machine
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 def test_ray_rebuild_equals_local_rebuild_to_the_hash(tmp_path, ray_local):
