@@ -496,7 +496,10 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
         if ok and family == "graph":
             kept[family] = KeptGraph(view)
         elif family == "graph":  # a session's new blocks edges leave the rest as kept
-            fresh = digest_globals.fresh_edges(view)
+            try:
+                fresh = digest_globals.fresh_edges(view)
+            except digest_globals.UNREADABLE:  # unreadable kept ids: read the tables
+                fresh = None
             if fresh is not None:
                 kept[family] = KeptGraph(view, fresh)
                 visited += fresh.rows_visited
