@@ -596,6 +596,8 @@ class Store(StoreView):
         never remove them in between: a generation never names a missing file.
         """
         snap = commit.snapshot
+        if commit.erased and not _stage_erased_text(self._log.root, commit):
+            return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
         written: list[Path] = []
         adds: list[tuple[int, dict[str, Any]]] = []
@@ -1231,6 +1233,49 @@ class _Transaction:
                 )
             time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
         raise ConcurrentCommitError("the transaction kept losing the race to other writers; retry")
+
+
+def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
+    """Stage, on a commit that erases content, every derived text table
+    (`derived.TEXT_PREFIX`) that holds a row of an erased capsule again without those rows
+    (`derived.without_erased`: order and row-group size kept, so its readers read it as
+    before), or dropped whole when it cannot say whose text a row holds. The table's
+    staged rows and its stored parts are filtered alike; its old parts leave with this
+    commit, so once vacuumed no file holds the erased text, in values or in statistics.
+    State another code wrote is dropped (`derived.settle` drops it all). False when a
+    stored part is gone (replaced by a newer generation and vacuumed: the commit lost the
+    race and runs again on the newer one)."""
+    snap = commit.snapshot
+    names = {t for t, parts in snap.tables.items() if parts and t.startswith(
+        derived.TEXT_PREFIX)} | {t for t in commit.derived if t.startswith(derived.TEXT_PREFIX)}
+    ours = derived.current(snap.watermarks)
+    for table in sorted(names):
+        if not ours:
+            commit.write_derived(table, pl.DataFrame(), replace=True)
+            continue
+        staged, replace, group_rows = commit.derived.get(table, ([], False, None))
+        parts = [] if replace else snap.parts(table)
+        frames: list[pl.DataFrame] = []
+        for part in parts:
+            path = root / part.path
+            if not path.exists():
+                return False
+            frames.append(pl.read_parquet(path))
+            if group_rows is None:  # written again in row groups of the size it had
+                counts = tables.row_group_ranges(path, derived.TEXT_KEY)[3] if (
+                    derived.TEXT_KEY in frames[-1].columns) else []
+                group_rows = max(counts, default=0) or None
+        frames += [f for f in staged if f.height]
+        kept = [derived.without_erased(f, commit.erased) for f in frames]
+        if all(k is not None and k.height == f.height for k, f in zip(kept, frames,
+                                                                      strict=True)):
+            continue  # holds no erased capsule's row: kept as it is
+        if any(k is None for k in kept):
+            commit.write_derived(table, pl.DataFrame(), replace=True)
+            continue
+        rows = pl.concat(kept, how="vertical_relaxed")
+        commit.write_derived(table, rows, replace=True, row_group_rows=group_rows)
+    return True
 
 
 def _reseal(root: Path, snap: Snapshot, adds: list[tuple[int, dict[str, Any]]],
