@@ -16,9 +16,11 @@ Canonical tables and watermarks that are not derived (an import's cursor) are un
 **Text read from content.** Derived tables that keep text read from capsule content (a
 headline, an ACTIVE() label) are named under `TEXT_PREFIX`, and no other derived table
 keeps any. A commit that erases a capsule's content (``forget`` with ``redact`` or
-``purge``) writes each of them again in that same commit without the erased capsules' rows
-(`without_erased`: a table whose rows name their capsule in the column `TEXT_KEY`), or
-drops it whole (a table without that column), so once the replaced files are vacuumed no
+``purge``) writes each of them that holds an erased capsule's text again in that same
+commit, without the erased capsules' rows (`without_erased`: a table whose rows name their
+capsule in the column `TEXT_KEY`), or drops it whole (a table whose rows hang together,
+listing the capsules they name in `TEXT_NAMES`, or one with neither column), so once the
+replaced files are vacuumed no
 file under the store holds the erased text, in values or in Parquet statistics. A text
 table's reader must take a missing row as text it does not hold (readers read the text of
 the rows they emit from the capsules), and its job writes a dropped table again.
@@ -37,7 +39,7 @@ import polars as pl
 
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "TEXT_PREFIX", "TEXT_KEY", "WRITER", "writer", "mark", "is_derived", "current",
+__all__ = ["PREFIX", "TEXT_PREFIX", "TEXT_KEY", "TEXT_NAMES", "WRITER", "writer", "mark", "is_derived", "current",
            "files_present", "visible",
            "settle", "without_erased"]
 
@@ -52,6 +54,10 @@ TEXT_PREFIX = "projections/text/"
 #: holds: an erasure drops those rows and keeps the others; a text table without this
 #: column is dropped whole
 TEXT_KEY = "num"
+#: the column in which a text table's row lists every capsule (its number) its text
+#: names, for a table whose rows hang together (values kept whole): the table is dropped
+#: whole when a row names an erased capsule, and kept as it is when none does
+TEXT_NAMES = "names"
 #: the watermark naming the code that wrote the derived state of a generation
 WRITER = "projections/writer"
 
@@ -154,17 +160,24 @@ def settle(snapshot: Snapshot, staged: Mapping[str, Any], wrote_derived: bool
 
 def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame | None:
     """A text table's ``rows`` without those of the ``erased`` capsule numbers (the others
-    in their order), or None when the table has no `TEXT_KEY` column (it must be dropped
-    whole: nothing says which rows hold whose text).
+    in their order, all of them when none is erased), or None when the table must be
+    dropped whole: one with a `TEXT_NAMES` column that names an erased capsule, or one
+    with neither column (nothing says whose text a row holds).
 
     Examples:
         >>> rows = pl.DataFrame({"num": [1, 2, 3], "headline": ["a", "b", "c"]})
         >>> without_erased(rows, {2}).rows()
         [(1, 'a'), (3, 'c')]
+        >>> kept = pl.DataFrame({"text": ["x", "y"], "names": [[1], [3, 4]]})
+        >>> without_erased(kept, {2}).height, without_erased(kept, {4}) is None
+        (2, True)
         >>> without_erased(pl.DataFrame({"k": [0], "text": ["x"]}), {2}) is None
         True
     """
-    if TEXT_KEY not in rows.columns:
-        return None
-    return rows.filter(~pl.col(TEXT_KEY).is_in(pl.Series(sorted(erased), dtype=pl.Int64)
-                                               .implode()).fill_null(False))
+    gone = pl.Series(sorted(erased), dtype=pl.Int64).implode()
+    if TEXT_KEY in rows.columns:
+        return rows.filter(~pl.col(TEXT_KEY).is_in(gone).fill_null(False))
+    if TEXT_NAMES in rows.columns:
+        named = rows.select(pl.col(TEXT_NAMES).explode().is_in(gone).any()).item()
+        return None if named else rows
+    return None
