@@ -28,9 +28,10 @@ virgin store, or a store with no state, folds everything: `fold_warm`, the cold 
 stored row reads them back as unknown (null). Versions stay in the runs until a merge, so
 an erased capsule's text would outlive its erasure there. The text a reader needs lives
 in small tables under ``projections/text/`` (the subset members', the leaders' entries,
-the kept sections), which an erasing forget drops in its own commit and the next cycle
-writes again; what none of them holds is read from the capsule's row (`fill_text`, and
-the digest's ``attach`` for the rows it emits).
+the kept sections), which an erasing forget writes again without the erased capsules'
+rows in its own commit (`memframe.store.derived.without_erased`); what none of them holds
+is read from the capsule's row (`fill_text`, and the digest's ``attach`` for the rows it
+emits).
 
 Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
 whose id is not ``cap-<n>``; a journal row without time or audit number) are never
@@ -521,8 +522,8 @@ AGG_TABLE = "projections/digest_aggregates"
 SUBSET = "digest_subset"
 SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
 #: the subset members' text (`TEXT`), in a table of its own: appended to as capsules join
-#: the subset, dropped by an erasure (`memframe.store.derived.TEXT_PREFIX`) and written
-#: again by the next cycle
+#: the subset; an erasure writes it again without the erased capsules' rows (keyed by
+#: `KEY`: `memframe.store.derived.TEXT_KEY`), so a member may have no row (unknown text)
 SUBSET_TEXT = "projections/text/digest_subset"
 TEXT_SCHEMA = pl.Schema({KEY: pl.Int64(), **{c: pl.String() for c in TEXT}})
 #: parts the text table may hold before a cycle writes it again as one
@@ -1182,7 +1183,8 @@ def read_warm(view: StoreView, shared: Shared | None = None
 # a quarter of K remain above a floor the table is refilled from every state row.
 
 #: (the leaders keep the text of their entries, which a digest emits as they are: under
-#: the text prefix, so an erasure drops them and the next cycle refills them)
+#: the text prefix, so an erasure writes them again without the erased capsules' rows,
+#: which the digest reads as touched rows anyway)
 LEADERS = "projections/text/digest_leaders"
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256

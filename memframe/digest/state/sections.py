@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["TABLE", "KEPT", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
            "graph_settled", "cap_kept"]
 
-#: the kept values hold headlines: under the text prefix, so an erasure drops them (the
-#: next cycle computes them again)
+#: the kept values hold headlines: under the text prefix, so an erasure of a capsule a
+#: row names drops them (the next cycle computes them again)
 TABLE = "projections/text/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
 MARK = "projections/digest/sections"
