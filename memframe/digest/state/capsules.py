@@ -1222,12 +1222,14 @@ def _ranked(rows: pl.DataFrame, order: str) -> pl.DataFrame:
 
 
 def _list_rows(rows: pl.DataFrame, order: str, floor: pl.DataFrame) -> pl.DataFrame:
-    # a floor is never emitted: it keeps no text (and none an erasure would have to remove)
+    # a floor is never emitted: it keeps no text (and none an erasure would have to
+    # remove), and names no capsule: it stands for a rank (its order's columns), so the
+    # erasure of the capsule it was taken from, which drops that capsule's rows, keeps it
     tagged = pl.concat([
         rows.select(list(STATE_SCHEMA)).with_columns(pl.lit(False).alias("floor")),
         floor.select(list(STATE_SCHEMA)).with_columns(
             [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT]).with_columns(
-            pl.lit(True).alias("floor")),
+            pl.lit(None, dtype=pl.Int64).alias(KEY), pl.lit(True).alias("floor")),
     ], how="vertical")
     return tagged.select(pl.lit(order).alias("list"), pl.all()).select(list(LEADERS_SCHEMA))
 
@@ -1241,8 +1243,8 @@ def leaders_of(rows: pl.DataFrame, k: int | None = None) -> pl.DataFrame:
         ...     [pl.col(c) if c in ("num", "seq") else pl.lit(STATE_DEFAULTS.get(c)).cast(d).alias(c)
         ...      for c, d in STATE_SCHEMA.items()])
         >>> t = leaders_of(rows, k=2).filter(pl.col("list") == "newest")
-        >>> t.select("num", "floor").rows()
-        [(3, False), (2, False), (1, True)]
+        >>> t.select("num", "seq", "floor").rows()  # the floor: the rank of seq 1
+        [(3, 3, False), (2, 2, False), (None, 1, True)]
     """
     k = LEADERS_K if k is None else k
     out = []
