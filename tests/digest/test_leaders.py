@@ -21,13 +21,17 @@ from tests.strategies import LAW_EXAMPLES, NOW, digest_step, play
 
 def test_tiny_leaders_answer_the_full_bytes(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(steps=st.lists(digest_step, min_size=1, max_size=18), k=st.integers(1, 4))
-    def law(steps, k):
+    @given(steps=st.lists(digest_step, min_size=1, max_size=18), k=st.integers(1, 4),
+           final_cycle=st.booleans())
+    def law(steps, k, final_cycle):
         monkeypatch.setattr(ds, "LEADERS_K", k)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
-            store.memory.run_cycle()
+            # without it, the rows since the last cycle (an erasure's commit, which writes
+            # the leaders again without the erased rows) are read above the watermark
+            if final_cycle:
+                store.memory.run_cycle()
             _bytes_agree(store.pinned())
 
     law()
