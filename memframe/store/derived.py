@@ -20,10 +20,10 @@ keeps any. A commit that erases a capsule's content (``forget`` with ``redact`` 
 commit, without the erased capsules' rows (`without_erased`: a table whose rows name their
 capsule in the column `TEXT_KEY`), or drops it whole (a table whose rows hang together,
 listing the capsules they name in `TEXT_NAMES`, or one with neither column), so once the
-replaced files are vacuumed no
-file under the store holds the erased text, in values or in Parquet statistics. A text
-table's reader must take a missing row as text it does not hold (readers read the text of
-the rows they emit from the capsules), and its job writes a dropped table again.
+replaced files are vacuumed no file under the store holds the erased text, in values or
+in Parquet statistics. A text table's reader must take a missing row as text it does not
+hold (readers read the text of the rows they emit from the capsules), and its job writes
+a dropped table again.
 """
 
 from __future__ import annotations
@@ -39,16 +39,15 @@ import polars as pl
 
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "TEXT_PREFIX", "TEXT_KEY", "TEXT_NAMES", "WRITER", "writer", "mark", "is_derived", "current",
-           "files_present", "visible",
-           "settle", "without_erased"]
+__all__ = ["PREFIX", "TEXT_PREFIX", "TEXT_KEY", "TEXT_NAMES", "WRITER", "writer", "mark",
+           "is_derived", "current", "files_present", "visible", "settle", "without_erased"]
 
 #: every derived table and every derived watermark is named under this prefix
 PREFIX = "projections/"
 #: where derived tables were, or are, kept: state under an earlier root is dropped too
 _ROOTS = (PREFIX, "derived/")
 #: the derived tables that keep text read from capsule content (and only they) are named
-#: under this prefix: an erasure drops them all in its own commit
+#: under this prefix: an erasure rewrites them in its own commit (`without_erased`)
 TEXT_PREFIX = "projections/text/"
 #: the column in which a text table's row names the capsule (its number) whose text it
 #: holds: an erasure drops those rows and keeps the others; a text table without this
