@@ -159,7 +159,7 @@ def settle(snapshot: Snapshot, staged: Mapping[str, Any], wrote_derived: bool
 
 def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame | None:
     """A text table's ``rows`` without those of the ``erased`` capsule numbers (the others
-    in their order, all of them when none is erased), or None when the table must be
+    in their order; ``rows`` itself when none is erased), or None when the table must be
     dropped whole: one with a `TEXT_NAMES` column that names an erased capsule, or one
     with neither column (nothing says whose text a row holds).
 
@@ -175,7 +175,8 @@ def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame 
     """
     gone = pl.Series(sorted(erased), dtype=pl.Int64).implode()
     if TEXT_KEY in rows.columns:
-        return rows.filter(~pl.col(TEXT_KEY).is_in(gone).fill_null(False))
+        keep = ~pl.col(TEXT_KEY).is_in(gone).fill_null(False)
+        return rows if rows.select(keep.all()).item() else rows.filter(keep)
     if TEXT_NAMES in rows.columns:
         named = rows.select(pl.col(TEXT_NAMES).explode().is_in(gone).any()).item()
         return None if named else rows

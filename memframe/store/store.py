@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import contextlib
 import datetime
@@ -1249,24 +1250,28 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
     names = {t for t, parts in snap.tables.items() if parts and t.startswith(
         derived.TEXT_PREFIX)} | {t for t in commit.derived if t.startswith(derived.TEXT_PREFIX)}
     ours = derived.current(snap.watermarks)
+    erased = sorted(commit.erased)
     for table in sorted(names):
         if not ours:
             commit.write_derived(table, pl.DataFrame(), replace=True)
             continue
         staged, replace, group_rows = commit.derived.get(table, ([], False, None))
         parts = [] if replace else snap.parts(table)
-        frames: list[pl.DataFrame] = []
-        for part in parts:
-            path = root / part.path
-            if not path.exists():
-                return False
-            frames.append(pl.read_parquet(path))
-            if group_rows is None:  # written again in row groups of the size it had
-                counts = tables.row_group_ranges(path, derived.TEXT_KEY)[3] if (
-                    derived.TEXT_KEY in frames[-1].columns) else []
-                group_rows = max(counts, default=0) or None
-        frames += [f for f in staged if f.height]
-        kept = [derived.without_erased(f, commit.erased) for f in frames]
+        if any(not (root / p.path).exists() for p in parts):
+            return False
+        # a part whose footer rules every erased number out of its groups is not read,
+        # unless the table is written again anyway
+        ranges = [tables.row_group_ranges(root / p.path, derived.TEXT_KEY) for p in parts]
+        staged = [f for f in staged if f.height]
+        if not any(_may_hold(erased, lo, hi) for _meta, mins, maxs, _n in ranges
+                   for lo, hi in zip(mins, maxs, strict=True)) and all(
+                derived.without_erased(f, erased) is f for f in staged):
+            continue
+        frames = [pl.read_parquet(root / p.path) for p in parts] + staged
+        # written again in row groups of the size it had
+        group_rows = group_rows or max((n for *_, counts in ranges for n in counts),
+                                       default=0) or None
+        kept = [derived.without_erased(f, erased) for f in frames]
         if all(k is not None and k.height == f.height for k, f in zip(kept, frames,
                                                                       strict=True)):
             continue  # holds no erased capsule's row: kept as it is
@@ -1276,6 +1281,15 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
         rows = pl.concat(kept, how="vertical_relaxed")
         commit.write_derived(table, rows, replace=True, row_group_rows=group_rows)
     return True
+
+
+def _may_hold(erased: list[int], lo: Any, hi: Any) -> bool:
+    """Can a row group whose key runs from ``lo`` to ``hi`` (None: no statistics, or no
+    such column) hold one of the ``erased`` numbers (sorted)?"""
+    if lo is None or hi is None:
+        return True
+    i = bisect.bisect_left(erased, lo)
+    return i < len(erased) and erased[i] <= hi
 
 
 def _reseal(root: Path, snap: Snapshot, adds: list[tuple[int, dict[str, Any]]],
