@@ -53,9 +53,10 @@ TEXT_PREFIX = "projections/text/"
 #: holds: an erasure drops those rows and keeps the others; a text table without this
 #: column is dropped whole
 TEXT_KEY = "num"
-#: the column in which a text table's row lists every capsule (its number) its text
-#: names, for a table whose rows hang together (values kept whole): the table is dropped
-#: whole when a row names an erased capsule, and kept as it is when none does
+#: the column in which a text table's row lists every capsule its text names (their
+#: numbers, in decimal, separated by spaces: a flat column, whose footer a short process
+#: decodes without pyarrow), for a table whose rows hang together (values kept whole):
+#: the table is dropped whole when a row names an erased capsule, kept when none does
 TEXT_NAMES = "names"
 #: the watermark naming the code that wrote the derived state of a generation
 WRITER = "projections/writer"
@@ -167,7 +168,7 @@ def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame 
         >>> rows = pl.DataFrame({"num": [1, 2, 3], "headline": ["a", "b", "c"]})
         >>> without_erased(rows, {2}).rows()
         [(1, 'a'), (3, 'c')]
-        >>> kept = pl.DataFrame({"text": ["x", "y"], "names": [[1], [3, 4]]})
+        >>> kept = pl.DataFrame({"text": ["x", "y"], "names": ["1", "3 4"]})
         >>> without_erased(kept, {2}).height, without_erased(kept, {4}) is None
         (2, True)
         >>> without_erased(pl.DataFrame({"k": [0], "text": ["x"]}), {2}) is None
@@ -178,6 +179,7 @@ def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame 
         keep = ~pl.col(TEXT_KEY).is_in(gone).fill_null(False)
         return rows if rows.select(keep.all()).item() else rows.filter(keep)
     if TEXT_NAMES in rows.columns:
-        named = rows.select(pl.col(TEXT_NAMES).explode().is_in(gone).any()).item()
+        numbers = pl.col(TEXT_NAMES).str.split(" ").explode().cast(pl.Int64, strict=False)
+        named = rows.select(numbers.is_in(gone).fill_null(False).any()).item()
         return None if named else rows
     return None

@@ -69,7 +69,7 @@ KEPT = KeptValues((TABLE,), MARK)
 #: ``names``: the capsule numbers a row's text names (`memframe.store.derived.TEXT_NAMES`):
 #: an erasure drops the table only when a row names an erased capsule (an item carries
 #: its capsule's text beside that capsule's id)
-SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String(), TEXT_NAMES: pl.List(pl.Int64())})
+SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String(), TEXT_NAMES: pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
 #: rows per row group: a digest reads the groups of a prefix, at most this many rows
@@ -133,7 +133,7 @@ def encode(values: dict) -> pl.DataFrame:
         >>> rows.height, decode(rows) == v
         (3, True)
         >>> rows.get_column("names").to_list()  # the capsules each row names
-        [[], [2], [1]]
+        ['', '2', '1']
     """
     head = json.loads(json.dumps(values))
     keys, texts = [], []
@@ -151,7 +151,8 @@ def encode(values: dict) -> pl.DataFrame:
     keys.insert(0, 0)
     texts.insert(0, json.dumps({"lists": present, "values": head}, ensure_ascii=False))
     named = pl.col("text").str.extract_all(r"cap-[0-9]{1,18}").list.eval(
-        pl.element().str.slice(4).cast(pl.Int64)).list.unique().list.sort()
+        pl.element().str.slice(4).cast(pl.Int64)).list.unique().list.sort().cast(
+        pl.List(pl.String)).list.join(" ")
     return pl.DataFrame({"k": keys, "text": texts}).select(
         "k", "text", named.alias(TEXT_NAMES)).cast(dict(SCHEMA)).sort("k")
 
