@@ -21,12 +21,12 @@ CPU column), 200,000 capsules, 3 rounds, against the commit before the change:
 ======================================  ==========  =========  ===========  ==========
 step (200k capsules)                    before cpu  after cpu  before rows  after rows
 ======================================  ==========  =========  ===========  ==========
-a plain cycle (10 new capsules)         0.106 s     0.131 s    660          659
-the erasing forget's commit             0.023 s     0.122 s    0            0
-the cycle after the erasure             1.037 s     0.171 s    894,435      1,678
+a plain cycle (10 new capsules)         0.176 s     0.157 s    660          659
+the erasing forget's commit             0.031 s     0.125 s    0            0
+the cycle after the erasure             1.117 s     0.179 s    894,435      1,678
 ======================================  ==========  =========  ===========  ==========
 
-(wall: 1.148 s before, 0.207 s after for the cycle after the erasure.) The forget's commit
+(wall: 1.436 s before, 0.240 s after for the cycle after the erasure.) The forget's commit
 now pays about 0.1 s: it reads the text tables that can hold the erased capsule (a few
 thousand rows) and writes the leaders again; the cycle after it reads what a cycle after
 a tombstone reads.
