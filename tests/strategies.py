@@ -7,8 +7,9 @@ played through the public API:
   conversations, forgets of every mode one by one or in bulk, summaries, cycles and
   rebuilds: what the session projection (spec 000) folds;
 * **digest histories** (`digest_step`, `play`): every verb the digest reads (relations,
-  recalls, tiers, kinds, reviews, pins, sessions, misses, lane overrides, git scans,
-  journal compaction) with the digest job run or not.
+  forgets of every mode, several capsules erased in one commit, recalls, tiers, kinds,
+  reviews, pins, sessions, misses, lane overrides, git scans, journal compaction) with
+  the digest job run or not.
 
 A test that needs fewer verbs filters the strategy (``digest_step.filter(...)``) rather
 than writing its own copy.
@@ -107,6 +108,9 @@ digest_step = st.one_of(
         _ref, _ref, st.sampled_from(["supersedes", "blocks", "grounded_in", "witnesses",
                                      "part_of"]))),
     st.tuples(st.just("forget"), st.tuples(_ref, st.sampled_from(MODES))),
+    # several capsules erased in one commit (the text tables lose each one's rows)
+    st.tuples(st.just("erase"), st.tuples(st.lists(_ref, min_size=1, max_size=3),
+                                          st.sampled_from(["redact", "purge"]))),
     st.tuples(st.just("recall"), st.lists(_ref, min_size=1, max_size=3)),
     st.tuples(st.just("classify"), st.tuples(_ref, st.sampled_from(["archived", "quarantined",
                                                                     "active"]))),
@@ -162,6 +166,10 @@ def play(store: mf.Store, steps) -> None:
                     store.relate(cap(a), cap(b), what)
             elif kind == "forget" and n:
                 store.forget(cap(arg[0]), arg[1])
+            elif kind == "erase" and n:
+                numbers, mode = arg
+                store.append("forgets", {"capsule_id": [cap(i) for i in numbers],
+                                         "mode": [mode] * len(numbers)})
             elif kind == "recall" and n:
                 store.record_recall([cap(i) for i in arg])
             elif kind == "classify" and n:

@@ -136,6 +136,7 @@ class Commit:
         self.watermarks: dict[str, Any] = dict(self._seen_marks)
         self.operations: list[str] = []
         self.erases = False  # whether this commit erases content (redact/purge)
+        self.erased: set[int] = set()  # the numbers of the capsules it erases
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -658,6 +659,11 @@ def forget(c: Commit, capsule_id: str, mode: str = "tombstone", reason: str | No
 def _erase_content(c: Commit, capsule_id: str) -> None:
     """Null the content of one capsule in the partition that holds it (rewritten)."""
     c.erases = True
+    number = capsule_number(capsule_id)
+    assert number is not None
+    # derived text read from content (headlines, labels) goes with the content: the
+    # store drops the erased numbers' rows of every text table when the commit lands
+    c.erased.add(number)
     staged = c.frames.get("capsules", [])
     for i, frame in enumerate(staged):
         if capsule_id in frame["id"]:
@@ -666,12 +672,6 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
                 .alias("content")
             )
             return
-    number = capsule_number(capsule_id)
-    assert number is not None
-    # derived text read from content (headlines, labels) is dropped with the content
-    for table, parts in c.snapshot.tables.items():
-        if table.startswith(derived.TEXT_PREFIX) and parts:
-            c.write_derived(table, pl.DataFrame(), replace=True)
     part = c.indexes.capsule_part(c.snapshot, number)
     key = part.path
     if key in c.rewrites:

@@ -16,9 +16,14 @@ Canonical tables and watermarks that are not derived (an import's cursor) are un
 **Text read from content.** Derived tables that keep text read from capsule content (a
 headline, an ACTIVE() label) are named under `TEXT_PREFIX`, and no other derived table
 keeps any. A commit that erases a capsule's content (``forget`` with ``redact`` or
-``purge``) drops every one of them in that same commit, so once the replaced files are
-vacuumed no file under the store holds the erased text; their jobs rebuild them from the
-canonical rows (readers meanwhile read the text of the rows they emit from the capsules).
+``purge``) writes each of them that holds an erased capsule's text again in that same
+commit, without the erased capsules' rows (`without_erased`: a table whose rows name their
+capsule in the column `TEXT_KEY`), or drops it whole (a table whose rows hang together,
+listing the capsules they name in `TEXT_NAMES`, or one with neither column), so once the
+replaced files are vacuumed no file under the store holds the erased text, in values or
+in Parquet statistics. A text table's reader must take a missing row as text it does not
+hold (readers read the text of the rows they emit from the capsules), and its job writes
+a dropped table again.
 """
 
 from __future__ import annotations
@@ -26,23 +31,33 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from memframe.store.log import Snapshot
 
-__all__ = ["PREFIX", "TEXT_PREFIX", "WRITER", "writer", "mark", "is_derived", "current",
-           "files_present", "visible",
-           "settle"]
+__all__ = ["PREFIX", "TEXT_PREFIX", "TEXT_KEY", "TEXT_NAMES", "WRITER", "writer", "mark",
+           "is_derived", "current", "files_present", "visible", "settle", "without_erased"]
 
 #: every derived table and every derived watermark is named under this prefix
 PREFIX = "projections/"
 #: where derived tables were, or are, kept: state under an earlier root is dropped too
 _ROOTS = (PREFIX, "derived/")
 #: the derived tables that keep text read from capsule content (and only they) are named
-#: under this prefix: an erasure drops them all in its own commit
+#: under this prefix: an erasure rewrites them in its own commit (`without_erased`)
 TEXT_PREFIX = "projections/text/"
+#: the column in which a text table's row names the capsule (its number) whose text it
+#: holds: an erasure drops those rows and keeps the others; a text table without this
+#: column is dropped whole
+TEXT_KEY = "num"
+#: the column in which a text table's row lists every capsule its text names (their
+#: numbers, in decimal, separated by spaces: a flat column, whose footer a short process
+#: decodes without pyarrow), for a table whose rows hang together (values kept whole):
+#: the table is dropped whole when a row names an erased capsule, kept when none does
+TEXT_NAMES = "names"
 #: the watermark naming the code that wrote the derived state of a generation
 WRITER = "projections/writer"
 
@@ -141,3 +156,30 @@ def settle(snapshot: Snapshot, staged: Mapping[str, Any], wrote_derived: bool
     marks[WRITER] = mark()
     drop = [p.path for t, parts in snapshot.tables.items() if is_derived(t) for p in parts]
     return marks, drop
+
+
+def without_erased(rows: pl.DataFrame, erased: Collection[int]) -> pl.DataFrame | None:
+    """A text table's ``rows`` without those of the ``erased`` capsule numbers (the others
+    in their order; ``rows`` itself when none is erased), or None when the table must be
+    dropped whole: one with a `TEXT_NAMES` column that names an erased capsule, or one
+    with neither column (nothing says whose text a row holds).
+
+    Examples:
+        >>> rows = pl.DataFrame({"num": [1, 2, 3], "headline": ["a", "b", "c"]})
+        >>> without_erased(rows, {2}).rows()
+        [(1, 'a'), (3, 'c')]
+        >>> kept = pl.DataFrame({"text": ["x", "y"], "names": ["1", "3 4"]})
+        >>> without_erased(kept, {2}).height, without_erased(kept, {4}) is None
+        (2, True)
+        >>> without_erased(pl.DataFrame({"k": [0], "text": ["x"]}), {2}) is None
+        True
+    """
+    gone = pl.Series(sorted(erased), dtype=pl.Int64).implode()
+    if TEXT_KEY in rows.columns:
+        keep = ~pl.col(TEXT_KEY).is_in(gone).fill_null(False)
+        return rows if rows.select(keep.all()).item() else rows.filter(keep)
+    if TEXT_NAMES in rows.columns:
+        numbers = pl.col(TEXT_NAMES).str.split(" ").explode().cast(pl.Int64, strict=False)
+        named = rows.select(numbers.is_in(gone).fill_null(False).any()).item()
+        return None if named else rows
+    return None

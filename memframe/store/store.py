@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import contextlib
 import datetime
@@ -596,6 +597,8 @@ class Store(StoreView):
         never remove them in between: a generation never names a missing file.
         """
         snap = commit.snapshot
+        if commit.erased and not _stage_erased_text(self._log.root, commit):
+            return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
         written: list[Path] = []
         adds: list[tuple[int, dict[str, Any]]] = []
@@ -1231,6 +1234,62 @@ class _Transaction:
                 )
             time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
         raise ConcurrentCommitError("the transaction kept losing the race to other writers; retry")
+
+
+def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
+    """Stage, on a commit that erases content, every derived text table
+    (`derived.TEXT_PREFIX`) that holds a row of an erased capsule again without those rows
+    (`derived.without_erased`: order and row-group size kept, so its readers read it as
+    before), or dropped whole when it cannot say whose text a row holds. The table's
+    staged rows and its stored parts are filtered alike; its old parts leave with this
+    commit, so once vacuumed no file holds the erased text, in values or in statistics.
+    State another code wrote is dropped (`derived.settle` drops it all). False when a
+    stored part is gone (replaced by a newer generation and vacuumed: the commit lost the
+    race and runs again on the newer one)."""
+    snap = commit.snapshot
+    names = {t for t, parts in snap.tables.items() if parts and t.startswith(
+        derived.TEXT_PREFIX)} | {t for t in commit.derived if t.startswith(derived.TEXT_PREFIX)}
+    ours = derived.current(snap.watermarks)
+    erased = sorted(commit.erased)
+    for table in sorted(names):
+        if not ours:
+            commit.write_derived(table, pl.DataFrame(), replace=True)
+            continue
+        staged, replace, group_rows = commit.derived.get(table, ([], False, None))
+        parts = [] if replace else snap.parts(table)
+        if any(not (root / p.path).exists() for p in parts):
+            return False
+        # a part whose footer rules every erased number out of its groups is not read,
+        # unless the table is written again anyway
+        ranges = [tables.row_group_ranges(root / p.path, derived.TEXT_KEY) for p in parts]
+        staged = [f for f in staged if f.height]
+        if not any(_may_hold(erased, lo, hi) for _meta, mins, maxs, _n in ranges
+                   for lo, hi in zip(mins, maxs, strict=True)) and all(
+                derived.without_erased(f, erased) is f for f in staged):
+            continue
+        frames = [pl.read_parquet(root / p.path) for p in parts] + staged
+        # written again in row groups of the size it had
+        group_rows = group_rows or max((n for *_, counts in ranges for n in counts),
+                                       default=0) or None
+        kept = [derived.without_erased(f, erased) for f in frames]
+        if all(k is not None and k.height == f.height for k, f in zip(kept, frames,
+                                                                      strict=True)):
+            continue  # holds no erased capsule's row: kept as it is
+        if any(k is None for k in kept):
+            commit.write_derived(table, pl.DataFrame(), replace=True)
+            continue
+        rows = pl.concat(kept, how="vertical_relaxed")
+        commit.write_derived(table, rows, replace=True, row_group_rows=group_rows)
+    return True
+
+
+def _may_hold(erased: list[int], lo: Any, hi: Any) -> bool:
+    """Can a row group whose key runs from ``lo`` to ``hi`` (None: no statistics, or no
+    such column) hold one of the ``erased`` numbers (sorted)?"""
+    if lo is None or hi is None:
+        return True
+    i = bisect.bisect_left(erased, lo)
+    return i < len(erased) and erased[i] <= hi
 
 
 def _reseal(root: Path, snap: Snapshot, adds: list[tuple[int, dict[str, Any]]],

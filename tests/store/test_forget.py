@@ -87,3 +87,44 @@ def test_a_bulk_commit_is_split_into_bounded_partitions_and_erasure_rewrites_one
     assert store.capsule_state().collect()["content"].to_list() == [
         f"row {i}" if i != 5 else None for i in range(10)]
     assert store.ingest({"content": "row 9", "source": "s", "anchor": "a"}) == ["cap-10"]
+
+
+def test_an_erasure_writes_the_text_tables_again_without_the_erased_capsules(store):
+    """Derived text tables (``projections/text/``) lose the erased capsules' rows in the
+    erasing commit: by their ``num`` column (the other rows kept, in order, in row groups
+    of the size they had), whole when rows that hang together list an erased capsule in
+    ``names`` (kept as they are when none does), whole when neither says whose text a row
+    holds. Once vacuumed, no file holds the text."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    store.ingest([{"content": f"note {i}" if i != 2 else SECRET, "source": "s",
+                   "anchor": f"a{i}"} for i in range(1, 6)])
+    keyed = pl.DataFrame({"num": [1, 2, 3, 4, 2, 5],
+                          "headline": ["one", SECRET, "three", "four", SECRET, "five"]})
+    tables = {"projections/text/keyed": (keyed, 2),
+              "projections/text/unnamed": (pl.DataFrame({"k": [0], "text": [SECRET]}), None),
+              "projections/text/names_other": (
+                  pl.DataFrame({"text": ["one"], "names": ["1 3"]}), None),
+              "projections/text/names_erased": (
+                  pl.DataFrame({"text": [SECRET], "names": ["3 2"]}), None)}
+
+    def stage(writer):
+        for name, (frame, rows) in tables.items():
+            writer.write_derived(name, frame, replace=True, row_group_rows=rows)
+
+    store.commit(stage, operation="test_text")
+    kept = store.pinned().partitions("projections/text/names_other")
+    assert files_containing(store.path, SECRET.encode())
+    store.forget("cap-2", mode="purge")
+    view = store.pinned()
+    (part,) = view.partitions("projections/text/keyed")
+    assert view.derived("projections/text/keyed", keyed.schema).collect().rows() == [
+        (1, "one"), (3, "three"), (4, "four"), (5, "five")]
+    groups = pq.ParquetFile(view.path / part.path).metadata
+    assert [groups.row_group(g).num_rows for g in range(groups.num_row_groups)] == [2, 2]
+    assert view.partitions("projections/text/names_other") == kept  # the very same file
+    assert not view.partitions("projections/text/unnamed")
+    assert not view.partitions("projections/text/names_erased")
+    store.vacuum()
+    assert files_containing(store.path, SECRET.encode()) == []

@@ -28,9 +28,10 @@ virgin store, or a store with no state, folds everything: `fold_warm`, the cold 
 stored row reads them back as unknown (null). Versions stay in the runs until a merge, so
 an erased capsule's text would outlive its erasure there. The text a reader needs lives
 in small tables under ``projections/text/`` (the subset members', the leaders' entries,
-the kept sections), which an erasing forget drops in its own commit and the next cycle
-writes again; what none of them holds is read from the capsule's row (`fill_text`, and
-the digest's ``attach`` for the rows it emits).
+the kept sections), which an erasing forget writes again without the erased capsules'
+rows in its own commit (`memframe.store.derived.without_erased`); what none of them holds
+is read from the capsule's row (`fill_text`, and the digest's ``attach`` for the rows it
+emits).
 
 Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
 whose id is not ``cap-<n>``; a journal row without time or audit number) are never
@@ -521,8 +522,8 @@ AGG_TABLE = "projections/digest_aggregates"
 SUBSET = "digest_subset"
 SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
 #: the subset members' text (`TEXT`), in a table of its own: appended to as capsules join
-#: the subset, dropped by an erasure (`memframe.store.derived.TEXT_PREFIX`) and written
-#: again by the next cycle
+#: the subset; an erasure writes it again without the erased capsules' rows (keyed by
+#: `KEY`: `memframe.store.derived.TEXT_KEY`), so a member may have no row (unknown text)
 SUBSET_TEXT = "projections/text/digest_subset"
 TEXT_SCHEMA = pl.Schema({KEY: pl.Int64(), **{c: pl.String() for c in TEXT}})
 #: parts the text table may hold before a cycle writes it again as one
@@ -1182,7 +1183,8 @@ def read_warm(view: StoreView, shared: Shared | None = None
 # a quarter of K remain above a floor the table is refilled from every state row.
 
 #: (the leaders keep the text of their entries, which a digest emits as they are: under
-#: the text prefix, so an erasure drops them and the next cycle refills them)
+#: the text prefix, so an erasure writes them again without the erased capsules' rows,
+#: which the digest reads as touched rows anyway)
 LEADERS = "projections/text/digest_leaders"
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256
@@ -1220,12 +1222,14 @@ def _ranked(rows: pl.DataFrame, order: str) -> pl.DataFrame:
 
 
 def _list_rows(rows: pl.DataFrame, order: str, floor: pl.DataFrame) -> pl.DataFrame:
-    # a floor is never emitted: it keeps no text (and none an erasure would have to remove)
+    # a floor is never emitted: it keeps no text (and none an erasure would have to
+    # remove), and names no capsule: it stands for a rank (its order's columns), so the
+    # erasure of the capsule it was taken from, which drops that capsule's rows, keeps it
     tagged = pl.concat([
         rows.select(list(STATE_SCHEMA)).with_columns(pl.lit(False).alias("floor")),
         floor.select(list(STATE_SCHEMA)).with_columns(
             [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT]).with_columns(
-            pl.lit(True).alias("floor")),
+            pl.lit(None, dtype=pl.Int64).alias(KEY), pl.lit(True).alias("floor")),
     ], how="vertical")
     return tagged.select(pl.lit(order).alias("list"), pl.all()).select(list(LEADERS_SCHEMA))
 
@@ -1239,8 +1243,8 @@ def leaders_of(rows: pl.DataFrame, k: int | None = None) -> pl.DataFrame:
         ...     [pl.col(c) if c in ("num", "seq") else pl.lit(STATE_DEFAULTS.get(c)).cast(d).alias(c)
         ...      for c, d in STATE_SCHEMA.items()])
         >>> t = leaders_of(rows, k=2).filter(pl.col("list") == "newest")
-        >>> t.select("num", "floor").rows()
-        [(3, False), (2, False), (1, True)]
+        >>> t.select("num", "seq", "floor").rows()  # the floor: the rank of seq 1
+        [(3, 3, False), (2, 2, False), (None, 1, True)]
     """
     k = LEADERS_K if k is None else k
     out = []

@@ -49,6 +49,7 @@ import polars as pl
 from memframe.derived.kept import KeptValues
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state import families as digest_globals
+from memframe.store.derived import TEXT_NAMES
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -56,8 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["TABLE", "KEPT", "SCHEMA", "CAP", "LISTS", "encode", "decode", "marks_of", "read_current",
            "graph_settled", "cap_kept"]
 
-#: the kept values hold headlines: under the text prefix, so an erasure drops them (the
-#: next cycle computes them again)
+#: the kept values hold headlines: under the text prefix, so an erasure of a capsule a
+#: row names drops them (the next cycle computes them again)
 TABLE = "projections/text/digest_sections"
 #: the marks of the kept values (`marks_of`), as the job last recorded them
 MARK = "projections/digest/sections"
@@ -65,7 +66,10 @@ KEPT = KeptValues((TABLE,), MARK)
 #: ``k`` orders the rows so that what a digest with cap N reads is a prefix of the table:
 #: 0 for the scalars, then every ``pinned`` item (its own cap, always read), then the
 #: capped lists' items position-major (``_BASE + position * 16 + list``)
-SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String()})
+#: ``names``: the capsule numbers a row's text names (`memframe.store.derived.TEXT_NAMES`):
+#: an erasure drops the table only when a row names an erased capsule (an item carries
+#: its capsule's text beside that capsule's id)
+SCHEMA = pl.Schema({"k": pl.Int64(), "text": pl.String(), TEXT_NAMES: pl.String()})
 #: the largest list cap answered from the kept values (larger caps read the subset)
 CAP = 32
 #: rows per row group: a digest reads the groups of a prefix, at most this many rows
@@ -128,6 +132,8 @@ def encode(values: dict) -> pl.DataFrame:
         >>> rows = encode(v)
         >>> rows.height, decode(rows) == v
         (3, True)
+        >>> rows.get_column("names").to_list()  # the capsules each row names
+        ['', '2', '1']
     """
     head = json.loads(json.dumps(values))
     keys, texts = [], []
@@ -144,7 +150,11 @@ def encode(values: dict) -> pl.DataFrame:
             texts.append(json.dumps(item, ensure_ascii=False))
     keys.insert(0, 0)
     texts.insert(0, json.dumps({"lists": present, "values": head}, ensure_ascii=False))
-    return pl.DataFrame({"k": keys, "text": texts}, schema=SCHEMA).sort("k")
+    named = pl.col("text").str.extract_all(r"cap-[0-9]{1,18}").list.eval(
+        pl.element().str.slice(4).cast(pl.Int64)).list.unique().list.sort().cast(
+        pl.List(pl.String)).list.join(" ")
+    return pl.DataFrame({"k": keys, "text": texts}).select(
+        "k", "text", named.alias(TEXT_NAMES)).cast(dict(SCHEMA)).sort("k")
 
 
 def decode(rows: pl.DataFrame) -> dict:
@@ -155,7 +165,7 @@ def decode(rows: pl.DataFrame) -> dict:
     values = head["values"]
     items: dict[str, list] = {}
     names = list(LISTS)
-    for k, text in rows.slice(1).iter_rows():
+    for k, text in rows.slice(1).select("k", "text").iter_rows():
         name = _UNCAPPED[0] if k < _BASE else names[(k - _BASE) & ((1 << _LIST_BITS) - 1)]
         items.setdefault(name, []).append(json.loads(text))
     for name in head["lists"]:
