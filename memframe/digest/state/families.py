@@ -360,17 +360,25 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
                 return False, 0, False
     if tolerant is None:
         return True, 0, False
-    parts = [p for p in view.partitions(tolerant) if (p.seq_hi or 0) > mark]
-    if not parts:
+    new, visited = _rows_above(view, tolerant, mark)
+    if not visited:
         return int(counts[tolerant]) == view.row_count(tolerant), 0, False
-    visited = sum(p.rows for p in parts)
-    new = (view.scan_partitions(tolerant, parts).select("seq", "capsule_id")
-           .filter(pl.col("seq") > mark).collect(engine="in-memory"))
     if int(counts[tolerant]) + new.height != view.row_count(tolerant):
         return False, visited, True
     ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
     hit, n = view.read_matching(endpoints_table(), ENDPOINTS_SCHEMA, "id", ids)
     return hit.height == 0, visited + n, True
+
+
+def _rows_above(view: StoreView, name: str, mark: int) -> tuple[pl.DataFrame, int]:
+    """A family table's rows above ``mark`` (the columns the family reads), and the
+    Parquet rows read: those of its parts that reach above it (none: nothing read)."""
+    parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
+    if not parts:
+        return _empty(name), 0
+    rows = (view.scan_partitions(name, parts).select(_COLUMNS[name])
+            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
+    return rows, sum(p.rows for p in parts)
 
 
 def is_current(view: StoreView, family: str) -> tuple[bool, int]:
@@ -531,7 +539,8 @@ class FreshEdges:
 
 
 def _acyclic(edges: list[tuple[str, str]]) -> bool:
-    """Kahn's sweep over a few edges."""
+    """Kahn's sweep over a few edges (not `memframe.graph.cycle_status`: a warm digest
+    process never loads networkx)."""
     successors: dict[str, list[str]] = {}
     indegree: dict[str, int] = {}
     for a, b in edges:
@@ -561,11 +570,8 @@ def fresh_edges(view: StoreView) -> FreshEdges | None:
     new: dict[str, pl.DataFrame] = {}
     visited = 0
     for name in FAMILIES["graph"]:
-        parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
-        visited += sum(p.rows for p in parts)
-        new[name] = (view.scan_partitions(name, parts).select(_COLUMNS[name])
-                     .filter(pl.col("seq") > mark).collect(engine="in-memory")
-                     if parts else _empty(name))
+        new[name], n = _rows_above(view, name, mark)
+        visited += n
         if counts.get(name) is None or int(counts[name]) + new[name].height != \
                 view.row_count(name):
             return None
