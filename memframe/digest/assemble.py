@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from memframe.digest import counters, ledger, warm
+from memframe.digest import counters, families, ledger, warm
 from memframe.digest.capsules import _lists, _totals, capsule_sections, handoff_rows
 from memframe.digest.efforts import EffortGraph, open_efforts_sections
 from memframe.digest.inputs import DigestInputs, digest_failed
@@ -22,7 +22,6 @@ from memframe.digest.scope import (
     top_per_scope,
 )
 from memframe.digest.staged import pinned_sections, staged_section
-from memframe.digest.state import families as digest_globals
 from memframe.errors import MemframeError
 from memframe.graph import cap_projection
 
@@ -55,8 +54,8 @@ def _family(inputs: DigestInputs, family: str) -> dict:
             return {**values, "effort_graph": _kept_efforts(inputs, values)}
         return kept
     if family == "graph":
-        return digest_globals.graph_values(inputs.tables["relations"], _tombstoned(inputs))
-    return digest_globals.family_values(family, inputs.optional)
+        return families.graph_values(inputs.tables["relations"], _tombstoned(inputs))
+    return families.family_values(family, inputs.optional)
 
 
 def _kept_efforts(inputs: DigestInputs, kept: dict) -> EffortGraph:

@@ -19,9 +19,9 @@ from typing import Any
 
 import polars as pl
 
+from memframe.digest.checks import check_rows
 from memframe.digest.state import families as digest_globals
 from memframe.digest.state import seal
-from memframe.digest.state.capsules import check_rows
 from memframe.errors import MemframeError
 from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
@@ -162,7 +162,7 @@ def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr
 
 def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
     """The row checks the reference fails on (a corrupt capsule row, an unknown kind...):
-    `memframe.digest.state.capsules.check_rows`, the one set every path uses. A table
+    `memframe.digest.checks.check_rows`, the one set every path uses. A table
     not read here (its values were kept by the digest job) was checked by the job."""
     for name, frame in tables.items():
         problem = check_rows(name, frame)
@@ -293,7 +293,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
         try:
             raw, visited, unfolded = digest_state.read_state(view)
             for name, frame in unfolded.items():
-                problem = digest_state.check_rows(name, frame)
+                problem = check_rows(name, frame)
                 if problem:
                     raise digest_failed(problem)
             return state_frame(raw), visited
@@ -335,7 +335,7 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                 found = digest_state.fold_warm(view, tops)
             warm, unfolded = found
             for name, frame in unfolded.items():
-                problem = digest_state.check_rows(name, frame)
+                problem = check_rows(name, frame)
                 if problem:
                     raise digest_failed(problem)
             holder["warm"] = warm

@@ -4,18 +4,23 @@ archive_candidates (4.15)."""
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from memframe.digest.state.journal import chain_walk
 from memframe.schema import ARCHIVE_AFTER_DAYS, FORGET_ACTIONS, STALE_AFTER_NS, TIERS, TIMESTAMP
 from memframe.taint import has_finding
-from memframe.text import epoch_ns
+from memframe.text import epoch_ns, journal_lines, sha256_hex
+
+if TYPE_CHECKING:
+    from memframe.store import Partition, StoreView
 
 __all__ = [
     "tiers_section",
     "verify_chain",
+    "chain_walk",
+    "walk_parts",
     "out_of_band",
     "journal_section",
     "archive_candidates",
@@ -44,27 +49,91 @@ def tiers_section(state: pl.DataFrame) -> dict:
 
 
 VERIFY_SLICE_ROWS = 500_000
+#: the journal columns the chain walk reads
+JOURNAL_COLUMNS = ("seq", "audit_seq", "at", "actor", "action", "subject", "reason",
+                   "chained_hash")
 
 
-def verify_chain(journal: pl.DataFrame) -> dict:
-    """Walk the whole hash chain in audit order; ``{"chain": "ok", "verified": n}`` or
-    ``{"chain": "broken", "broken_seq": s}`` at the first row whose stored hash differs
-    from ``sha256(previous stored hash + line)`` (the full walk; see
-    :mod:`memframe.digest.state.journal` for the checkpointed one).
+def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
+               slice_rows: int = 500_000) -> dict:
+    """Walk the hash chain of ``journal`` in audit order, from a stored hash on.
+
+    Each row must carry ``sha256(previous row's stored hash + its canonical line)``; the
+    first row's predecessor is ``previous`` (``""`` at the chain's start). Rows verify
+    independently against their stored predecessors, so the walk goes in slices.
+
+    Args:
+        journal: journal rows (``audit_seq``, ``seq``, ``at``, ``actor``, ``action``,
+            ``subject``, ``reason``, ``chained_hash``).
+        previous: the stored hash of the row before the first one.
+        verified: rows already verified before these (added to the count).
+        slice_rows: rows hashed per slice (bounded string buffers).
+
+    Returns:
+        ``{"chain": "ok", "verified": verified + rows}`` or
+        ``{"chain": "broken", "broken_seq": s}`` at the first row whose hash differs.
 
     Examples:
         >>> import datetime as dt, hashlib, polars as pl
         >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-        >>> line = '{"seq":1,"at":"2026-01-01T00:00:00Z","actor":"a","action":"memory_ingest","subject":"cap-1","reason":null}'
-        >>> j = pl.DataFrame({"seq": [1], "audit_seq": [1], "at": [t], "actor": ["a"],
-        ...     "action": ["memory_ingest"], "subject": ["cap-1"], "reason": [None],
-        ...     "chained_hash": [hashlib.sha256(line.encode()).hexdigest()]},
+        >>> line = '{"seq":2,"at":"2026-01-01T00:00:00Z","actor":"a","action":"x","subject":"s","reason":null}'
+        >>> j = pl.DataFrame({"seq": [5], "audit_seq": [2], "at": [t], "actor": ["a"],
+        ...     "action": ["x"], "subject": ["s"], "reason": [None],
+        ...     "chained_hash": [hashlib.sha256(("h1" + line).encode()).hexdigest()]},
         ...     schema_overrides={"reason": pl.String})
-        >>> verify_chain(j)
-        {'chain': 'ok', 'verified': 1}
-        >>> verify_chain(j.with_columns(pl.lit("deadbeef").alias("chained_hash")))
-        {'chain': 'broken', 'broken_seq': 1}
+        >>> chain_walk(j, previous="h1", verified=1)
+        {'chain': 'ok', 'verified': 2}
+        >>> chain_walk(j)
+        {'chain': 'broken', 'broken_seq': 2}
     """
+    if journal.height == 0:
+        return {"chain": "ok", "verified": verified}
+    ordered = journal
+    if not journal.get_column("audit_seq").is_sorted():
+        ordered = journal.sort(["audit_seq", "seq"])
+    # each row is checked against the stored hash before it (the first against ``previous``)
+    before = ordered.get_column("chained_hash").shift(1).scatter(0, previous)
+    for offset in range(0, ordered.height, slice_rows):
+        rows = ordered.slice(offset, slice_rows)
+        prev = before.slice(offset, slice_rows)
+        expected = sha256_hex(prev + journal_lines(rows))
+        mismatch = (rows.get_column("chained_hash") != expected).fill_null(True)
+        if mismatch.any():
+            first = mismatch.arg_true()[0]
+            return {"chain": "broken", "broken_seq": int(rows["audit_seq"][first])}
+    return {"chain": "ok", "verified": verified + ordered.height}
+
+
+def walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
+                ) -> tuple[dict, tuple[int, str] | None, int] | None:
+    """The full walk, one part at a time (bounded memory), when the parts follow each other
+    in audit order (each sorted, each starting above the last); None otherwise."""
+    previous, verified, tail = "", 0, (0, "")
+    for i, part in enumerate(parts):
+        frame = view.read_partitions("journal", [part], JOURNAL_COLUMNS)
+        if frame.height == 0:
+            continue
+        audit = frame.get_column("audit_seq")
+        if not audit.is_sorted() or int(audit.min()) <= tail[0]:
+            return None
+        section = chain_walk(frame, previous=previous, verified=verified,
+                             slice_rows=slice_rows)
+        if section["chain"] != "ok":
+            # the first break in audit order only if no later part numbers a row below it
+            rest = view.read_partitions("journal", parts[i + 1:], ["audit_seq"])
+            if rest.height and int(rest["audit_seq"].min()) <= int(audit.max()):
+                return None
+            return section, None, rest.height
+        tail = (int(audit[-1]), str(frame["chained_hash"][-1]))
+        previous, verified = tail[1], section["verified"]
+    return {"chain": "ok", "verified": verified}, tail, 0
+
+
+
+
+def verify_chain(journal: pl.DataFrame) -> dict:
+    """Walk the whole hash chain in audit order (`chain_walk` from the chain's start; see
+    :mod:`memframe.digest.state.journal` for the checkpointed walk)."""
     return chain_walk(journal, slice_rows=VERIFY_SLICE_ROWS)
 
 

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
+from memframe.digest import families
+from memframe.digest.checks import check_rows
 from memframe.digest.state import families as dg
 from memframe.store import StoreView
 from tests.conftest import TickingClock
@@ -164,10 +166,10 @@ def test_a_virgin_store_keeps_nothing(tmp_path):
 def test_relations_the_digest_fails_closed_on_are_never_kept(tmp_path):
     bad = pl.DataFrame({"seq": [1], "kind": ["befriends"], "from_id": ["cap-1"],
                         "to_id": ["cap-2"]})
-    assert dg.check_rows("relations", bad) == "unknown relation kind 'befriends'"
-    assert dg.check_rows("relations", bad.with_columns(
+    assert check_rows("relations", bad) == "unknown relation kind 'befriends'"
+    assert check_rows("relations", bad.with_columns(
         kind=pl.lit("blocks"), to_id=pl.lit(None))) == "relation row at seq 1 has no endpoint"
-    assert dg.check_rows("relations", bad.with_columns(kind=pl.lit("blocks"))) is None
+    assert check_rows("relations", bad.with_columns(kind=pl.lit("blocks"))) is None
 
 
 def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
@@ -216,7 +218,7 @@ def test_decode_of_encode_is_the_computation_for_every_graph():
         forgets = pl.DataFrame({"seq": list(range(len(dead))),
                                 "capsule_id": [f"cap-{d + 1}" for d in sorted(dead)]},
                                schema={"seq": pl.Int64, "capsule_id": pl.String})
-        want = dg.family_values("graph", {"relations": relations, "forgets": forgets})
+        want = families.family_values("graph", {"relations": relations, "forgets": forgets})
         got = dg.decode("graph", dg.encode("graph", want))
         assert got["relations"] == want["relations"]
         assert got["dag_projection"] == want["dag_projection"]
@@ -365,7 +367,7 @@ def test_a_bug_in_a_family_fails_the_cycle_instead_of_a_silent_slow_path(tmp_pat
     def broken(relations, tombstoned):
         raise RuntimeError("graph cannot be built")
 
-    monkeypatch.setattr(dg, "graph_values", broken)
+    monkeypatch.setattr(families, "graph_values", broken)
     with pytest.raises(RuntimeError, match="graph cannot be built"):
         store.memory.run_cycle()
     assert store.generation == generation  # nothing half committed

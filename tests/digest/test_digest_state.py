@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.derived import runs
+from memframe.digest.checks import check_rows
 from memframe.digest.state import capsules as ds
 from memframe.jobs.registry import DOORS, FOLDS
 from tests.conftest import TickingClock
@@ -87,6 +88,24 @@ def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(
         law()
 
 
+def test_an_erased_subset_member_keeps_the_text_of_no_content(tmp_path):
+    """Regression: the erasure removes an epic's row from the subset's text table; the
+    cycle after it writes the row again with the fold's text for an erased capsule (an
+    empty headline), as a rebuild would have it, not as unknown text."""
+    def note(kind, source="note"):
+        return {"content": "plain note", "project_id": "p", "source": source, "kind": kind,
+                "late": 0, "expires": False, "imported": False}
+
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    play(store, [("ingest", [note(None), note("epic"), note(None),
+                             note(None, "memory_session_finish")]),
+                 ("rebuild", None), ("erase", ([1], "redact"))])
+    store.memory.run_cycle()
+    stored = _stored(store.pinned())[1].sort("num")
+    assert stored.select("num", "headline").rows() == [(2, ""), (4, "plain note #4")]
+    assert _same(stored, _from_scratch(store.pinned())[1], ["num"])
+
+
 def test_a_virgin_store_answers_zero(tmp_path):
     store = mf.Store.create(tmp_path / "s")
     page = ds.state_door(store.pinned())
@@ -122,8 +141,8 @@ def test_rows_the_digest_fails_closed_on_are_never_folded(tmp_path):
     # a journal row without a time: the digest fails closed on it, the job leaves it be
     bad = pl.DataFrame({"seq": [99], "audit_seq": [99], "at": [None], "action": ["x"],
                         "subject": ["cap-1"]}, schema_overrides={"at": pl.Datetime("ns", "UTC")})
-    assert ds.check_rows("journal", bad) == "journal row at seq 99 has no valid time"
-    assert ds.check_rows("capsules", pl.DataFrame(
+    assert check_rows("journal", bad) == "journal row at seq 99 has no valid time"
+    assert check_rows("capsules", pl.DataFrame(
         {"seq": [5], "id": ["cap-5"], "project_id": [None], "created_at": [None],
          "instruction_taint": [False]})) == "corrupt capsule row at seq 5"
     assert store.pinned().watermarks[ds.WATERMARK] == before

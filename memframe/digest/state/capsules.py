@@ -50,6 +50,7 @@ import polars as pl
 
 from memframe.derived import keyed
 from memframe.derived.runs import Budget, merge_budget
+from memframe.digest.checks import check_rows
 from memframe.ids import capsule_number_expr
 from memframe.schema import (
     STALE_AFTER_NS,
@@ -84,7 +85,6 @@ __all__ = [
     "stage_cycle",
     "stage_rebuild",
     "state_door",
-    "check_rows",
 ]
 
 NAME = "digest_capsules"
@@ -114,70 +114,6 @@ def state_hash(rows: pl.DataFrame) -> str:
                          separator="\x1f")
     lines = ordered.select(line.alias("l")).to_series()
     return sha256_hex(pl.Series([lines.str.join("\n").item() if len(lines) else ""])).item()
-
-
-# -- checks (rows the digest fails closed on are never folded) -----------------------------
-
-def _row_checks() -> dict[str, tuple[dict[str, pl.Expr], str]]:
-    """table -> (column -> what makes a row bad in it, the message naming the first bad
-    row: ``str.format`` over its columns). The digest's fail-closed row checks
-    (reference 5), in one place."""
-    from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
-
-    def missing(*columns: str) -> dict[str, pl.Expr]:
-        return {c: pl.col(c).is_null() for c in columns}
-
-    return {
-        "capsules": ({**missing("seq", "project_id", "created_at", "instruction_taint"),
-                      "id": capsule_number_expr(pl.col("id")).is_null()},
-                     "corrupt capsule row at seq {seq}"),
-        "relations": (missing("from_id", "to_id"), "relation row at seq {seq} has no endpoint"),
-        "journal": (missing("at", "audit_seq"), "journal row at seq {seq} has no valid time"),
-        "brackets": (missing("at", "session_id"), "a session bracket row has no time or id"),
-        "reviews": ({**missing("seq", "capsule_id", "at"),
-                     "verdict": ~pl.col("verdict").is_in(list(REVIEW_VERDICTS)).fill_null(False)},
-                    "review row at seq {seq} is corrupt (verdict {verdict!r}, capsule "
-                    "{capsule_id!r})"),
-        "pins": (missing("seq", "capsule_id", "pinned"), "pin row at seq {seq} is corrupt"),
-        "_kinds": ({"kind": ~pl.col("kind").is_in(list(RELATION_KINDS)).fill_null(False)},
-                   "unknown relation kind {kind!r}"),
-    }
-
-
-def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
-    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None: THE
-    fail-closed row checks, the same verdict on every path (the reference read, the
-    warm read of the rows above the watermark, the job that never folds such rows).
-    A check of a column the frame does not carry is skipped (a reader that does not
-    read a column does not depend on it).
-
-    Examples:
-        >>> import polars as pl
-        >>> check_rows("journal", pl.DataFrame({"seq": [4], "at": [None], "audit_seq": [1]}))
-        'journal row at seq 4 has no valid time'
-        >>> check_rows("relations", pl.DataFrame({"seq": [2], "kind": ["likes"],
-        ...                                       "from_id": ["cap-1"], "to_id": ["cap-2"]}))
-        "unknown relation kind 'likes'"
-        >>> check_rows("capsules", pl.DataFrame({"seq": [1], "id": ["cap-01"],
-        ...     "project_id": ["p"], "created_at": [0], "instruction_taint": [False]}))
-        'corrupt capsule row at seq 1'
-    """
-    checks = _row_checks()
-    rows = frame.lazy()
-    have = set(rows.collect_schema().names())
-    for key in (["_kinds", name] if name == "relations" else [name]):
-        if key not in checks:
-            return None
-        columns, what = checks[key]
-        bad = [expr for column, expr in columns.items() if column in have]
-        if not bad:
-            continue
-        found = rows.filter(pl.any_horizontal(bad)).head(1).collect(engine="streaming")
-        if found.height:
-            named = found.row(0, named=True)
-            return what.format_map({k: named.get(k) for k in ("seq", "verdict", "capsule_id",
-                                                                "kind")})
-    return None
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -381,13 +317,15 @@ def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
         commit.write_derived(SUBSET_TEXT, rows.select(list(TEXT_SCHEMA)).sort(KEY),
                              replace=True, row_group_rows=ROW_GROUP_ROWS)
         return rows.filter(pl.col(KEY).is_in(members.get_column(KEY).implode())), visited + n
+    # a member's text is stored once; an erasure removed the erased members' rows (the
+    # fold gives them the text of no content, written again here)
     was = old.filter(subset_expr()).get_column(KEY).implode()
-    joining = members.filter(~pl.col(KEY).is_in(was))
+    joining = members.filter(~pl.col(KEY).is_in(was) | pl.col("erased"))
     if not joining.height:
         return members, 0
     joining, visited = fill_text(view, joining)
-    # append-only: a capsule's text never changes before its erasure, which drops the
-    # table; a table of many small parts is written again as one
+    # append-only: a capsule's text never changes before its erasure, which removes its
+    # row; a table of many small parts is written again as one
     text = joining.select(list(TEXT_SCHEMA))
     replace = len(parts) >= TEXT_PARTS
     if replace:

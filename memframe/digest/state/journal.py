@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
+from memframe.digest.ledger import JOURNAL_COLUMNS, chain_walk, walk_parts
+from memframe.digest.params import VERIFY_MODES
 from memframe.store import fingerprint
-from memframe.text import journal_lines, sha256_hex
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
@@ -56,20 +57,15 @@ __all__ = [
     "TABLE",
     "WATERMARK",
     "CHECKPOINT_SCHEMA",
-    "VERIFY_MODES",
     "ChainCheck",
-    "chain_walk",
     "check_chain",
     "stage_checkpoint",
 ]
 
 TABLE = "projections/digest/journal"
 WATERMARK = "projections/digest/journal"
-VERIFY_MODES = ("incremental", "full")
 #: the checkpoint table is rewritten as one part once it has more parts than this
 MAX_CHECKPOINT_PARTS = 8
-JOURNAL_COLUMNS = ("seq", "audit_seq", "at", "actor", "action", "subject", "reason",
-                   "chained_hash")
 
 #: one row per verified journal part
 CHECKPOINT_SCHEMA = pl.Schema(
@@ -85,56 +81,6 @@ CHECKPOINT_SCHEMA = pl.Schema(
         "ctime_ns": pl.Int64(),
     }
 )
-
-
-def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
-               slice_rows: int = 500_000) -> dict:
-    """Walk the hash chain of ``journal`` in audit order, from a stored hash on.
-
-    Each row must carry ``sha256(previous row's stored hash + its canonical line)``; the
-    first row's predecessor is ``previous`` (``""`` at the chain's start). Rows verify
-    independently against their stored predecessors, so the walk goes in slices.
-
-    Args:
-        journal: journal rows (``audit_seq``, ``seq``, ``at``, ``actor``, ``action``,
-            ``subject``, ``reason``, ``chained_hash``).
-        previous: the stored hash of the row before the first one.
-        verified: rows already verified before these (added to the count).
-        slice_rows: rows hashed per slice (bounded string buffers).
-
-    Returns:
-        ``{"chain": "ok", "verified": verified + rows}`` or
-        ``{"chain": "broken", "broken_seq": s}`` at the first row whose hash differs.
-
-    Examples:
-        >>> import datetime as dt, hashlib, polars as pl
-        >>> t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-        >>> line = '{"seq":2,"at":"2026-01-01T00:00:00Z","actor":"a","action":"x","subject":"s","reason":null}'
-        >>> j = pl.DataFrame({"seq": [5], "audit_seq": [2], "at": [t], "actor": ["a"],
-        ...     "action": ["x"], "subject": ["s"], "reason": [None],
-        ...     "chained_hash": [hashlib.sha256(("h1" + line).encode()).hexdigest()]},
-        ...     schema_overrides={"reason": pl.String})
-        >>> chain_walk(j, previous="h1", verified=1)
-        {'chain': 'ok', 'verified': 2}
-        >>> chain_walk(j)
-        {'chain': 'broken', 'broken_seq': 2}
-    """
-    if journal.height == 0:
-        return {"chain": "ok", "verified": verified}
-    ordered = journal
-    if not journal.get_column("audit_seq").is_sorted():
-        ordered = journal.sort(["audit_seq", "seq"])
-    # each row is checked against the stored hash before it (the first against ``previous``)
-    before = ordered.get_column("chained_hash").shift(1).scatter(0, previous)
-    for offset in range(0, ordered.height, slice_rows):
-        rows = ordered.slice(offset, slice_rows)
-        prev = before.slice(offset, slice_rows)
-        expected = sha256_hex(prev + journal_lines(rows))
-        mismatch = (rows.get_column("chained_hash") != expected).fill_null(True)
-        if mismatch.any():
-            first = mismatch.arg_true()[0]
-            return {"chain": "broken", "broken_seq": int(rows["audit_seq"][first])}
-    return {"chain": "ok", "verified": verified + ordered.height}
 
 
 # -- checking ------------------------------------------------------------------------------
@@ -214,36 +160,11 @@ def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
     return int(last["audit_seq"][0]), str(last["chained_hash"][0])
 
 
-def _walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
-                ) -> tuple[dict, tuple[int, str] | None, int] | None:
-    """The full walk, one part at a time (bounded memory), when the parts follow each other
-    in audit order (each sorted, each starting above the last); None otherwise."""
-    previous, verified, tail = "", 0, (0, "")
-    for i, part in enumerate(parts):
-        frame = view.read_partitions("journal", [part], JOURNAL_COLUMNS)
-        if frame.height == 0:
-            continue
-        audit = frame.get_column("audit_seq")
-        if not audit.is_sorted() or int(audit.min()) <= tail[0]:
-            return None
-        section = chain_walk(frame, previous=previous, verified=verified,
-                             slice_rows=slice_rows)
-        if section["chain"] != "ok":
-            # the first break in audit order only if no later part numbers a row below it
-            rest = view.read_partitions("journal", parts[i + 1:], ["audit_seq"])
-            if rest.height and int(rest["audit_seq"].min()) <= int(audit.max()):
-                return None
-            return section, None, rest.height
-        tail = (int(audit[-1]), str(frame["chained_hash"][-1]))
-        previous, verified = tail[1], section["verified"]
-    return {"chain": "ok", "verified": verified}, tail, 0
-
-
 def _full(view: StoreView, journal: pl.DataFrame | None, record: bool, reason: str | None,
           visited: int, slice_rows: int) -> ChainCheck:
     parts = list(view.partitions("journal"))
     if journal is None and not record:
-        walked = _walk_parts(view, parts, slice_rows)
+        walked = walk_parts(view, parts, slice_rows)
         if walked is not None:
             section, tail, extra = walked
             return ChainCheck(section, visited + view.row_count("journal") + extra, "full",

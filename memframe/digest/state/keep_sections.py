@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.digest.assemble import kept_values
+from memframe.digest.checks import check_rows
 from memframe.digest.inputs import (
     COLUMNS,
     DigestInputs,
@@ -78,7 +79,7 @@ def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
     (the sections computed over them are the full digest's: the law tests compare)."""
     tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
               for name in ("relations", "forgets")}
-    problem = digest_state.check_rows("relations", tables["relations"])
+    problem = check_rows("relations", tables["relations"])
     if problem:
         raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
     return DigestInputs(tables=tables, optional={}, state=state_frame(subset),
