@@ -210,6 +210,35 @@ def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
     assert len(hashed) == rows.height
 
 
+def test_a_copied_store_is_sealed_again_by_its_next_cycle(store, tmp_path, monkeypatch):
+    """A copy of the store (a backup restored, a clone) gives every journal part a new
+    inode and change time: the seal fails and each digest confirms the parts by their
+    bytes. The next cycle, even with nothing new to verify, records the parts' identities
+    again, so the digests after it stat the parts instead of hashing them."""
+    import shutil
+
+    monkeypatch.setattr(fingerprint, "RACY_NS", 0)
+    build(store, checkpoint=True)
+    store.memory.run_cycle()
+    copy = tmp_path / "copy"
+    shutil.copytree(store.path, copy)
+    clone = mf.Store.open(copy)
+    assert not J._sealed(clone.pinned(), J.watermark_of(clone.pinned()))
+    hashed = []
+    real = fingerprint.hashlib.file_digest
+    monkeypatch.setattr(fingerprint.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
+                        real(fh, algo))
+    assert J.check_chain(clone.pinned()).walked == "incremental" and hashed
+    before = chain(clone)
+    clone.memory.run_cycle()
+    view = clone.pinned()
+    assert J._sealed(view, J.watermark_of(view))
+    hashed.clear()
+    check = J.check_chain(view)
+    assert check.walked == "incremental" and not hashed and check.rows_visited == 0
+    assert chain(clone) == before == expected(clone)
+
+
 def test_a_rewrite_keeping_name_size_and_mtime_is_caught_by_its_change_time(store,
                                                                             monkeypatch):
     monkeypatch.setattr(fingerprint, "RACY_NS", 0)

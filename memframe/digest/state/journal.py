@@ -332,7 +332,8 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
     """
     mark = watermark_of(view)
-    if not full and _nothing_new(view, mark):
+    # (a seal that no longer holds, as after a copy of the store, is recorded again)
+    if not full and _nothing_new(view, mark) and (mark is None or _sealed(view, mark)):
         return CheckpointReport(0, 0, int((mark or {}).get("audit_seq", 0)), "none")
     check = check_chain(view, "full" if full else "incremental", record=True)
     if check.section["chain"] != "ok" or check.tail is None:
@@ -342,8 +343,11 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     fresh = list(check.fresh)
     recorded = list(check.recorded)
     retrusted = False
+    # parts recorded racily, or whose identity moved with their bytes unchanged (a copy of
+    # the store, a restored backup): their identity now, fingerprinted with their bytes
     for i, row in enumerate(recorded):
-        if row["ctime_ns"] is None:
+        if row["ctime_ns"] is None or view.partition_identity(row["path"]) != {
+                k: row[k] for k in ("size", "inode", "mtime_ns", "ctime_ns")}:
             fp = view.partition_fingerprint(row["path"])
             if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
                 recorded[i] = {**row, **fp}
