@@ -120,3 +120,19 @@ def test_the_checker_refuses_an_upward_import():
     assert layer_of("memframe.jobs.cycle") > layer_of("memframe.store.tables")
     assert not allowed("memframe.store.tables", "memframe.jobs")
     assert allowed("memframe.store.store", "memframe.jobs")
+
+
+#: the reference computation of the digest (spec 001): its section modules, the fail-closed
+#: checks and the store-wide families. The incremental reader (`inputs`, `assemble`,
+#: `warm`, `state/`) builds on them; they never build on it.
+REFERENCE = ("capsules", "efforts", "planning", "counters", "telemetry", "ledger", "scope",
+             "staged", "checks", "families")
+INCREMENTAL = ("memframe.digest.state", "memframe.digest.warm", "memframe.digest.inputs",
+               "memframe.digest.assemble")
+
+
+def test_the_reference_digest_never_imports_the_incremental_reader():
+    found = [f"{a} imports {b}" for a, b in edges()
+             if a in {f"memframe.digest.{m}" for m in REFERENCE}
+             and any(b == p or b.startswith(p + ".") for p in INCREMENTAL)]
+    assert not found, "\n".join(found)

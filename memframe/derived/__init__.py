@@ -4,5 +4,11 @@ Derived tables live under ``projections/`` in a store and are rebuildable from t
 canonical tables alone. This package knows how rows are laid out (sorted runs merged on a
 budget, `memframe.derived.runs`; one current row per key, `memframe.derived.keyed`), never
 what they mean: the projections (`memframe.projections`) and the digest's state
-(`memframe.digest.state`) decide that.
+(`memframe.digest.state`) decide that. Reading goes through a pinned ``StoreView`` and
+writing through a ``Commit``: no module here does I/O of its own.
 """
+
+
+def job_report(visited: int = 0, folded: int = 0, written: int = 0) -> dict[str, int]:
+    """What one job of a cycle did, in rows: read, folded, written."""
+    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}

@@ -11,9 +11,6 @@ old values with their old marks, and `KeptValues.drop` removes both.
 What code wrote the values is the store's concern, not the marks': every commit that writes
 derived state records the code's identity, and a view hides derived state other code wrote
 (`memframe.store.derived`).
-
-Reading goes through a pinned ``StoreView`` and writing through a ``Commit``; this module
-does no I/O of its own.
 """
 
 from __future__ import annotations

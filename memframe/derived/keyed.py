@@ -11,9 +11,6 @@ cycle's reads follow its rows, never the projection's size nor how many cycles r
 Versions may repeat across runs only for the same row (a merge input and the merged run
 holding the same row until the merge lands), so the newest row of a key is well defined
 whatever a reader sees of a merge in progress.
-
-Reading goes through a pinned ``StoreView`` and writing through a ``Commit``; this module
-does no I/O of its own.
 """
 
 from __future__ import annotations

@@ -26,9 +26,6 @@ in a watermark of the generation log (``<prefix>/merging``), committed with the 
 
 A lookup is planned from the footers before any row is read (`SortedRuns.plan`), so a
 caller that has two ways to answer can take the one that reads fewer rows.
-
-Reading goes through a pinned ``StoreView`` and writing through a ``Commit``; this module
-does no I/O of its own beyond the partitions the view names.
 """
 
 from __future__ import annotations

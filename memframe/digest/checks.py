@@ -4,12 +4,14 @@ above a watermark, and the jobs, which never fold or keep such rows)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 from memframe.ids import capsule_number_expr
 from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
 
-__all__ = ["check_rows"]
+__all__ = ["check_rows", "check_tables"]
 
 
 def _row_checks() -> dict[str, tuple[dict[str, pl.Expr], str]]:
@@ -35,37 +37,46 @@ def _row_checks() -> dict[str, tuple[dict[str, pl.Expr], str]]:
     }
 
 
-def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
-    """What makes ``frame`` (rows of ``name``) unusable to the digest, or None: THE
-    fail-closed row checks, the same verdict on every path (the reference read, the
-    warm read of the rows above the watermark, the job that never folds such rows).
-    A check of a column the frame does not carry is skipped (a reader that does not
-    read a column does not depend on it).
+def check_tables(tables: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> str | None:
+    """What makes the first unusable table of ``tables`` (name -> rows) unusable to the
+    digest, or None: THE fail-closed row checks, the same verdict on every path (the
+    reference read, the warm read of the rows above the watermark, the job that never
+    folds such rows), in one collect. A check of a column a frame does not carry is
+    skipped (a reader that does not read a column does not depend on it).
 
     Examples:
         >>> import polars as pl
-        >>> check_rows("journal", pl.DataFrame({"seq": [4], "at": [None], "audit_seq": [1]}))
+        >>> check_tables({"journal": pl.DataFrame({"seq": [4], "at": [None],
+        ...                                        "audit_seq": [1]})})
         'journal row at seq 4 has no valid time'
-        >>> check_rows("relations", pl.DataFrame({"seq": [2], "kind": ["likes"],
-        ...                                       "from_id": ["cap-1"], "to_id": ["cap-2"]}))
+        >>> check_tables({"relations": pl.DataFrame({"seq": [2], "kind": ["likes"],
+        ...     "from_id": ["cap-1"], "to_id": ["cap-2"]})})
         "unknown relation kind 'likes'"
-        >>> check_rows("capsules", pl.DataFrame({"seq": [1], "id": ["cap-01"],
-        ...     "project_id": ["p"], "created_at": [0], "instruction_taint": [False]}))
+        >>> check_tables({"capsules": pl.DataFrame({"seq": [1], "id": ["cap-01"],
+        ...     "project_id": ["p"], "created_at": [0], "instruction_taint": [False]})})
         'corrupt capsule row at seq 1'
     """
     checks = _row_checks()
-    rows = frame.lazy()
-    have = set(rows.collect_schema().names())
-    for key in (["_kinds", name] if name == "relations" else [name]):
-        if key not in checks:
-            return None
-        columns, what = checks[key]
-        bad = [expr for column, expr in columns.items() if column in have]
-        if not bad:
-            continue
-        found = rows.filter(pl.any_horizontal(bad)).head(1).collect(engine="streaming")
-        if found.height:
-            named = found.row(0, named=True)
+    found: list[pl.LazyFrame] = []
+    messages: list[str] = []
+    for name, frame in tables.items():
+        rows = frame.lazy()
+        have = set(rows.collect_schema().names())
+        for key in (["_kinds", name] if name == "relations" else [name]):
+            columns, what = checks.get(key, ({}, ""))
+            bad = [expr for column, expr in columns.items() if column in have]
+            if bad:
+                found.append(rows.filter(pl.any_horizontal(bad)).head(1))
+                messages.append(what)
+    for rows, what in zip(pl.collect_all(found, engine="streaming") if found else [], messages,
+                          strict=True):
+        if rows.height:
+            named = rows.row(0, named=True)
             return what.format_map({k: named.get(k) for k in ("seq", "verdict", "capsule_id",
                                                                 "kind")})
     return None
+
+
+def check_rows(name: str, frame: pl.LazyFrame | pl.DataFrame) -> str | None:
+    """`check_tables` of one table's rows."""
+    return check_tables({name: frame})

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from memframe.digest.checks import check_rows
+from memframe.digest.checks import check_tables
 from memframe.digest.state import families as digest_globals
 from memframe.digest.state import seal
 from memframe.errors import MemframeError
@@ -160,14 +160,13 @@ def _collect(frame: pl.LazyFrame | pl.DataFrame, columns: Sequence[str | pl.Expr
     return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
 
 
-def _check_fail_closed(tables: Mapping[str, pl.DataFrame]) -> None:
-    """The row checks the reference fails on (a corrupt capsule row, an unknown kind...):
-    `memframe.digest.checks.check_rows`, the one set every path uses. A table
-    not read here (its values were kept by the digest job) was checked by the job."""
-    for name, frame in tables.items():
-        problem = check_rows(name, frame)
-        if problem:
-            raise digest_failed(problem)
+def _check_fail_closed(tables: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> None:
+    """The row checks the digest fails on (a corrupt capsule row, an unknown kind...):
+    `memframe.digest.checks.check_tables`, the one set every path uses. A table not read
+    here (its values were kept by the digest job) was checked by the job."""
+    problem = check_tables(tables)
+    if problem:
+        raise digest_failed(problem)
 
 
 def _collect_together(
@@ -292,10 +291,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
             raw, visited, unfolded = digest_state.read_state(view)
-            for name, frame in unfolded.items():
-                problem = check_rows(name, frame)
-                if problem:
-                    raise digest_failed(problem)
+            _check_fail_closed(unfolded)
             return state_frame(raw), visited
         except MemframeError as exc:
             if str(exc).startswith("memory_digest failed:"):
@@ -334,10 +330,7 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     raise StateNotWarm("the digest job never recorded the state")
                 found = digest_state.fold_warm(view, tops)
             warm, unfolded = found
-            for name, frame in unfolded.items():
-                problem = check_rows(name, frame)
-                if problem:
-                    raise digest_failed(problem)
+            _check_fail_closed(unfolded)
             holder["warm"] = warm
             if warm.in_memory:  # every source row was read: counted here
                 visited, warm.rows_visited = warm.rows_visited, 0

@@ -1,20 +1,9 @@
-"""The warm digest: the sections answered from the digest state's aggregates, its subset
-and its top-N readers (`memframe.digest.state.capsules.WarmState`), never from every
-capsule row.
-
-* ``total``, ``by_project``, ``newest_total`` and ``most_recalled_total``: the per-project
-  aggregates, summed over the projects the fence holds;
-* ``tiers``, the journal's ``out_of_band`` and ``archive_candidates``: the store-wide
-  aggregates (archive candidates by the instant each became one);
-* ``handoff``, ``mission``, ``unanchored``, ``pinned`` and ``open_efforts``: the section
-  functions of the full computation, run over the subset (every row those sections can
-  name is in it), or, unfenced, as the digest job kept them
-  (`memframe.digest.state.sections`) while nothing they read has changed;
-* ``newest`` and ``most_recalled``: the first N rows read from the state levels in the
-  order of their row-group statistics.
-
-Every other section is the full computation's own (its tables are read in full). The
-answer is byte-identical to the full computation; the law tests compare them.
+"""The warm digest: the capsule sections answered from the digest state's aggregates, its
+subset and its top-N readers (`memframe.digest.state.capsules.WarmState`), never from every
+capsule row: totals, tiers, coverage misses and archive candidates from the aggregates;
+the subset sections by the reference section functions over the subset (or as the digest
+job kept them); ``newest`` and ``most_recalled`` from the leaders or the state's row
+groups. Every other section is the reference's own; the answer is byte-identical to it.
 """
 
 from __future__ import annotations

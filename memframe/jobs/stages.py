@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived import job_report
 from memframe.digest.state import capsules as digest_state
 from memframe.digest.state import families as digest_families
 from memframe.digest.state import journal, keep_sections, seal
@@ -82,10 +83,6 @@ class Job:
             self.progress(CYCLE_STAGES.index(stage), len(CYCLE_STAGES), stage)
 
 
-def part(visited: int, folded: int, written: int) -> dict[str, int]:
-    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
-
-
 # -- session: the session rows and their live-count indexes --------------------------------
 
 def session_cycle(job: Job) -> Reports:
@@ -96,7 +93,7 @@ def session_cycle(job: Job) -> Reports:
     mark = job.old_mark = job.new_mark = watermark_of(view)
     cap_parts = [p for p in view.partitions("capsules") if (p.seq_hi or 0) > mark]
     sum_parts = [p for p in view.partitions("summaries") if (p.seq_hi or 0) > mark]
-    report = part(0, 0, 0)
+    report = job_report()
     if cap_parts or sum_parts:
         report = _fold_new(job, cap_parts, sum_parts)
     # the indexes advance with the new watermark, sharing the capsule rows read here
@@ -127,7 +124,7 @@ def _fold_new(job: Job, cap_parts: list, sum_parts: list) -> dict[str, int]:
     if partials.height:
         visited += session_rows.stage_append(commit, view, partials)
     commit.set_watermark(WATERMARK, job.new_mark)
-    return part(visited, caps.height + sums.height, partials.height)
+    return job_report(visited, caps.height + sums.height, partials.height)
 
 
 def session_rebuild(job: Job) -> Reports:
@@ -151,7 +148,7 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
     session_rows.stage_replace(job.commit, job.view, rows)
     job.commit.set_watermark(WATERMARK, mark)
     job.old_mark = job.new_mark = mark
-    return {"session": part(visited, folded, rows.height),
+    return {"session": job_report(visited, folded, rows.height),
             "forgotten": forgotten.stage_rebuild(job.commit, job.view, mark)}
 
 
@@ -181,7 +178,7 @@ def digest_cycle(job: Job) -> Reports:
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
     seal.stage(commit, view)
-    return {"digest": part(check.rows_visited, 0, check.parts_recorded),
+    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
 
@@ -197,6 +194,6 @@ def digest_rebuild(job: Job) -> Reports:
     sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
     seal.stage(commit, view)
-    return {"digest": part(check.rows_visited, 0, check.parts_recorded),
+    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}

@@ -1,42 +1,15 @@
-"""The digest's per-capsule state: one row per capsule, kept under spec 000's laws.
+"""The digest's per-capsule state: one row per capsule number, kept under spec 000's laws.
 
-The digest's capsule-level inputs (the capsule's own columns, whether its content opens
-with an ACTIVE() label, its usage, kind, tier, review verdict, pin, tombstone,
-``supersedes`` target and journal coverage) are folded from nine canonical tables: ``capsules``, ``recalls``,
-``classifications``, ``tiers``, ``forgets``, ``journal``, ``relations``, ``reviews`` and
-``pins``. Recomputing them on every digest reads and joins every row of those tables;
-this projection keeps the fold's result, one row per capsule number (``cap-<num>``), in
-versioned sorted runs (`memframe.derived.keyed`: a cycle appends the rows it changed,
-the newest version of a number wins, the runs merge a budgeted amount per cycle) under
-``projections/digest_capsules/T<k>``, plus aggregates and a subset derived from those
-rows (see the section further down).
-
-**The fold** is `memframe.state.fold_state`, the one every reader of capsule state runs
-(its terms are described there): a stored state row is a partial like any canonical row.
-The rebuild door folds every canonical row; the cycle folds the rows written since the
-watermark with the stored rows of the capsule numbers they touch. Both give the same
-rows, to the hash (`state_hash`), whatever the batching.
-
-**Watermark** (``projections/digest/capsules``): the highest ``seq`` folded, over all the
-source tables, committed in the same generation as the rows. **Reading** (`read_state`,
-`read_warm`): the stored rows plus the rows above the watermark, folded at read time, so
-the state is exact at any generation whether the job ran recently, long ago, or never (a
-virgin store, or a store with no state, folds everything: `fold_warm`, the cold path).
-
-**No text in the runs.** The fold also carries the capsule's ACTIVE() label and headline
-(`TEXT`, read from its content) in memory, but the state's runs never store them: a
-stored row reads them back as unknown (null). Versions stay in the runs until a merge, so
-an erased capsule's text would outlive its erasure there. The text a reader needs lives
-in small tables under ``projections/text/`` (the subset members', the leaders' entries,
-the kept sections), which an erasing forget writes again without the erased capsules'
-rows in its own commit (`memframe.store.derived.without_erased`); what none of them holds
-is read from the capsule's row (`fill_text`, and the digest's ``attach`` for the rows it
-emits).
-
-Rows a digest would fail closed on (a capsule row missing its project, time or taint, or
-whose id is not ``cap-<n>``; a journal row without time or audit number) are never
-folded: the job leaves the state where it was, and the digest meets those rows above the
-watermark and fails closed, as the full computation does.
+The rows are `memframe.state.fold_state` of the nine per-capsule tables (the one fold every
+reader of capsule state runs), stored as versioned sorted runs (`memframe.derived.keyed`)
+under ``projections/digest_capsules/T<k>`` with the watermark ``projections/digest/capsules``;
+beside them, in the same generation, the aggregates, the archive instants, the subset and
+the leaders derived from them. A cycle folds the rows above the watermark with the stored
+rows of the numbers they touch; a reader adds those rows at read time (`read_state`,
+`read_warm`), so the state is exact at any generation; a store without state folds every
+row, one range of capsule numbers at a time (`fold_warm`). The runs hold no text read
+from content; rows the digest fails closed on are never folded. The layout, and what
+each part buys: docs/architecture.md ("The digest's state").
 """
 
 from __future__ import annotations
@@ -48,9 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
-from memframe.derived import keyed
+from memframe.derived import job_report, keyed
 from memframe.derived.runs import Budget, merge_budget
-from memframe.digest.checks import check_rows
+from memframe.digest.checks import check_tables
 from memframe.ids import capsule_number_expr
 from memframe.schema import (
     STALE_AFTER_NS,
@@ -231,18 +204,6 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
 
 # -- the job ----------------------------------------------------------------------------------
 
-def _check_all(delta: Mapping[str, pl.DataFrame]) -> str | None:
-    for name, frame in delta.items():
-        problem = check_rows(name, frame)
-        if problem:
-            return problem
-    return None
-
-
-def _report(visited: int, folded: int, written: int) -> dict[str, int]:
-    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
-
-
 def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
                 shared: Shared | None = None, keep: dict[str, Any] | None = None
                 ) -> dict[str, int]:
@@ -259,13 +220,13 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     mark = watermark_of(view)
     if mark is None:
         if not any(view.partitions(name) for name in SOURCES):
-            return _report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
+            return job_report(0, 0, 0)  # a virgin store: nothing to fold, nothing written
         return stage_rebuild(commit, view, keep)
     delta, visited, top = read_above(view, mark, shared)
     if top <= mark:
-        return _report(0, 0, 0)
-    if _check_all(delta):  # the digest fails closed on these rows: never fold them
-        return _report(visited, 0, 0)
+        return job_report(0, 0, 0)
+    if check_tables(delta):  # the digest fails closed on these rows: never fold them
+        return job_report(visited, 0, 0)
     folded_in = sum(f.height for f in delta.values())
     touched = _touched(delta)
     written = 0
@@ -295,7 +256,7 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
             written = changed.height
             visited += _stage_derived(commit, view, changed, old, members)
     commit.set_watermark(WATERMARK, top)
-    return _report(visited, folded_in, written)
+    return job_report(visited, folded_in, written)
 
 
 def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
@@ -393,9 +354,8 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     ``keep`` receives the subset's state rows (``"subset"``) for a later job of the
     same commit (`memframe.digest.state.sections`)."""
     sources, visited, top = scan_all(view)
-    for name, frame in sources.items():
-        if check_rows(name, frame):  # never fold what the digest fails closed on
-            return _report(visited, 0, 0)
+    if check_tables(sources):  # never fold what the digest fails closed on
+        return job_report(visited)
     # folded range by range of capsule numbers (as the cold digest): the peak follows a
     # range's source rows, not the store's
     aggregates, subset, rows, _n = _fold_ranges(view, None)
@@ -414,7 +374,7 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
                          row_group_rows=LEADERS_GROUP_ROWS)
     commit.set_watermark(WATERMARK, top)
     commit.set_watermark(SUBSET_MARK, top)
-    return _report(visited, visited, rows.height)
+    return job_report(visited, visited, rows.height)
 
 
 def state_door(view: StoreView) -> Any:
@@ -437,24 +397,10 @@ def state_door(view: StoreView) -> Any:
 
 # -- the aggregates and the subset: what lets a warm digest skip the bulk of the rows -------
 #
-# Beside the state rows, the job keeps two things derived from them, under the same
-# watermark and in the same generation:
-#
-# * **aggregates** (``projections/digest_aggregates``): per project, how many capsules are
-#   in the digest's population (``count``), how many of those are not superseded
-#   (``live``) and how many were recalled (``recalled``); store-wide, the effective-tier
-#   counts of the non-tombstoned capsules (``tier``), the journal coverage misses
-#   (``oob``), and the archive candidates keyed by the instant at which each becomes one
-#   (``archive``: a later "now" is answered by summing the instants at or before it).
-#   Each capsule *contributes* rows to them; a change is applied by subtracting the old
-#   row's contribution and adding the new one's, so the sums stay exact.
-# * **the subset** (``projections/digest_subset/T<k>``, versioned runs as the state): the
-#   state rows of the capsules the handoff, mission, unanchored, pinned and open-effort
-#   sections can name (handoff markers, ACTIVE() threads, epics, tasks, pinned capsules);
-#   a capsule leaving it is written with ``member = false``.
-#
-# The ``newest`` and ``most_recalled`` lists are read from the state runs themselves,
-# row group by row group in the order of their statistics, until the top N are certain.
+# Each capsule *contributes* rows to the aggregates (per-project counts, tier counts,
+# coverage misses, archive instants); a change subtracts the old row's contribution and
+# adds the new one's, so the sums stay exact. The subset holds the state rows the handoff,
+# mission, unanchored, pinned and open-effort sections can name (``member = false``: left).
 
 AGG_TABLE = "projections/digest_aggregates"
 SUBSET = "digest_subset"
@@ -1107,18 +1053,11 @@ def read_warm(view: StoreView, shared: Shared | None = None
 
 # -- the leaders: the first rows of the newest and most-recalled lists, kept ---------------
 #
-# The ``newest`` and ``most_recalled`` lists are the first N rows of the population in one
-# order. The job keeps, per list, the ``LEADERS_K`` qualifying state rows that rank first
-# (``projections/digest_leaders``) and a *floor*: a row ranking at least as high as every
-# qualifying row left out (none when no row was left out: the list is complete). Whatever
-# happens to a row outside the table happens through an event on its capsule, so a digest
-# reads the table, replaces the rows touched since the watermark by their current rows, and
-# takes the first N: when the N-th ranks above the floor (or the table is complete) no row
-# left out can rank among them; otherwise it falls back to the state's row groups
-# (`WarmState.top_rows`). The job maintains the table from the rows that changed: a changed
-# row ranking above the floor joins, the table is trimmed back to K rows and the floor
-# rises to the best row trimmed; a leader leaving the population just leaves. When fewer than
-# a quarter of K remain above a floor the table is refilled from every state row.
+# Per list, the ``LEADERS_K`` qualifying rows ranking first and a *floor* ranking at least
+# as high as every row left out (none: the list is complete). A digest replaces the
+# entries touched since the watermark by their current rows and takes the first N when
+# the N-th ranks above the floor; else it reads the state's row groups. The job keeps the
+# table from the changed rows and refills it from every row when a list runs low.
 
 #: (the leaders keep the text of their entries, which a digest emits as they are: under
 #: the text prefix, so an erasure writes them again without the erased capsules' rows,

@@ -1,31 +1,13 @@
-"""The digest's store-wide sections, kept per family of source tables.
+"""The digest's store-wide values, kept per family of source tables
+(`memframe.digest.families`).
 
-Most of a warm digest's time went to sections that read whole tables although nothing in
-them had changed: the blocks-DAG and the mission graph (every ``relations`` row and every
-``forgets`` row, then networkx), the git-witness ``sources`` tally (every
-``corroborations`` row), the recall-miss telemetry and the lane-override total. Their
-answers depend on their own tables only, so the digest job keeps each family's values,
-computed from every row of its tables, with watermarks: the highest ``seq`` among those
-tables' partitions, and each table's row count. A digest reuses a family's values while no
-partition of its tables lies above that watermark and the row counts are the log's;
-otherwise it reads the tables, as before. One exception: new ``forgets`` rows leave the
-graph current when none tombstones an endpoint of a blocks, witnesses or grounded_in edge
-(the endpoints are kept, and looked up for the new rows only). Another: new ``blocks``
-edges that join only ids the graph's tables never named (a session ordering the work it
-just captured) add fresh nodes to the blocks-DAG and change nothing else
-(`fresh_edges`: the ids are kept too, and looked up for the new rows only). Cost follows
-what was written: a digest after new capsules reads none of these tables, one after a
-session's new edges reads those edges, and the job recomputes a family only in a cycle
-that wrote to its tables.
-
-`memframe.digest.families.family_values` computes a family's values from its tables (the
-families are listed there); the full digest calls it directly, the job stores what it
-returns (`encode`), and a warm digest reads it back (`decode`): the three agree value for
-value (the law tests compare the digests' bytes). Relation rows the digest fails closed on are never stored: the job
-leaves the family as it was, and the digest meets those rows above the watermark.
-
-Trust: as for the digest state, a warm digest trusts the canonical parts at or below the
-watermark (``verify="full"`` reads every table and trusts nothing derived).
+The job keeps each family's values (`encode`; a warm digest reads them back with
+`decode`) with marks: the highest ``seq`` of its tables and their row counts. A digest
+reuses them while no part of those tables lies above the marks (`is_current`); new
+``forgets`` that tombstone no end of a blocks, witnesses or grounded_in edge, and new
+``blocks`` edges between ids no earlier row named (`fresh_edges`), leave the graph's
+values usable. Rows the digest fails closed on are never kept. Details:
+docs/architecture.md ("Kept values, one mechanism").
 """
 
 from __future__ import annotations
@@ -37,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived import job_report
 from memframe.derived.kept import KeptValues
-from memframe.digest.checks import check_rows
+from memframe.digest.checks import check_rows, check_tables
 from memframe.digest.families import FAMILIES, family_values
 from memframe.errors import MemframeError
 
@@ -52,7 +35,6 @@ __all__ = [
     "encode",
     "decode",
     "table_of",
-    "watermark_of",
     "read_valid",
     "is_current",
     "read_values",
@@ -106,11 +88,6 @@ def version_of(watermarks: Mapping[str, Any], family: str) -> int | None:
     (`memframe.digest.state.sections`) is current while it holds."""
     marks = kept(family).marks(watermarks)
     return marks["version"] if marks is not None else None
-
-
-def watermark_of(view: StoreView, family: str) -> int | None:
-    marks = kept(family).marks(view.watermarks)
-    return marks["seq"] if marks is not None else None
 
 
 def _rows(part: str, ids: pl.Series | list[str], n: pl.Series | list[int] | None = None,
@@ -337,10 +314,6 @@ def _empty(name: str) -> pl.DataFrame:
     return empty_frame(name).select(_COLUMNS[name])
 
 
-def _report(visited: int = 0, folded: int = 0, written: int = 0) -> dict[str, int]:
-    return {"rows_visited": visited, "rows_folded": folded, "rows_written": written}
-
-
 def _marks(view: StoreView, family: str, version: int | None = None) -> dict[str, Any]:
     """The marks of ``family``'s values at ``view``; ``version``: the values' own (None:
     computed at ``view``)."""
@@ -362,23 +335,22 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
             if new:
                 kept(family).remark(commit, _marks(view, family,
                                                    version_of(view.watermarks, family)))
-            return _report(visited)
+            return job_report(visited)
     if not any(view.partitions(name) for name in FAMILIES[family]):
-        return _report()  # nothing to keep
+        return job_report()  # nothing to keep
     try:
         tables, visited = _read_tables(view, family)
     except UNREADABLE as exc:  # the digest reads the table itself (and fails, or not)
         notes.append(f"digest_globals: {family} not kept: a table cannot be read "
                      f"({type(exc).__name__}: {exc})")
         _drop_family(commit, view, family)
-        return _report()
-    problem = (check_rows("relations", tables["relations"]) if family == "graph" else
-               check_rows("brackets", tables["brackets"]) if family == "sessions" else None)
+        return job_report()
+    problem = check_tables(tables)
     if problem:  # the digest fails closed on these rows: never keep values computed over them
         notes.append(f"digest_globals: {family} not kept: the digest fails closed on "
                      f"its rows ({problem})")
         _drop_family(commit, view, family)
-        return _report(visited)
+        return job_report(visited)
     values = family_values(family, tables)
     rows = {table_of(family): encode(family, values)}
     if family == "graph":
@@ -388,7 +360,7 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
     groups = {members_table(): MEMBERS_GROUP_ROWS, endpoints_table(): MEMBERS_GROUP_ROWS,
               known_table(): MEMBERS_GROUP_ROWS}
     written = kept(family).stage(commit, rows, _marks(view, family), row_group_rows=groups)
-    return _report(visited, visited, written)
+    return job_report(visited, visited, written)
 
 
 def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
@@ -525,7 +497,7 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     ``full`` (the rebuild door), every family that has rows. A family that cannot be
     kept (a table cannot be read, rows the digest fails closed on) is named in ``notes``
     with why; a digest then computes it from the tables."""
-    total = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    total = job_report()
     notes = notes if notes is not None else []
     for family in FAMILIES:
         report = _stage_family(commit, view, family, full, notes)

@@ -1,39 +1,12 @@
 """The journal's verified checkpoint: what lets a warm digest verify only what is new.
 
-The digest's ``journal`` section walks the audit hash chain (reference 4.14). Walking it
-in full costs the whole journal on every call. The checkpoint makes a warm call cost what
-was written since the last verification:
-
-* **What is recorded.** When the digest job (``store.memory.run_cycle()``, the rebuild
-  door, or ``memframe digest`` when it can write) verifies the chain and finds it intact,
-  it records, in the same generation: the last verified ``audit_seq``, its stored chained
-  hash and the number of rows verified (the watermark ``projections/digest/journal``),
-  and one row per verified journal part (the derived table of the same name): its path,
-  row count, audit_seq range, the sha256 of its file bytes, and the file's identity
-  (size, inode, mtime and ctime in ns). The watermark also carries a *seal*: the sha256
-  of every recorded part's path, row count and identity, and the few rows whose identity
-  is not yet trusted (see below). A broken chain is never recorded.
-* **What a warm call checks.** Every recorded part must still be a part of the pinned
-  generation with the same row count, and must be the very file that was verified: its
-  identity is unchanged (a write to a file moves its change time, which no user call can
-  set back), or else the sha256 of its bytes equals the recorded one. With a seal, the
-  parts at or below the checkpoint's ``seq`` are stat'ed and their identities hashed
-  together (the untrusted few hashed by their bytes): equal to the seal, they are the
-  parts recorded, and no checkpoint row is read; otherwise the rows are read and
-  compared part by part (which names what differs). The parts the checkpoint does not
-  name are read, and their rows are verified from the recorded
-  hash on, exactly as the full walk would verify them after the checkpoint's rows.
-* **When it walks in full.** With ``verify="full"``, with no checkpoint, and whenever
-  anything above does not hold (a recorded part gone, replaced, rewritten or with other
-  rows; a new row numbered at or below the checkpoint): the answer is then the full
-  walk's, so a warm answer is always the one the full walk gives.
-
-Trust: the warm path trusts the checkpoint rows and the file system's change times; a
-writer able to rewrite both a part and the checkpoint (or to set the clock back and
-restore a file's times) can hide an edit of old rows from it. ``verify="full"`` trusts
-nothing but the rows and is the audit-grade check. Identities recorded within
-``RACY_NS`` of a file's change time are not trusted (the change time has a coarse
-tick): such parts are confirmed by their bytes until a later job records them again.
+When the digest job finds the chain intact it records the last verified ``audit_seq``,
+its hash and the rows verified (watermark ``projections/digest/journal``), one row per
+verified part (path, rows, audit range, sha256, file identity) and a seal over those
+identities. A warm call confirms the verified parts are the very files verified (one stat
+each against the seal, else part by part, by identity or bytes) and walks only the rows
+above the checkpoint; any difference sends it to the full walk, so its answer is always
+the full walk's. The trust model in full: docs/architecture.md ("Verifying the journal").
 """
 
 from __future__ import annotations
@@ -333,7 +306,8 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     """
     mark = watermark_of(view)
     # (a seal that no longer holds, as after a copy of the store, is recorded again)
-    if not full and _nothing_new(view, mark) and (mark is None or _sealed(view, mark)):
+    if not full and _nothing_new(view, mark) and (
+            mark is None or not mark.get("seal") or _sealed(view, mark)):
         return CheckpointReport(0, 0, int((mark or {}).get("audit_seq", 0)), "none")
     check = check_chain(view, "full" if full else "incremental", record=True)
     if check.section["chain"] != "ok" or check.tail is None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived import job_report
 from memframe.digest.assemble import kept_values
 from memframe.digest.checks import check_rows
 from memframe.digest.inputs import (
@@ -45,7 +46,7 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     tables: either is the state ``commit`` lands. ``shared``: the source parts the cycle
     read already (not read again). Nothing is kept when the digest would fail (said in
     ``notes``, with why), or when a rebuild kept no state."""
-    report = {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
+    report = job_report()
     marks = marks_of(commit.watermarks)
     if digest_state.WATERMARK not in commit.watermarks:
         return report  # no state (a virgin store): nothing to keep

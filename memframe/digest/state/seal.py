@@ -1,25 +1,12 @@
 """The seal over the canonical parts the digest's state folded.
 
-The digest's state (the per-capsule rows, the families, the kept sections) is a fold of
-the canonical rows at or below its watermarks; a warm digest adds only the rows above
-them. It therefore trusts that the canonical parts at or below the watermarks are the
-very files the job folded. Parts are immutable, but a file can still be rewritten in
-place (an edit, a restore from a backup): its rows would then differ from what the state
-holds, and the warm answer from the full one.
-
-So the digest job records, with the state, a *seal*: the sha256 of the path, row count
-and size of every canonical part the generation names (watermark `MARK`, with the
-highest ``seq`` it covers and how many parts). A warm digest stats the parts at or below
-that ``seq`` (one stat each, nothing read) and compares: when the seal does not hold, no
-derived state is used and the digest folds from the rows, as with ``verify="full"``; the
-next cycle rebuilds the digest's state and says so in its report.
-
-Sizes, not inodes or change times: a copy of the store (a clone, the installed sample, a
-restored backup) keeps its seal. What the seal does not see: an edit that keeps a part's
-size, and a part rewritten together with the seal; ``verify="full"`` trusts nothing but
-the rows. A compaction or an erasure (new files, the same rows) is sealed again by its own
-commit (the store re-seals the parts it rewrote: the rows the state folded are the same,
-content aside).
+The state trusts that the canonical parts at or below its watermarks are the very files
+the job folded. The job records the sha256 of every such part's path, row count and size
+(watermark `MARK`); a warm digest stats the parts and compares (one stat each, nothing
+read): when the seal does not hold it uses no derived state, and the next cycle rebuilds
+it. Sizes, not inodes, so that a copy of the store keeps its seal; an edit that keeps a
+part's size is seen only by ``verify="full"``. A compaction or an erasure seals the parts
+it rewrote again in its own commit.
 """
 
 from __future__ import annotations

@@ -1,40 +1,13 @@
-"""The digest's subset sections, kept for the unfenced digest.
+"""The digest's subset sections (``handoff``, ``mission``, ``unanchored``, ``pinned``,
+``open_efforts``, ``dag``), kept for the unfenced digest.
 
-A warm digest answers ``handoff``, ``mission``, ``unanchored``, ``pinned``,
-``open_efforts`` and ``dag`` by running the section functions over the subset (every state
-row those sections can name) and the graph's kept values: at 10M capsules that read
-5.6k subset rows and 11k graph rows although a thousand plain new capsules change none of
-them. Their answers depend on the subset and the graph only (and on the instant, through
-the ``expired`` flags alone), so the job keeps them: the values of
-`memframe.digest.assemble.kept_values` for the list cap `CAP`, with deferred ``expired``
-flags, one table row per list item (``projections/text/digest_sections``).
-
-**Current.** The kept values are current at a generation when
-
-* the subset has not changed since they were computed: the digest state records, in the
-  watermark ``SUBSET_MARK``, the last cycle that wrote a subset row
-  (`memframe.digest.state.capsules`), and the kept values record the one they saw;
-* the graph's kept values are the ones they were computed from (the family's version
-  marks, `memframe.digest.state.families.version_of`, move only when the job
-  recomputes them) and are current (`memframe.digest.state.families.is_current`), or
-  there is no graph at all;
-* no row written since the state's watermark touches a capsule that is, or was, in the
-  subset (`memframe.digest.state.capsules.WarmState.subset_changed`: the digest reads
-  those rows anyway).
-
-Then a digest with no fence and a cap ``n <= CAP`` reads the first ``n`` items of each list
-(a prefix of the table: ``k`` orders the items by position, then list) and
-`memframe.digest.assemble.cap_kept` gives the exact values for ``n`` and ``now``. Any
-other digest (a fence, a larger cap, stale or missing values) reads the subset, as
-before; the answer is the same either way (the law tests compare the bytes).
-
-**Kept.** `stage_cycle` runs last in the job's commit, once the state and the store-wide
-families have staged theirs: when the marks they leave differ from the recorded ones (the
-cycle changed the subset or the graph, or nothing is kept yet), it computes the values at
-the commit's view with the warm digest's own reads, which fold the same rows above the
-state's watermark the cycle folds, so they are the values of the state the commit lands;
-in the same commit, so a crash keeps the old values and their old marks together. A cycle
-that changes neither reads nothing here.
+The job keeps the values of `memframe.digest.assemble.kept_values` for the list cap `CAP`
+(``expired`` flags deferred), one table row per list item. They are current while the
+subset has not changed since (``SUBSET_MARK``), the graph's kept values are the ones they
+were computed from, and no row above the state's watermark touches a capsule that is, or
+was, in the subset; a digest with no fence and a cap up to `CAP` then reads a prefix of
+the table (`read_current`, `cap_kept`). Any other digest reads the subset, to the same
+bytes. Details: docs/architecture.md ("The digest's state").
 """
 
 from __future__ import annotations
