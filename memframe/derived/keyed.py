@@ -116,10 +116,6 @@ class KeyedRuns:
         """Every stored partition (a reader of row groups takes each key's newest row)."""
         return self.runs.runs(view)
 
-    def present(self, view: StoreView) -> bool:
-        """Whether any run holds a partition at ``view``."""
-        return bool(self.runs.tiers(view))
-
     # -- writing ------------------------------------------------------------------------------
     def stage_put(self, commit: Commit, view: StoreView, rows: pl.DataFrame, version: int,
                   budget: Budget | None = None) -> int:

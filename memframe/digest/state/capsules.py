@@ -264,20 +264,9 @@ def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
     """Append the text of the changed rows that joined the subset (``members``: the
     changed rows that are members; ``old``: the changed rows' stored versions) to the
     subset's text table: a joining capsule's text is at hand when it is new (folded from
-    its content), else read from its capsule row. When no text is stored (an erasure
-    dropped it), every member's is written again, read from the capsules. Returns the
-    members with the text known and the Parquet rows read."""
+    its content), else read from its capsule row. Returns the members with the text known
+    and the Parquet rows read."""
     parts = view.partitions(SUBSET_TEXT)
-    if not parts and subset_runs().present(view):
-        stored, visited = subset_runs().read_all(view)
-        rows = pl.concat([with_text(stored.filter(pl.col("member"))).select(
-            list(STATE_SCHEMA)).filter(
-            ~pl.col(KEY).is_in(members.get_column(KEY).implode())),
-            members.select(list(STATE_SCHEMA))], how="vertical")
-        rows, n = fill_text(view, rows)
-        commit.write_derived(SUBSET_TEXT, rows.select(list(TEXT_SCHEMA)).sort(KEY),
-                             replace=True, row_group_rows=ROW_GROUP_ROWS)
-        return rows.filter(pl.col(KEY).is_in(members.get_column(KEY).implode())), visited + n
     # a member's text is stored once; an erasure removed the erased members' rows (the
     # fold gives them the text of no content, written again here)
     was = old.filter(subset_expr()).get_column(KEY).implode()
@@ -311,10 +300,9 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
     is_archive = pl.col("metric") == "archive"
     commit.write_derived(AGG_TABLE, aggregates.filter(~is_archive), replace=True)
     # the archive instants are rewritten only when their sums changed (a supersedes edge,
-    # or an event on a superseded capsule); aggregates stored whole before the instants
-    # had their own table carry them here
+    # or an event on a superseded capsule)
     moved = aggregates.filter(is_archive)
-    if moved.height or stored.filter(is_archive).height:
+    if moved.height:
         archive, n = _read_archive(view)
         visited += n
         commit.write_derived(ARCHIVE_TABLE, archive_rows(archive, moved), replace=True,
