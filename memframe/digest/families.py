@@ -7,15 +7,12 @@ Families (table -> what the digest reads from it):
 * ``graph`` (``relations``, ``forgets``): ``relations``, the uncapped blocks-DAG projection
   (`memframe.graph.blocks_projection`), the mission graph's anchoring, child counts and
   cycle (`memframe.graph.mission_graph`), and what the ``open_efforts`` board reads of the
-  relations (`memframe.digest.efforts.EffortGraph`): the witnessed ids, and the
-  ``part_of`` edges in their own table, looked up for the epics shown only (the per-epic
-  member counts are folded per capsule by the digest state);
+  relations (`memframe.digest.efforts.EffortGraph`);
 * ``sources`` (``source_cursors``, ``corroborations``): the ``sources`` section;
 * ``misses`` (``recall_misses``): ``recall_misses`` and ``recent_failures``;
 * ``lanes`` (``lane_overrides``): ``lane_overrides_total``;
 * ``sessions`` (``brackets``): ``open_sessions`` and every open session id, oldest-open
-  first (a digest takes the first N); bracket rows the digest fails closed on are never
-  kept, as for the relations.
+  first (a digest takes the first N).
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
 
 
 def walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
-                ) -> tuple[dict, tuple[int, str] | None, int] | None:
+               ) -> tuple[dict, tuple[int, str] | None, int] | None:
     """The full walk, one part at a time (bounded memory), when the parts follow each other
     in audit order (each sorted, each starting above the last); None otherwise."""
     previous, verified, tail = "", 0, (0, "")
