@@ -287,12 +287,15 @@ class CheckpointReport:
 
 
 def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
-    """True when the journal has no part the checkpoint has not seen (nothing is read)."""
+    """True when the journal has no part the checkpoint has not seen and its seal, if it
+    has one, still holds (nothing is read; a seal broken by a copy of the store is
+    recorded again)."""
     parts = view.partitions("journal")
     if mark is None:
         return not parts
     return (len(parts) == int(mark.get("parts", -1))
-            and all((p.seq_hi or 0) <= int(mark.get("seq", -1)) for p in parts))
+            and all((p.seq_hi or 0) <= int(mark.get("seq", -1)) for p in parts)
+            and (not mark.get("seal") or _sealed(view, mark)))
 
 
 def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
@@ -305,9 +308,7 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
     """
     mark = watermark_of(view)
-    # (a seal that no longer holds, as after a copy of the store, is recorded again)
-    if not full and _nothing_new(view, mark) and (
-            mark is None or not mark.get("seal") or _sealed(view, mark)):
+    if not full and _nothing_new(view, mark):
         return CheckpointReport(0, 0, int((mark or {}).get("audit_seq", 0)), "none")
     check = check_chain(view, "full" if full else "incremental", record=True)
     if check.section["chain"] != "ok" or check.tail is None:
@@ -320,7 +321,7 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     # parts recorded racily, or whose identity moved with their bytes unchanged (a copy of
     # the store, a restored backup): their identity now, fingerprinted with their bytes
     for i, row in enumerate(recorded):
-        if row["ctime_ns"] is None or view.partition_identity(row["path"]) != {
+        if view.partition_identity(row["path"]) != {
                 k: row[k] for k in ("size", "inode", "mtime_ns", "ctime_ns")}:
             fp = view.partition_fingerprint(row["path"])
             if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
