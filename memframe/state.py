@@ -26,6 +26,7 @@ above a watermark into stored rows, gives the same rows whatever the batching.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -165,8 +166,10 @@ def _latest(value: str, order: str) -> pl.Expr:
 #: the fold's terms for those columns). Each source fills only its own group of state
 #: columns, so each group folds on its own, in narrow frames, and the groups are joined
 #: by capsule number at the end.
+@functools.cache
 def fold_terms() -> dict[str, tuple[dict[str, pl.Expr], pl.Expr, list[pl.Expr], pl.Expr]]:
-    """name -> (partial columns, source-row filter, fold terms, "stored row has it")."""
+    """name -> (partial columns, source-row filter, fold terms, "stored row has it"),
+    built once (read-only: expressions are values)."""
     always = pl.lit(True)
     return {
         "capsules": (
@@ -305,11 +308,17 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             frame = group.collect(engine=engine)  # type: ignore[call-overload]
             collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
             del frame
-    out = _join_groups(collected)
+    columns = _join_groups(collected)
+    typed = []  # every state column in its type, defaults for the groups no row filled
+    for name, dtype in STATE_SCHEMA.items():
+        value = pl.col(name).cast(dtype) if name in columns else pl.lit(None, dtype=dtype)
+        if name in STATE_DEFAULTS:
+            value = value.fill_null(pl.lit(STATE_DEFAULTS[name], dtype=dtype))
+        typed.append(value.alias(name))
     # an erased capsule's content is gone: what was read from it reads as from no content
     # (as a rebuild, which reads the erased content, finds it)
     erased = pl.col("erased")
-    return out.with_columns(
+    return pl.DataFrame(list(columns.values())).lazy().select(typed).with_columns(
         pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
         .alias("thread"),
         pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
@@ -318,14 +327,14 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             pl.col("headline")).alias("headline"),
         pl.when(erased & pl.col("seq").is_not_null()).then(pl.lit(False)).otherwise(
             pl.col("guarded")).alias("guarded"),
-    )
+    ).collect(engine="in-memory")
 
 
-def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
+def _join_groups(groups: list[pl.DataFrame]) -> dict[str, pl.Series]:
     """Join folded column groups by capsule number (a full join), in place of joins that
     would copy the wide frame once per group: every group is aligned to the sorted union
     of numbers (a group that already is, like the capsules' own, is taken as it is) and
-    the aligned columns are stacked side by side; each group is let go once aligned."""
+    its aligned columns are collected by name; each group is let go once aligned."""
     nums = (pl.concat([g.select(KEY) for g in groups]).unique().sort(KEY)
             if len(groups) > 1 else groups[0].select(KEY).sort(KEY))
     numbers = nums.get_column(KEY)
@@ -341,21 +350,7 @@ def _join_groups(groups: list[pl.DataFrame]) -> pl.DataFrame:
             if name != KEY:
                 columns[name] = aligned.get_column(name)
         del aligned
-    height = nums.height
-    out = []
-    for name, dtype in STATE_SCHEMA.items():
-        if name in columns:
-            series = columns.pop(name)
-            if series.dtype != dtype:
-                series = series.cast(dtype)
-            if name in STATE_DEFAULTS and series.null_count():
-                series = series.fill_null(STATE_DEFAULTS[name])
-        else:
-            series = pl.Series(name, [STATE_DEFAULTS.get(name)], dtype=dtype).extend_constant(
-                STATE_DEFAULTS.get(name), height - 1) if height else pl.Series(name, [], dtype=dtype)
-        out.append(series.alias(name))
-    return pl.DataFrame(out)
-
+    return columns
 
 
 def with_content_columns(capsules: pl.LazyFrame) -> pl.LazyFrame:

@@ -4,6 +4,7 @@ above a watermark, and the jobs, which never fold or keep such rows)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import polars as pl
@@ -14,6 +15,7 @@ from memframe.schema import RELATION_KINDS, REVIEW_VERDICTS
 __all__ = ["check_rows", "check_tables"]
 
 
+@functools.cache
 def _row_checks() -> dict[str, tuple[dict[str, pl.Expr], str]]:
     """table -> (column -> what makes a row bad in it, the message naming the first bad
     row: ``str.format`` over its columns)."""
@@ -68,7 +70,10 @@ def check_tables(tables: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> str | Non
             if bad:
                 found.append(rows.filter(pl.any_horizontal(bad)).head(1))
                 messages.append(what)
-    for rows, what in zip(pl.collect_all(found, engine="streaming") if found else [], messages,
+    # (rows read already: in memory; rows to be read: streamed, never all held)
+    engine = "in-memory" if all(isinstance(f, pl.DataFrame) for f in tables.values()) \
+        else "streaming"
+    for rows, what in zip(pl.collect_all(found, engine=engine) if found else [], messages,
                           strict=True):
         if rows.height:
             named = rows.row(0, named=True)

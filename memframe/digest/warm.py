@@ -31,21 +31,18 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
     """The five fenced capsule sections (keys and omissions as `capsule_sections`);
     ``subset``: the scope's `memframe.digest.assemble.subset_sections` (its handoffs)."""
     now, attach = inputs.now, inputs.attach
-    per_project = warm.aggregates.filter(
-        pl.col("metric").is_in(["count", "live", "recalled"])).rename({"key": "project_id"})
+    metrics = ("count", "live", "recalled")
+    per_project = warm.aggregates.lazy().filter(pl.col("metric").is_in(metrics)).rename(
+        {"key": "project_id"})
     if prefix is not None:
         per_project = per_project.filter(fence_expr(prefix))
-    table = (per_project.pivot("metric", index="project_id", values="n",
-                               aggregate_function="sum")
-             if per_project.height else pl.DataFrame(schema={"project_id": pl.String}))
-    for column in ("count", "live", "recalled"):
-        if column not in table.columns:
-            table = table.with_columns(pl.lit(0, dtype=pl.Int64).alias(column))
-    table = table.with_columns(pl.col("count", "live", "recalled").fill_null(0).cast(pl.Int64))
-    by_project = (table.filter(pl.col("count") > 0).sort("project_id")
-                  .select("project_id", "count", "live").to_dicts())
-    total = int(table["count"].sum() or 0)
-    recalled_total = int(table["recalled"].sum() or 0)
+    table = (per_project.group_by("project_id").agg(
+        pl.col("n").filter(pl.col("metric") == m).sum().alias(m)
+        for m in metrics).sort("project_id").collect().rows())
+    by_project = [{"project_id": p, "count": c, "live": live}
+                  for p, c, live, _r in table if c > 0]
+    total = sum(row[1] for row in table)
+    recalled_total = sum(row[3] for row in table)
 
     (_n, _newest, keep), (_n, _recalled, recalled_keep) = top_requests(n, prefix)
     # the aggregates say how many rows qualify: a reader stops once it has them all

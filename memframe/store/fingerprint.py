@@ -110,12 +110,12 @@ def canonical_seal(root: Path, tables: Any, top: int) -> dict[str, Any] | None:
     store (a clone, an installed sample, a backup restored) keeps its seal, while an edit
     that changes a part's size breaks it. None when a part cannot be stat'ed."""
     entries = []
-    base = os.fspath(root)  # (string joins: a warm digest stats every part, ~1k at 10M)
+    base = os.fspath(root) + os.sep  # (a warm digest stats every part, ~1k at 10M)
     for name in CANONICAL_TABLES:
         for part in tables.get(name, ()):
             if (part.seq_hi or 0) <= top:
                 try:
-                    size = os.stat(os.path.join(base, part.path)).st_size
+                    size = os.stat(base + part.path).st_size
                 except OSError:
                     return None
                 entries.append([part.path, part.rows, size])

@@ -246,7 +246,7 @@ class StoreView:
         """One partition file's identity now (size, inode, mtime, ctime; nothing read), or
         None when it cannot be stat'ed."""
         path = partition if isinstance(partition, str) else partition.path
-        return fingerprint.current_identity(os.path.join(self._log.root, path))
+        return fingerprint.current_identity(f"{self._log.root}{os.sep}{path}")
 
     def partition_is(self, partition: Partition | str, recorded: Mapping[str, Any]) -> bool:
         """Whether a partition file is the very file a recorded fingerprint describes."""

@@ -274,7 +274,8 @@ def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Sc
     path = root / part.path
     # only the footer is wanted: the statistics as stored (no conversion)
     meta = row_group_ranges(path, list(schema)[0], physical=True)[0]
-    return _read_groups(path, meta, groups, list(schema)).cast(dict(schema))
+    frame = _read_groups(path, meta, groups, list(schema))
+    return frame if frame.schema == schema else frame.cast(dict(schema))
 
 
 def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iterable[int],

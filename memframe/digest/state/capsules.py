@@ -159,17 +159,17 @@ def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
 
 
 def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
-    nums: list[pl.Series] = []
+    nums = []
     for name, frame in delta.items():
         column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
             name, "capsule_id")
         if name == "relations":
             frame = frame.filter(pl.col("kind").is_in(["supersedes", "part_of"]))
-        nums.append(frame.select(capsule_number_expr(pl.col(column)).alias(KEY))
-                    .get_column(KEY).drop_nulls())
+        nums.append(frame.lazy().select(capsule_number_expr(pl.col(column)).alias(KEY)))
     if not nums:
         return []
-    return pl.concat(nums).unique().sort().to_list()
+    return (pl.concat(nums).drop_nulls().unique().sort(KEY).collect(engine="in-memory")
+            .get_column(KEY).to_list())
 
 
 def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFrame]]:
@@ -637,7 +637,7 @@ def archive_at(view: StoreView, now: Any) -> tuple[int, int]:
     read = 0
     for part in reversed(view.partitions(ARCHIVE_TABLE)):
         mins, _maxs, counts = view.row_group_ranges(part, "at", physical=True)
-        if any(lo is None for lo in mins):  # no statistics: every group, last first
+        if None in mins:  # no statistics: every group, last first
             candidates = list(range(len(mins) - 1, -1, -1))
         else:  # the last group starting at or before now
             last = bisect.bisect_right(mins, now_ns) - 1
@@ -735,8 +735,8 @@ class WarmState:
         is, or was, a member)? Nothing is read: the touched rows' stored versions were."""
         if self.in_memory:
             return True
-        return bool(self.merged.filter(subset_expr()).height
-                    or (self.old is not None and self.old.filter(subset_expr()).height))
+        return any(rows.height and rows.select(subset_expr().any()).item()
+                   for rows in (self.merged, self.old) if rows is not None)
 
     def leaders(self, order: str, keep: pl.Expr, n: int) -> pl.DataFrame | None:
         """The kept leaders of list ``order`` as far as the first ``n`` rows satisfying
@@ -1026,13 +1026,11 @@ def read_warm(view: StoreView, shared: Shared | None = None
     visited += n
     merged = fold_state(delta, old if old.height else None) if delta else \
         pl.DataFrame(schema=STATE_SCHEMA)
-    stored, n = _read_aggregates(view)
-    visited += n
+    visited += view.row_count(AGG_TABLE)
     # the stored aggregates and the changes, unsummed: a reader sums what it selects
-    changes = [contributions(rows, sign) for rows, sign in ((merged, 1), (old, -1))
-               if rows.height]
-    aggregates = pl.concat([stored, *pl.collect_all(changes, engine="in-memory")],
-                           how="vertical") if changes else stored
+    aggregates = pl.concat([view.derived(AGG_TABLE, AGG_SCHEMA), *(
+        contributions(rows, sign) for rows, sign in ((merged, 1), (old, -1)) if rows.height)],
+        how="vertical").collect(engine="in-memory")
     wanted = pl.Series(touched, dtype=pl.Int64)
     warm = WarmState(view, aggregates, None, wanted, merged.select(list(STATE_SCHEMA)),
                      visited, mark=mark, old=old)
