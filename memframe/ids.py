@@ -11,6 +11,7 @@ The same rule is available for one string (`capsule_number`) and for a whole col
 
 from __future__ import annotations
 
+import functools
 import re
 
 import polars as pl
@@ -106,11 +107,17 @@ def capsule_number_expr(expr: pl.Expr | str) -> pl.Expr:
         >>> pl.select(capsule_number_expr(pl.lit(pl.Series(["cap-3", "cap-03", "x"])))).to_series().to_list()
         [3, None, None]
     """
-    text = pl.col(expr) if isinstance(expr, str) else expr
-    canonical = text.str.contains(_CAPSULE_PATTERN)
+    if isinstance(expr, str):
+        return _number_of_column(expr)
+    canonical = expr.str.contains(_CAPSULE_PATTERN)
     return (
         pl.when(canonical)
-        .then(text.str.strip_prefix(CAPSULE_PREFIX).cast(pl.Int64, strict=False))
+        .then(expr.str.strip_prefix(CAPSULE_PREFIX).cast(pl.Int64, strict=False))
         .otherwise(None)
         .cast(pl.Int64)
     )
+
+
+@functools.cache
+def _number_of_column(name: str) -> pl.Expr:
+    return capsule_number_expr(pl.col(name))

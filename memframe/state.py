@@ -145,7 +145,7 @@ _BASE = ("seq", "created_at", "project_id", "bracket", "threaded", "thread", "he
 
 
 def _num(column: str) -> pl.Expr:
-    return capsule_number_expr(pl.col(column))
+    return capsule_number_expr(column)
 
 
 def _latest_group(order: str, **values: pl.Expr
@@ -387,21 +387,25 @@ def guarded_expr() -> pl.Expr:
     return has_finding(pl.when(suspect).then(pl.col("content"))) & suspect
 
 
+@functools.cache
 def has_base() -> pl.Expr:
     """A state row whose capsule row was folded (events may name a capsule before it)."""
     return pl.col("seq").is_not_null()
 
 
+@functools.cache
 def alive_expr() -> pl.Expr:
     """Not tombstoned (and a capsule row exists)."""
     return has_base() & pl.col("forget_mode").is_null()
 
 
+@functools.cache
 def staged_expr() -> pl.Expr:
     """Inside the review fence (reference 2.1): the latest review row is not ``ratified``."""
     return pl.col("review_verdict").is_not_null() & (pl.col("review_verdict") != "ratified")
 
 
+@functools.cache
 def population_expr() -> pl.Expr:
     """THE capsule population of the digest (reference 4.1: not tombstoned, not staged),
     over state rows; `state_frame` carries it as ``in_population``."""
@@ -424,10 +428,12 @@ def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def state_columns() -> list[pl.Expr]:
-    """The expressions of `state_frame` (state row -> digest capsule-state row)."""
+@functools.cache
+def state_columns() -> tuple[pl.Expr, ...]:
+    """The expressions of `state_frame` (state row -> digest capsule-state row), built
+    once (expressions are values)."""
     superseded = pl.col("superseded").fill_null(False)
-    return [
+    return (
         # ids are ``cap-<num>`` (a capsule row whose id is not is never folded)
         pl.col("seq"), pl.format("cap-{}", pl.col(KEY)).alias("id"), pl.col("created_at"),
         pl.col("project_id"),
@@ -458,7 +464,7 @@ def state_columns() -> list[pl.Expr]:
         pl.col("pinned").fill_null(False).alias("pinned"),
         pl.col("members").fill_null(0).alias("member_total"),
         pl.col("newest_member"),
-    ]
+    )
 
 
 #: the groups of the fold that `capsule_state` reports, and the columns it takes of them

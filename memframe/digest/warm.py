@@ -32,17 +32,18 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
     ``subset``: the scope's `memframe.digest.assemble.subset_sections` (its handoffs)."""
     now, attach = inputs.now, inputs.attach
     metrics = ("count", "live", "recalled")
-    per_project = warm.aggregates.lazy().filter(pl.col("metric").is_in(metrics)).rename(
+    per_project = warm.aggregates.filter(pl.col("metric").is_in(metrics)).rename(
         {"key": "project_id"})
     if prefix is not None:
         per_project = per_project.filter(fence_expr(prefix))
-    table = (per_project.group_by("project_id").agg(
-        pl.col("n").filter(pl.col("metric") == m).sum().alias(m)
-        for m in metrics).sort("project_id").collect().rows())
+    sums: dict[str, list[int]] = {}  # project -> [count, live, recalled]
+    for project, metric, value in per_project.group_by("project_id", "metric").agg(
+            pl.col("n").sum()).rows():
+        sums.setdefault(project, [0, 0, 0])[metrics.index(metric)] += value
     by_project = [{"project_id": p, "count": c, "live": live}
-                  for p, c, live, _r in table if c > 0]
-    total = sum(row[1] for row in table)
-    recalled_total = sum(row[3] for row in table)
+                  for p, (c, live, _r) in sorted(sums.items()) if c > 0]
+    total = sum(c for c, _live, _r in sums.values())
+    recalled_total = sum(r for _c, _live, r in sums.values())
 
     (_n, _newest, keep), (_n, _recalled, recalled_keep) = top_requests(n, prefix)
     # the aggregates say how many rows qualify: a reader stops once it has them all

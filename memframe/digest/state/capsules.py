@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -96,13 +97,14 @@ def watermark_of(view: StoreView) -> int | None:
     return int(mark) if mark is not None else None
 
 
-def _columns(name: str) -> list[str | pl.Expr]:
+@functools.cache
+def _columns(name: str) -> tuple[str | pl.Expr, ...]:
     if name == "capsules":
-        return [*(c for c in SOURCES["capsules"]),
+        return (*SOURCES["capsules"],
                 pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
                 headline_expr(pl.col("content")).alias("headline"),
-                guarded_expr().alias("guarded")]
-    return list(SOURCES[name])
+                guarded_expr().alias("guarded"))
+    return tuple(SOURCES[name])
 
 
 
@@ -165,7 +167,7 @@ def _touched(delta: Mapping[str, pl.DataFrame]) -> list[int]:
             name, "capsule_id")
         if name == "relations":
             frame = frame.filter(pl.col("kind").is_in(["supersedes", "part_of"]))
-        nums.append(frame.lazy().select(capsule_number_expr(pl.col(column)).alias(KEY)))
+        nums.append(frame.lazy().select(capsule_number_expr(column).alias(KEY)))
     if not nums:
         return []
     return (pl.concat(nums).drop_nulls().unique().sort(KEY).collect(engine="in-memory")
@@ -497,6 +499,7 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
 _TIERS = ("active", "archived", "quarantined")
 
 
+@functools.cache
 def subset_expr() -> pl.Expr:
     """Is a state row in the subset (see above)?"""
     return has_base() & (
@@ -518,6 +521,7 @@ def _plus_ns(column: str, ns: int) -> pl.Expr:
     return pl.when(epoch <= _I64_MAX - ns).then(epoch + ns).cast(TIMESTAMP)
 
 
+@functools.cache
 def _archive_instant() -> pl.Expr:
     """When a superseded, active, unpinned, non-suspect capsule becomes an archive
     candidate: ``valid_to < now`` from ``valid_to + 1ns``, ``now - created_at >= 181 days``
@@ -547,32 +551,34 @@ def contributions(rows: pl.DataFrame | pl.LazyFrame, sign: int = 1) -> pl.LazyFr
 
 
 def _metric_pieces(frame: pl.LazyFrame, sign: int) -> list[pl.LazyFrame]:
+    # (a column rides along: a select of literals alone would not follow the filter)
+    return [frame.filter(when).select(pl.col(KEY), key, at)
+            .group_by("key", "at").agg((pl.len().cast(pl.Int64) * sign).alias("n"))
+            .select(pl.lit(name).alias("metric"), "key", "at", "n")
+            for name, key, when, at in _metrics()]
+
+
+@functools.cache
+def _metrics() -> tuple[tuple[str, pl.Expr, pl.Expr, pl.Expr], ...]:
+    """The aggregates' metrics: (name, key, which state rows count, at), built once."""
     alive, pop = alive_expr(), population_expr()
     superseded = pl.col("superseded").fill_null(False)
     tier = pl.col("tier").fill_null("active")
     none = pl.lit(None, dtype=TIMESTAMP)
-
-    def metric(name: str, key: pl.Expr, when: pl.Expr, at: pl.Expr = none) -> pl.LazyFrame:
-        # a column rides along: a select of literals alone would not follow the filter
-        return (frame.filter(when.fill_null(False))
-                .select(pl.col(KEY), key.cast(pl.String).alias("key"),
-                        at.cast(TIMESTAMP).alias("at"))
-                .group_by("key", "at").agg((pl.len().cast(pl.Int64) * sign).alias("n"))
-                .select(pl.lit(name).alias("metric"), "key", "at", "n"))
-
     archive = (alive & superseded & ~pl.col("pinned").fill_null(False) & (tier == "active")
                & ~pl.col("guarded").fill_null(False))
-    return [
-        metric("count", pl.col("project_id"), pop),
-        metric("live", pl.col("project_id"), pop & ~superseded),
-        metric("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null()),
-        metric("tier", tier, alive),
-        metric("oob", pl.lit(""), has_base() & (
+    return tuple((name, key.cast(pl.String).alias("key"), when.fill_null(False),
+                  at.cast(TIMESTAMP).alias("at")) for name, key, when, at in (
+        ("count", pl.col("project_id"), pop, none),
+        ("live", pl.col("project_id"), pop & ~superseded, none),
+        ("recalled", pl.col("project_id"), pop & pl.col("last_recalled_at").is_not_null(), none),
+        ("tier", tier, alive, none),
+        ("oob", pl.lit(""), has_base() & (
             (alive & ~pl.col("named").fill_null(False))
-            | (~alive & ~pl.col("forget_named").fill_null(False)))),
-        metric("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
-               _archive_instant()),
-    ]
+            | (~alive & ~pl.col("forget_named").fill_null(False))), none),
+        ("archive", pl.lit(""), archive & _archive_instant().is_not_null(),
+         _archive_instant()),
+    ))
 
 
 def aggregates_of(rows: pl.DataFrame) -> pl.DataFrame:
@@ -1060,6 +1066,7 @@ _ORDERS: dict[str, tuple[list[str], list[bool]]] = {
 }
 
 
+@functools.cache
 def qualifies_expr(order: str) -> pl.Expr:
     """Can a state row appear in list ``order`` (before any fence)?"""
     keep = population_expr()
