@@ -766,11 +766,15 @@ class WarmState:
                     self.rows_visited += counts[g]
                     self._leader_groups[part.path, g] = self.view.read_row_groups(
                         part, [g], LEADERS_SCHEMA)
-                rows = self._leader_groups[part.path, g].filter(pl.col("list") == order)
+                rows = self._leader_groups[part.path, g]
+                if not lo == hi == order:
+                    rows = rows.filter(pl.col("list") == order)
                 read.append(rows)
-                if rows.filter(pl.col("floor")).height:
+                ends, hits = rows.select(pl.col("floor").any(),
+                                         (wanted & ~pl.col("floor")).sum()).row(0)
+                if ends:
                     return pl.concat(read, how="vertical")  # the whole list
-                found += rows.filter(~pl.col("floor")).filter(wanted).height
+                found += hits
                 if found > n:
                     mine = pl.concat(read, how="vertical")
                     last = pl.int_range(pl.len()) == pl.len() - 1
@@ -846,16 +850,11 @@ class WarmState:
 def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
            ) -> pl.DataFrame:
     """The first ``n`` rows (satisfying ``keep``) in ``order`` (every key is total: seq
-    is unique). Only the ordering columns of the candidates are sorted; the rows
-    themselves are gathered at the end."""
-    by = ["seq"] if order == "newest" else ["recall_count", "last_recalled_at", "seq"]
-    descending = [True] if order == "newest" else [True, True, False]
-    keys = rows.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
-                       (keep if keep is not None else pl.lit(True)).alias("_keep"))
-    top = (keys.filter(pl.col("_keep"))
-           .top_k(n, by=by, reverse=[not d for d in descending])
-           .sort(by, descending=descending))
-    return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
+    is unique), in one plan: only the candidates' ordering columns are ranked."""
+    by, descending = _ORDERS[order]
+    frame = rows.lazy() if keep is None else rows.lazy().filter(keep)
+    return (frame.top_k(n, by=by, reverse=[not d for d in descending])
+            .sort(by, descending=descending).collect(engine="in-memory"))
 
 
 #: capsules per range of the cold fold (`fold_warm`): the state rows of one range of
@@ -1154,20 +1153,22 @@ def leaders_first(leaders: pl.DataFrame, merged: pl.DataFrame, touched: pl.Serie
     """The first ``n`` rows satisfying ``keep`` in list ``order``, from the leaders and the
     rows touched since the watermark (``merged``), or None when the leaders cannot prove
     them (the caller reads the state's row groups)."""
-    mine = leaders.filter(pl.col("list") == order)
-    floor = mine.filter(pl.col("floor"))
-    entries = mine.filter(~pl.col("floor") & ~pl.col(KEY).is_in(touched.implode()))
-    # (only the touched rows that qualify can rank: the others are left out at once)
-    candidates = pl.concat([entries.select(list(STATE_SCHEMA)),
-                            merged.filter(qualifies_expr(order)).select(list(STATE_SCHEMA))],
-                           how="vertical")
+    floor = leaders.filter(pl.col("floor"))
+    entries = leaders.filter(~pl.col("floor") & ~pl.col(KEY).is_in(touched.implode()))
+    candidates = pl.concat([entries.select(list(STATE_SCHEMA)), merged], how="vertical")
     first = _first(candidates, n, order, keep & qualifies_expr(order))
     if not floor.height:
         return first  # every qualifying row is at hand
     if first.height < n:
         return None
-    last = first.tail(1).filter(_ranks_above(order, floor.row(0, named=True)))
-    return first if last.height else None
+    # does the n-th rank strictly before the floor?
+    last, bound = first.row(-1, named=True), floor.row(0, named=True)
+    for column, desc in zip(*_ORDERS[order], strict=True):
+        if last[column] is None or bound[column] is None:
+            return None
+        if last[column] != bound[column]:
+            return first if (last[column] > bound[column]) == desc else None
+    return None
 
 
 def _read_leaders(view: StoreView) -> tuple[pl.DataFrame | None, int]:
