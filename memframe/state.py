@@ -420,12 +420,19 @@ def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     ``source``/``authority_class`` are given back as the only values the digest compares
     them with (``memory_session_finish`` / ``externally-imported``), null otherwise.
     """
+    if isinstance(state, pl.DataFrame) and not state.height:
+        return _empty_state_frame()
     return (
         state.lazy().filter(pl.col("seq").is_not_null())
         .select(state_columns())
         .sort("seq")
         .collect(engine="in-memory")
     )
+
+
+@functools.cache
+def _empty_state_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=STATE_SCHEMA).lazy().select(state_columns()).collect()
 
 
 @functools.cache

@@ -31,19 +31,17 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
     """The five fenced capsule sections (keys and omissions as `capsule_sections`);
     ``subset``: the scope's `memframe.digest.assemble.subset_sections` (its handoffs)."""
     now, attach = inputs.now, inputs.attach
-    metrics = ("count", "live", "recalled")
-    per_project = warm.aggregates.filter(pl.col("metric").is_in(metrics)).rename(
-        {"key": "project_id"})
+    sums = warm.sums
+    projects = sorted({key for metric, key in sums if metric in ("count", "live", "recalled")})
     if prefix is not None:
-        per_project = per_project.filter(fence_expr(prefix))
-    sums: dict[str, list[int]] = {}  # project -> [count, live, recalled]
-    for project, metric, value in per_project.group_by("project_id", "metric").agg(
-            pl.col("n").sum()).rows():
-        sums.setdefault(project, [0, 0, 0])[metrics.index(metric)] += value
+        projects = pl.Series("project_id", projects, dtype=pl.String).to_frame().filter(
+            fence_expr(prefix)).get_column("project_id").to_list()
+    table = [(p, *(sums.get((m, p), 0) for m in ("count", "live", "recalled")))
+             for p in projects]
     by_project = [{"project_id": p, "count": c, "live": live}
-                  for p, (c, live, _r) in sorted(sums.items()) if c > 0]
-    total = sum(c for c, _live, _r in sums.values())
-    recalled_total = sum(r for _c, _live, r in sums.values())
+                  for p, c, live, _r in table if c > 0]
+    total = sum(row[1] for row in table)
+    recalled_total = sum(row[3] for row in table)
 
     (_n, _newest, keep), (_n, _recalled, recalled_keep) = top_requests(n, prefix)
     # the aggregates say how many rows qualify: a reader stops once it has them all
@@ -85,15 +83,12 @@ def top_requests(n: int, prefix: str | None) -> tuple[ds.TopRequest, ...]:
 
 def warm_tiers(warm: ds.WarmState) -> dict:
     """``tiers`` from the store-wide aggregates."""
-    rows = warm.aggregates.filter(pl.col("metric") == "tier").group_by("key").agg(
-        pl.col("n").sum())
-    found = dict(zip(rows["key"].to_list(), rows["n"].to_list(), strict=True))
-    return {tier: int(found.get(tier, 0)) for tier in TIERS}
+    return {tier: warm.sums.get(("tier", tier), 0) for tier in TIERS}
 
 
 def warm_out_of_band(warm: ds.WarmState) -> int:
     """The journal's coverage misses from the store-wide aggregates."""
-    return int(warm.aggregates.filter(pl.col("metric") == "oob")["n"].sum() or 0)
+    return warm.sums.get(("oob", ""), 0)
 
 
 def warm_archive(inputs, warm: ds.WarmState) -> int:

@@ -715,6 +715,13 @@ class WarmState:
     old: pl.DataFrame | None = dataclasses.field(default=None, repr=False)
     _leader_groups: dict = dataclasses.field(default_factory=dict, repr=False)
 
+    @functools.cached_property
+    def sums(self) -> dict[tuple[str, str], int]:
+        """The aggregates summed per (metric, key), the archive's instants left out."""
+        rows = self.aggregates.filter(pl.col("metric") != "archive").group_by(
+            "metric", "key").agg(pl.col("n").sum())
+        return {(metric, key): int(n) for metric, key, n in rows.rows()}
+
     @property
     def subset(self) -> pl.DataFrame:
         """The subset's state rows at ``view``: the stored members not touched since the
