@@ -857,11 +857,16 @@ class WarmState:
 def _first(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = None
            ) -> pl.DataFrame:
     """The first ``n`` rows (satisfying ``keep``) in ``order`` (every key is total: seq
-    is unique), in one plan: only the candidates' ordering columns are ranked."""
+    is unique). Only the ordering columns of the candidates are ranked and the rows
+    gathered at the end: a cold range's rows are wide, and filtering them would copy
+    them (measured: +110 MiB at the 10M cold digest's peak)."""
     by, descending = _ORDERS[order]
-    frame = rows.lazy() if keep is None else rows.lazy().filter(keep)
-    return (frame.top_k(n, by=by, reverse=[not d for d in descending])
-            .sort(by, descending=descending).collect(engine="in-memory"))
+    keys = rows.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
+                       (keep if keep is not None else pl.lit(True)).alias("_keep"))
+    top = (keys.filter(pl.col("_keep"))
+           .top_k(n, by=by, reverse=[not d for d in descending])
+           .sort(by, descending=descending))
+    return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
 
 
 #: capsules per range of the cold fold (`fold_warm`): the state rows of one range of
