@@ -206,10 +206,12 @@ def journal_lines(journal: pl.DataFrame) -> pl.Series:
         >>> journal_lines(j).to_list()
         ['{"seq":1,"at":"2026-01-01T00:00:00Z","actor":"a","action":"memory_ingest","subject":"cap-1","reason":null}']
     """
-    # one RFC3339 rendering per distinct instant (a commit shares one)
-    instants = journal.select(pl.col("at").unique())
-    texts = instants.with_columns(rfc3339(pl.col("at")).alias("at_text"))
-    at_text = journal.select("at").join(texts, on="at", how="left", maintain_order="left")
+    if journal.height <= 4096:  # a few rows (those since a checkpoint): rendered in place
+        at_text = journal.select(rfc3339(pl.col("at")).alias("at_text"))
+    else:  # one RFC3339 rendering per distinct instant (a commit shares one)
+        instants = journal.select(pl.col("at").unique())
+        texts = instants.with_columns(rfc3339(pl.col("at")).alias("at_text"))
+        at_text = journal.select("at").join(texts, on="at", how="left", maintain_order="left")
     return pl.DataFrame({
         "seq": journal["audit_seq"], "at": at_text["at_text"], "actor": journal["actor"],
         "action": journal["action"], "subject": journal["subject"], "reason": journal["reason"],

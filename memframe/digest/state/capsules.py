@@ -808,13 +808,12 @@ class WarmState:
             return _first(self.merged, n, order, keep)
         # rows at hand settle the list when they are all the qualifying rows, or (newest)
         # when n of them are new since the watermark (newer than every stored row)
-        at_hand = self.merged.filter(keep)
-        if total is not None and at_hand.height >= total:
-            return _first(at_hand, n, order)
-        if order == "newest":
-            new = at_hand.filter(pl.col("seq") > self.mark)
-            if new.height >= n:
-                return _first(new, n, order)
+        new = keep & (pl.col("seq") > self.mark)
+        at_hand, fresh = self.merged.select(keep.sum().alias("a"), new.sum().alias("b")).row(0)
+        if total is not None and at_hand >= total:
+            return _first(self.merged, n, order, keep)
+        if order == "newest" and fresh >= n:
+            return _first(self.merged, n, order, new)
         leaders = self.leaders(order, keep, n)
         if leaders is not None:
             found = leaders_first(leaders, self.merged, self.touched, keep, n, order)
