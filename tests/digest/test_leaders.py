@@ -124,3 +124,30 @@ def test_an_erased_floor_keeps_the_list_exact(tmp_path, monkeypatch):
     for n in (1, 2, 3, 4):
         assert mf.digest(store, now=NOW, headlines=n).to_json() == mf.digest(
             store, now=NOW, headlines=n, verify="full").to_json(), n
+
+
+def _state_rows(nums: list[int]) -> pl.DataFrame:
+    from memframe.state import STATE_DEFAULTS, STATE_SCHEMA
+
+    return pl.DataFrame([{"num": i, "seq": i} for i in nums]).select(
+        [pl.col(c) if c in ("num", "seq") else pl.lit(STATE_DEFAULTS.get(c)).cast(d).alias(c)
+         for c, d in STATE_SCHEMA.items()])
+
+
+def test_the_nth_row_must_rank_strictly_before_the_floor():
+    """The leaders prove the first N rows only when the N-th ranks strictly before the
+    floor: a row that ties it (the very capsule the floor was taken from, touched and
+    unchanged) proves nothing, and the caller reads the state's row groups instead."""
+    rows = _state_rows([1, 2, 3, 4, 5])
+    leaders = ds.leaders_of(rows, k=2).filter(pl.col("list") == "newest")
+    keep = ds.population_expr()
+    nothing = pl.Series(ds.KEY, [], dtype=pl.Int64)
+    first = ds.leaders_first(leaders, rows.clear(), nothing, keep, 2, "newest")
+    assert first.get_column("num").to_list() == [5, 4]
+    assert ds.leaders_first(leaders, rows.clear(), nothing, keep, 3, "newest") is None
+    touched = pl.Series(ds.KEY, [4, 5], dtype=pl.Int64)
+    tie = rows.filter(pl.col("num") == 3)  # ranks exactly as the floor (seq 3)
+    assert ds.leaders_first(leaders, tie, touched, keep, 1, "newest") is None
+    newer = _state_rows([6])
+    assert ds.leaders_first(leaders, newer, touched, keep, 1, "newest").get_column(
+        "num").to_list() == [6]
