@@ -484,13 +484,17 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
             if found else pl.DataFrame(schema={KEY: pl.Int64, **{c: pl.String for c in TEXT}}))
     text = text.filter(pl.col(KEY).is_in(missing.get_column(KEY).implode()))
     read = 0
-    left = missing.filter(~pl.col(KEY).is_in(text.get_column(KEY).implode()) & wanted)
+    # a capsule can stand in several rows (an entry of both leader lists): read it once,
+    # and join one text row per number, so no row is repeated
+    left = missing.filter(~pl.col(KEY).is_in(text.get_column(KEY).implode()) & wanted
+                          ).unique(KEY, keep="first", maintain_order=True)
     if left.height:
         canonical, read = view.read_by_seq("capsules", left.get_column("seq").to_list(),
                                            ["seq", "content"])
         fetched = left.select(KEY, "seq").join(
             canonical.select("seq", *_text_of(pl.col("content"))), on="seq", how="inner")
-        text = pl.concat([text, fetched.select(KEY, *TEXT)], how="vertical")
+        text = pl.concat([text, fetched.select(KEY, *TEXT)], how="vertical").unique(
+            KEY, keep="first")
     filled = rows.join(text.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
                        maintain_order="left")
     return filled.with_columns(
