@@ -26,6 +26,7 @@ from memframe.errors import (
     MemframeError,
     ReadOnlyStoreError,
 )
+from memframe.state import capsule_state as fold_capsule_state  # base layer, below the store
 from memframe.store import capture, derived, fingerprint, tables
 from memframe.store import log as log_module
 from memframe.store.delta import DeltaLogs
@@ -282,9 +283,7 @@ class StoreView:
 
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
-        from memframe.state import capsule_state  # state sits above store: import at call
-
-        return capsule_state(self.tables())
+        return fold_capsule_state(self.tables())
 
     # -- time travel ----------------------------------------------------------------------
     def at(self, generation: int) -> StoreView:
