@@ -28,7 +28,7 @@ ROOT = "memframe"
 #: one capsule-state fold, in the base layer: the store calls it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
-     "memframe.graph", "memframe.state", "memframe._render"),
+     "memframe.graph", "memframe.state", "memframe._render", "memframe._scalars"),
     ("memframe.store",),
     ("memframe.derived",),
     ("memframe.projections",),
