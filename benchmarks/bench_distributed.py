@@ -37,8 +37,7 @@ import polars as pl
 
 import memframe as mf
 from memframe import distributed
-from memframe.projections import levels
-from memframe.projections.session import SESSION_SCHEMA
+from memframe.projections import session_rows
 from memframe.synth import synthesize
 
 UTC = dt.UTC
@@ -136,7 +135,7 @@ def build_big(path: Path, capsules: int) -> mf.Store:
 
 
 def rows_of(store: mf.Store) -> pl.DataFrame:
-    rows, _ = levels.read_all(store.pinned(), "session", SESSION_SCHEMA, "conversation_id")
+    rows, _ = session_rows.read_all(store.pinned())
     return rows.sort("conversation_id")
 
 

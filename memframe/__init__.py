@@ -22,6 +22,7 @@ __all__ = [
     "MemframeError",
     "errors",
     "digest",
+    "Digest",
     "MEMORY_PROJECTION_NAMES",
     "audit",
     "importers",

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["main", "build_parser", "synopsis"]
 
@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
     when a writing command is given no STORE. Every usage error (argparse's and the
     commands' own) is printed in this one style, and made safe for the terminal."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.usage_error(message)
         self.exit(2)
 
@@ -925,7 +925,10 @@ def _usage_of(prefix: str, parser: argparse.ArgumentParser) -> str:
             continue
         if not action.option_strings:
             meta = action.metavar or action.dest
-            parts.append({"?": f"[{meta}]", "*": f"[{meta} ...]"}.get(action.nargs, meta))
+            if isinstance(meta, tuple):  # one name per value of a fixed count
+                meta = " ".join(meta)
+            parts.append(f"[{meta}]" if action.nargs == "?"
+                         else f"[{meta} ...]" if action.nargs == "*" else meta)
             continue
         flag = action.option_strings[-1]
         if action.nargs == 0:

@@ -29,6 +29,7 @@ from memframe._render import svg as _svg
 from memframe._render.charts import OUTCOME_COLORS
 from memframe._render.html import esc, html_table, label, visible
 from memframe._render.svg import Chart
+from memframe._scalars import as_int
 from memframe.text import headline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -292,6 +293,7 @@ def mission_frames(store: Any, *, max_nodes: int = 400, max_children: int | None
     """
     relations, state, tombstoned = _pinned_graph_inputs(store)
     mg = _graph.mission_graph(relations, tombstoned)
+    assert mg.dead is not None  # computed here (only a graph read back lacks it)
     dead = set(mg.dead.to_list())
     anchored = set(mg.grounded_from.to_list())
     grounded = set(relations.filter(pl.col("kind") == "grounded_in")
@@ -435,7 +437,7 @@ def _graph_chart(nodes: pl.DataFrame, edges: pl.DataFrame, colors: dict[str, str
     title = _count_title(prefix, nodes, list(colors))
     live = int(edges.get_column("live").sum() or 0)
     alt = (f"{title}; {edges.height:,} edges ({live:,} {edge_words}), "
-           f"{int(nodes.get_column('layer').max() or 0) + 1 if nodes.height else 0} layers")
+           f"{as_int(nodes.get_column('layer').max() or 0) + 1 if nodes.height else 0} layers")
     return _svg.graph_chart(nodes, edges, colors, title=title, alt=alt)
 
 

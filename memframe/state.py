@@ -308,12 +308,12 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
             frame = group.collect(engine=engine)  # type: ignore[call-overload]
             collected.append(frame if frame.get_column(KEY).is_sorted() else frame.sort(KEY))
             del frame
-    columns = _join_groups(collected)
+    joined = _join_groups(collected)
     # every state column in its type, defaults for the groups no row filled (a column
     # already right is taken as it is: no copy of it at any size)
     typed = [pl.lit(STATE_DEFAULTS.get(name), dtype=dtype).alias(name) for name, dtype in
-             STATE_SCHEMA.items() if name not in columns]
-    for name, series in columns.items():
+             STATE_SCHEMA.items() if name not in joined]
+    for name, series in joined.items():
         value = pl.col(name) if series.dtype == STATE_SCHEMA[name] else \
             pl.col(name).cast(STATE_SCHEMA[name])
         if name in STATE_DEFAULTS and series.null_count():
@@ -322,7 +322,7 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
     # an erased capsule's content is gone: what was read from it reads as from no content
     # (as a rebuild, which reads the erased content, finds it)
     erased = pl.col("erased")
-    return pl.DataFrame(list(columns.values())).lazy().with_columns(typed).select(
+    return pl.DataFrame(list(joined.values())).lazy().with_columns(typed).select(
         list(STATE_SCHEMA)).with_columns(
         pl.when(erased).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("thread"))
         .alias("thread"),

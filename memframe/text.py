@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 from collections.abc import Iterable
+from typing import overload
 
 import polars as pl
 
@@ -218,6 +219,12 @@ def journal_lines(journal: pl.DataFrame) -> pl.Series:
     }).select(pl.struct(pl.all()).struct.json_encode().alias("line"))["line"]
 
 
+@overload
+def parse_instant(value: None, name: str = ...) -> None: ...
+@overload
+def parse_instant(value: datetime.date | str, name: str = ...) -> datetime.datetime: ...
+@overload
+def parse_instant(value: object, name: str = ...) -> datetime.datetime | None: ...
 def parse_instant(value: object, name: str = "instant") -> datetime.datetime | None:
     """A caller's instant as an aware UTC datetime (None stays None).
 

@@ -5,6 +5,10 @@ under ``TYPE_CHECKING`` (a type-only import is still a dependency a reader has t
 mind). A module may import its own layer and the layers below it, never one above; and no
 set of modules imports itself in a circle. The one named exception is ``store.memory``,
 which hands out the jobs that sit above the store.
+
+The root package ``memframe`` is the public surface: it re-exports every layer, so it sits
+above all of them but the command line, which calls the public API. A module below it that
+imports ``memframe`` itself is an upward import and closes a circle.
 """
 
 from __future__ import annotations
@@ -17,16 +21,22 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memframe"
 
-#: bottom to top; a module belongs to the first prefix that names it
+ROOT = "memframe"
+
+#: bottom to top; a module belongs to the first prefix that names it (ROOT names only the
+#: root package itself, not the modules under it). DESIGN.md section 1 puts ``state.py``, the
+#: one capsule-state fold, in the base layer: the store calls it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
-     "memframe.graph", "memframe.state", "memframe._render"),
+     "memframe.graph", "memframe.state", "memframe._render", "memframe._scalars"),
     ("memframe.store",),
     ("memframe.derived",),
     ("memframe.projections",),
     ("memframe.digest", "memframe.audit", "memframe.importers", "memframe.synth"),
     ("memframe.jobs",),
-    ("memframe.cli", "memframe.display", "memframe.distributed", "memframe.__main__"),
+    ("memframe.display", "memframe.distributed"),
+    (ROOT,),
+    ("memframe.cli", "memframe.__main__"),
 )
 
 #: (importer, imported package): the only upward imports allowed
@@ -59,16 +69,13 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             targets = [a.name for a in node.names]
         else:
             continue
-        # the root package's __init__ re-exports lazily; importing it is no layer edge
-        found.update(t for t in targets if t in modules and t not in (name, "memframe"))
+        found.update(t for t in targets if t in modules and t != name)
     return found
 
 
 def layer_of(name: str) -> int:
-    if name == "memframe":  # the public surface: re-exports from every layer, lazily
-        return len(LAYERS)
     for index, prefixes in enumerate(LAYERS):
-        if any(name == p or name.startswith(p + ".") for p in prefixes):
+        if any(name == p or (p != ROOT and name.startswith(p + ".")) for p in prefixes):
             return index
     raise AssertionError(f"{name} is in no layer: add it to LAYERS in tests/test_layers.py")
 
@@ -86,8 +93,7 @@ def allowed(importer: str, imported: str) -> bool:
 
 def test_every_module_has_a_layer():
     for name in module_names():
-        if name != "memframe":
-            layer_of(name)
+        layer_of(name)
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -120,6 +126,21 @@ def test_the_checker_refuses_an_upward_import():
     assert layer_of("memframe.jobs.cycle") > layer_of("memframe.store.tables")
     assert not allowed("memframe.store.tables", "memframe.jobs")
     assert allowed("memframe.store.store", "memframe.jobs")
+
+
+def test_the_root_package_is_checked_like_any_module(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    import memframe\n    return memframe.Store\n")
+    assert imports_of("memframe.digest.probe", path, module_names()) == {ROOT}
+    assert layer_of(ROOT) > layer_of("memframe.digest.batch")
+    assert layer_of(ROOT) > layer_of("memframe.distributed")
+    assert layer_of("memframe.cli") > layer_of(ROOT)
+
+
+def test_state_sits_in_the_base_layer():
+    """DESIGN.md section 1: ``state.py`` (pure, no I/O) is a base module the store calls."""
+    assert layer_of("memframe.state") == 0 < layer_of("memframe.store.store")
+    assert ("memframe.store.store", "memframe.state") in edges()
 
 
 #: the reference computation of the digest (spec 001): its section modules, the fail-closed

@@ -118,3 +118,17 @@ def test_the_grep_catches_the_unrelated_name(tmp_path, monkeypatch):
     (found,) = _install_commands()
     assert found == ("memframe/hint.py", ["memframe[ray]"])
     assert re.match(r"[A-Za-z0-9._-]*", found[1][0]).group(0) != DISTRIBUTION
+
+
+def test_every_public_name_resolves_and_the_digest_result_class_is_public():
+    import memframe as mf
+
+    assert "Digest" in mf.__all__  # the class of what mf.digest(...) returns
+    for name in mf.__all__:
+        assert getattr(mf, name) is not None, name
+    from memframe.digest.result import Digest
+
+    assert mf.Digest is Digest
+    namespace: dict[str, object] = {}
+    exec("from memframe import *", namespace)
+    assert set(mf.__all__) <= set(namespace)

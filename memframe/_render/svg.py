@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
 from memframe._render.html import esc, fragment, label
+from memframe._scalars import as_date, as_float, as_int
 
 __all__ = ["Chart", "ticks", "log_ticks", "time_bins", "bar_chart", "time_bar_chart",
            "hbar_chart", "rank_chart", "graph_chart"]
@@ -110,7 +111,7 @@ def _document(width: float, height: float, alt: str, title: str, subtitle: str,
     return Chart(svg=svg, alt=alt, title=title)
 
 
-def _top_of_header(subtitle: str, legend: Sequence[object]) -> int:
+def _top_of_header(subtitle: str, legend: Collection[object]) -> int:
     return 30 + (17 if subtitle else 0) + (17 if legend else 0)
 
 
@@ -243,8 +244,8 @@ def time_bins(frame: pl.DataFrame, columns: Sequence[str], *, slots: int) -> tup
     """
     if frame.height == 0:
         return frame.select("day", *columns), "day"
-    days = pl.DataFrame({"day": pl.date_range(frame.get_column("day").min(),
-                                              frame.get_column("day").max(), "1d",
+    days = pl.DataFrame({"day": pl.date_range(as_date(frame.get_column("day").min()),
+                                              as_date(frame.get_column("day").max()), "1d",
                                               eager=True)})
     per_day = (days.join(frame.group_by("day").agg(pl.col(list(columns)).sum()), on="day",
                          how="left")
@@ -416,8 +417,8 @@ def graph_chart(nodes: pl.DataFrame, edges: pl.DataFrame, colors: Mapping[str, s
     """
     col_w, row_h, pad, r = 150, 34, 40, 7
     head = _top_of_header("", colors) + 20
-    layers = int(nodes.get_column("layer").max() or 0) if nodes.height else 0
-    rows = float(nodes.get_column("position").max() or 0) if nodes.height else 0.0
+    layers = as_int(nodes.get_column("layer").max() or 0) if nodes.height else 0
+    rows = as_float(nodes.get_column("position").max() or 0) if nodes.height else 0.0
     legend_w = sum(26 + 6.5 * len(name) for name in colors)
     width = max(320, pad * 2 + col_w * layers + 120, 7.2 * len(title) + 20, legend_w + 20)
     height = head + row_h * rows + 30

@@ -14,6 +14,7 @@ import polars as pl
 
 from memframe._render.html import label
 from memframe._render.terminal import instant_text, visible
+from memframe._scalars import as_int
 
 __all__ = ["digest_text", "audit_text", "audit_summary", "audit_window", "plural"]
 
@@ -175,7 +176,7 @@ def audit_text(*, summary: str, window: str, totals: Mapping[str, int], terms: p
         lines += ["", "misses per day (UTC)" + (
             f", the last {recent.height:,} of {daily.height:,} days" if recent.height <
             daily.height else "")]
-        top = max(recent.get_column("misses").max() or 1, 1)  # type: ignore[operator]
+        top = max(as_int(recent.get_column("misses").max() or 1), 1)
         for row in recent.iter_rows(named=True):
             bar = "#" * max(0, round(40 * row["misses"] / top))
             lines.append(f"  {row['day']:%Y-%m-%d} {row['misses']:>6,} {bar}")

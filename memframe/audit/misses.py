@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe._scalars import as_date
 from memframe.errors import InvalidInputError
 from memframe.schema import LANE_PAIRS, MISS_OUTCOMES
 from memframe.text import fold_expr, parse_instant, rfc3339, rfc3339_text
@@ -494,7 +495,7 @@ def _day_range(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.is_empty():
         return pl.DataFrame(schema={"day": pl.Date()})
     first, last = frame.get_column("day").min(), frame.get_column("day").max()
-    return pl.DataFrame({"day": pl.date_range(first, last, "1d", eager=True)})
+    return pl.DataFrame({"day": pl.date_range(as_date(first), as_date(last), "1d", eager=True)})
 
 
 def _daily(misses: pl.DataFrame) -> pl.DataFrame:

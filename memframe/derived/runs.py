@@ -102,7 +102,7 @@ class Plan:
     cursors: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
 
-_BOUNDS: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[Any, ...] | None], list[Any],
+_BOUNDS: dict[tuple[str, str, tuple[str, ...]], tuple[list[tuple[Any, ...] | None], list[Any],
                                                  list[int]]] = {}
 _BOUNDS_KEEP = 4_096
 

@@ -19,6 +19,7 @@ from memframe.digest.core import HEADLINES_DEFAULT, digest, read_pinned
 from memframe.digest.params import validate_headlines
 from memframe.digest.result import Digest
 from memframe.errors import ClusterError, InvalidInputError, MemframeError
+from memframe.store import Store
 
 __all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem",
            "DIGEST_ENGINES"]
@@ -92,10 +93,7 @@ class BatchReport:
 
 
 def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
-    import memframe
-
-    store = memframe.Store.open(path)
-    return digest(store, **kwargs)
+    return digest(Store.open(path), **kwargs)
 
 
 _SLUG_CHARS = 64

@@ -139,7 +139,8 @@ def _live_counts(view: StoreView, rows: pl.DataFrame, keys: list[str] | None = N
         return out.select(list(SESSIONS_SCHEMA)), visited
     forgets = view.table("forgets").select("capsule_id")
     visited = view.row_count("forgets")
-    gone = forgets.unique().collect(engine="in-memory")["capsule_id"] if visited else []
+    gone: pl.Series | list[str] = (
+        forgets.unique().collect(engine="in-memory")["capsule_id"] if visited else [])
     dead = pl.DataFrame(schema={KEY: pl.String, "dead": pl.Int64})
     if len(gone) and rows.height:
         members, n = view.read_matching("capsules", S.table_schema("capsules"), "id",

@@ -24,13 +24,16 @@ until its first member arrives; the doors never show such rows.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import polars as pl
 
 from memframe.ids import capsule_number_expr
 from memframe.schema import TIMESTAMP
 from memframe.text import rfc3339, sha256_hex
+
+if TYPE_CHECKING:
+    import pandera.polars as pa
 
 __all__ = [
     "SESSION_SCHEMA",
@@ -82,7 +85,7 @@ Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 EngineName = Literal["in-memory", "streaming", "auto"]
 
 
-def _declare_session_row() -> type:
+def _declare_session_row() -> type[pa.DataFrameModel]:
     import pandera.polars as pa  # declared on first write: reading never imports pandera
 
     class SessionRow(pa.DataFrameModel):
@@ -104,17 +107,17 @@ def _declare_session_row() -> type:
     return SessionRow
 
 
-_MODELS: dict[str, type] = {}
+_MODELS: dict[str, type[pa.DataFrameModel]] = {}
 
 
-def session_row_model() -> type:
+def session_row_model() -> type[pa.DataFrameModel]:
     """The pandera model of a stored session row (declared once, on first use)."""
     if "SessionRow" not in _MODELS:
         _MODELS["SessionRow"] = _declare_session_row()
     return _MODELS["SessionRow"]
 
 
-def __getattr__(name: str) -> type:
+def __getattr__(name: str) -> type[pa.DataFrameModel]:
     if name == "SessionRow":
         return session_row_model()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -82,8 +82,8 @@ def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputE
     return InvalidInputError(f"unknown {what} {value!r}; allowed: {listed}")
 
 
-_JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String, "subject": pl.String,
-                   "reason": pl.String}
+_JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String(), "subject": pl.String(),
+                   "reason": pl.String()}
 
 
 def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
@@ -881,7 +881,8 @@ def absorb(c: Commit, member_ids: Sequence[str], into_id: str) -> None:
 # ---- bulk: the verbs' vectorised form ------------------------------------------------------
 
 ERASING_MODES = ("redact", "purge")
-_FORGET_LEVEL = {"tombstone": 0, "redact": 1, "purge": 1}  # erasing beats tombstoning
+#: a capsule's forget mode (None: not forgotten) -> its level; erasing beats tombstoning
+_FORGET_LEVEL: dict[str | None, int] = {None: -1, "tombstone": 0, "redact": 1, "purge": 1}
 
 # the tables `Store.append` takes; each one's rules are declared in schema.RULES
 BULK_TABLES = tuple(S.RULES)
@@ -1055,9 +1056,10 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
         c._new_relations.update(frame.select("kind", "from_id", "to_id").iter_rows())
     if table == "lane_overrides":
         pairs = pl.DataFrame(S.LANE_PAIRS, schema=["forced", "auto_pick"], orient="row")
-        bad = frame.join(pairs, on=["forced", "auto_pick"], how="anti")
-        if bad.height:
-            raise InvalidInputError(f"lane pair ({bad['forced'][0]}, {bad['auto_pick'][0]}) is "
+        unpaired = frame.join(pairs, on=["forced", "auto_pick"], how="anti")
+        if unpaired.height:
+            raise InvalidInputError(f"lane pair ({unpaired['forced'][0]}, "
+                                    f"{unpaired['auto_pick'][0]}) is "
                                     f"not an override the router records")
     if table == "recall_misses":
         folded = frame["term"].to_list()
@@ -1068,12 +1070,13 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
         # as the verbs one after another: a row lands when it forgets more thoroughly (an
         # erasure over a tombstone) than what is stored and every earlier row of the batch
         # for its capsule, so the strongest mode of a batch always lands
-        ids = frame["capsule_id"].unique().to_list()
-        stored = pl.DataFrame({"capsule_id": ids,
-                               "prior": [_FORGET_LEVEL.get(c.forget_mode(i), -1) for i in ids]},
-                              schema={"capsule_id": pl.String, "prior": pl.Int8})
+        forgotten = frame["capsule_id"].unique().to_list()
+        prior = pl.DataFrame({"capsule_id": forgotten,
+                              "prior": [_FORGET_LEVEL.get(c.forget_mode(i), -1)
+                                        for i in forgotten]},
+                             schema={"capsule_id": pl.String, "prior": pl.Int8})
         level = pl.col("mode").is_in(ERASING_MODES).cast(pl.Int8)
-        frame = frame.join(stored, on="capsule_id", how="left", maintain_order="left").filter(
+        frame = frame.join(prior, on="capsule_id", how="left", maintain_order="left").filter(
             level > pl.max_horizontal(
                 "prior", level.cum_max().shift(1).over("capsule_id").fill_null(-1))
         ).drop("prior")

@@ -117,7 +117,8 @@ class Footer:
             return None
         if physical and ptype == _BYTE_ARRAY:
             decode = bytes  # the bytes as stored
-        mins, maxs = [], []
+        mins: list[Any] = []
+        maxs: list[Any] = []
         for group in self.stats:
             lo, hi = group.get(column, (None, None))
             if lo is None or hi is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from memframe import schema as S
+from memframe._scalars import as_int
 from memframe.store import tables
 from memframe.store.log import Part, Snapshot
 from memframe.store.tables import constant
@@ -118,7 +119,7 @@ class Indexes:
             if own:
                 rows = pl.concat([f.select(_COLUMNS[piece] + ["seq"]) for f in own])
                 getattr(self, f"_fold_{piece}")(rows)
-                self.covered[table] = max(self.covered[table], int(rows["seq"].max()))
+                self.covered[table] = max(self.covered[table], as_int(rows["seq"].max()))
             self._synced[piece] = generation
 
     def _load_hashes(self) -> None:

@@ -22,7 +22,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def watermark_problem(name: Any, value: Any) -> str | None:
             if isinstance(item, dict):
                 if not all(isinstance(k, str) for k in item):
                     return "its value has an object key that is not text"
-                children = item.values()
+                children: Iterable[Any] = item.values()
             else:
                 children = item
             for child in children:

@@ -26,6 +26,7 @@ from memframe.errors import (
     MemframeError,
     ReadOnlyStoreError,
 )
+from memframe.state import capsule_state as fold_capsule_state  # base layer, below the store
 from memframe.store import capture, derived, fingerprint, tables
 from memframe.store import log as log_module
 from memframe.store.delta import DeltaLogs
@@ -282,9 +283,7 @@ class StoreView:
 
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
-        from memframe.state import capsule_state  # state sits above store: import at call
-
-        return capsule_state(self.tables())
+        return fold_capsule_state(self.tables())
 
     # -- time travel ----------------------------------------------------------------------
     def at(self, generation: int) -> StoreView:
@@ -665,7 +664,10 @@ class Store(StoreView):
                     if not nonempty:
                         continue
                     frame = pl.concat(nonempty, how="vertical_relaxed")
-                    put(table, frame, **({"row_group_rows": rg} if rg else {}))
+                    if rg:
+                        put(table, frame, row_group_rows=rg)
+                    else:
+                        put(table, frame)
                 settle()
                 synced = {p.parent for p in written}
                 # a directory this commit made is an entry in its parent: sync up to the root
@@ -751,8 +753,9 @@ class Store(StoreView):
                          "verbs": list(entry.get("verbs") or []),
                          "committed_at": entry.get("timestamp"),
                          "seq_first": seq[0], "seq_last": seq[1]})
-        schema = {"generation": pl.Int64, "operation": pl.String, "verbs": pl.List(pl.String),
-                  "committed_at": pl.String, "seq_first": pl.Int64, "seq_last": pl.Int64}
+        schema = {"generation": pl.Int64(), "operation": pl.String(),
+                  "verbs": pl.List(pl.String), "committed_at": pl.String(),
+                  "seq_first": pl.Int64(), "seq_last": pl.Int64()}
         return pl.DataFrame(rows, schema=schema, orient="row" if not rows else None).with_columns(
             pl.col("committed_at").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="ns",
                                                    time_zone="UTC"))
@@ -1272,13 +1275,13 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
         group_rows = group_rows or max((n for *_, counts in ranges for n in counts),
                                        default=0) or None
         kept = [derived.without_erased(f, erased) for f in frames]
-        if all(k is not None and k.height == f.height for k, f in zip(kept, frames,
-                                                                      strict=True)):
-            continue  # holds no erased capsule's row: kept as it is
-        if any(k is None for k in kept):
+        whole = [k for k in kept if k is not None]
+        if len(whole) < len(kept):  # a frame kept whole names an erased capsule: dropped
             commit.write_derived(table, pl.DataFrame(), replace=True)
             continue
-        rows = pl.concat(kept, how="vertical_relaxed")
+        if all(k.height == f.height for k, f in zip(whole, frames, strict=True)):
+            continue  # holds no erased capsule's row: kept as it is
+        rows = pl.concat(whole, how="vertical_relaxed")
         commit.write_derived(table, rows, replace=True, row_group_rows=group_rows)
     return True
 

@@ -13,13 +13,17 @@ import secrets
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe._scalars import as_int
 from memframe.errors import CorruptStoreError, GenerationNotFoundError
 from memframe.store.footer import Footer, read_footer
 from memframe.store.log import Part, parse_json
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 # Free text never goes into row-group statistics: a min/max in a file footer would
 # outlive the erasure of the row it came from.
@@ -79,7 +83,7 @@ def write_part(
             os.fsync(fh.fileno())
     seq_lo = seq_hi = None
     if "seq" in frame.columns and frame.height:
-        seq_lo, seq_hi = int(frame["seq"].min()), int(frame["seq"].max())
+        seq_lo, seq_hi = as_int(frame["seq"].min()), as_int(frame["seq"].max())
     return Part(path=relpath, rows=frame.height, seq_lo=seq_lo, seq_hi=seq_hi)
 
 
@@ -219,9 +223,12 @@ def row_group_ranges(path: Path, column: str, physical: bool = False
     for g in range(meta.num_row_groups):
         rg = meta.row_group(g)
         stats = rg.column(col).statistics if col >= 0 else None
-        has = stats is not None and stats.has_min_max
-        mins.append((stats.min_raw if physical else stats.min) if has else None)
-        maxs.append((stats.max_raw if physical else stats.max) if has else None)
+        if stats is not None and stats.has_min_max:
+            mins.append(stats.min_raw if physical else stats.min)
+            maxs.append(stats.max_raw if physical else stats.max)
+        else:
+            mins.append(None)
+            maxs.append(None)
         rows.append(rg.num_rows)
     return _keep(_RANGES, key, (meta, mins, maxs, rows))
 
@@ -248,7 +255,9 @@ def _read_groups(path: Path, meta: Any, groups: Sequence[int], columns: list[str
                                                                          columns=columns)
         except (OSError, pa.ArrowException) as exc:
             raise CorruptStoreError(f"cannot read {path}: {exc}") from None
-        return pl.from_arrow(table)
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)  # an Arrow table converts to a frame
+        return frame
     starts = [0]
     for count in meta.counts:
         starts.append(starts[-1] + count)
@@ -275,7 +284,7 @@ def read_row_groups(root: Path, part: Part, groups: Sequence[int], schema: pl.Sc
     # only the footer is wanted: the statistics as stored (no conversion)
     meta = row_group_ranges(path, list(schema)[0], physical=True)[0]
     frame = _read_groups(path, meta, groups, list(schema))
-    return frame if frame.schema == schema else frame.cast(dict(schema))
+    return frame if frame.schema == schema else frame.cast(schema)
 
 
 def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iterable[int],
@@ -308,7 +317,7 @@ def read_by_seq(root: Path, parts: Sequence[Part], schema: pl.Schema, seqs: Iter
     return pl.concat(pieces).select(list(columns)), visited
 
 
-def constant(value: Any, n: int, dtype: pl.DataType) -> pl.Series:
+def constant(value: Any, n: int, dtype: PolarsDataType) -> pl.Series:
     """``value`` repeated ``n`` times (cheap at any ``n``, also at 1: a commit builds many).
 
     Examples:

@@ -215,6 +215,7 @@ def import_nmemory(
                 f"into a new path (an incremental import only extends its own imports)"
             )
         if mark is not None:
+            assert store is not None  # a mark is read from a store
             for name, value in mark["identity"].items():
                 if value is not None and identity.get(name) != value:
                     raise ImportSourceError(

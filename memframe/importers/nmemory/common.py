@@ -20,7 +20,7 @@ TOMBSTONE_SOURCE = "nmemory-tombstone"
 DEFAULT_BATCH_ROWS = 100_000
 _IN_CHUNK = 900  # host parameters per IN (...) list
 
-_S, _I = pl.String, pl.Int64
+_S, _I = pl.String(), pl.Int64()
 #: the source columns read, per table (spec/digest-reference.md section 6)
 SOURCE_TABLES: dict[str, dict[str, pl.DataType]] = {
     "capsules": {"seq": _I, "id": _S, "canonical_json": _S, "created_at": _S,

@@ -113,8 +113,9 @@ class _Notes:
 
 def _locate_bad_json(raw: pl.DataFrame) -> ImportSourceError:
     """The first canonical_json row Polars could not decode, found row by row (error path)."""
-    kinds = {"content": str, "confidence": (int, float), "authority_class": str,
-             "instruction_taint": bool, "provenance": dict, "freshness": dict, "scope": dict}
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "content": str, "confidence": (int, float), "authority_class": str,
+        "instruction_taint": bool, "provenance": dict, "freshness": dict, "scope": dict}
     for seq, cid, text in raw.select("seq", "id", "canonical_json").iter_rows():
         if text is None:
             continue

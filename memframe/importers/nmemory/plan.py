@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from memframe import schema as S
+from memframe._scalars import as_int
 from memframe.errors import (
     ImportSourceError,
     SourceRewrittenError,
@@ -146,7 +147,7 @@ def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Pro
     sessions = _sessions(src.read("sessions"), notes)
     progress.update(sessions.height)
     plan.add("brackets", _bracket_rows(sessions, _session_projects(src, None)), "sessions")
-    plan.sessions = int(_session_number(sessions["session_id"]).max() or 0)
+    plan.sessions = as_int(_session_number(sessions["session_id"]).max() or 0)
     plan.journal = _read_journal(src, 0, progress, batch_rows)
     for table, (target, convert) in _SEQ_ROWS.items():
         rows = src.read(table, order="seq")
@@ -308,9 +309,10 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
         progress.update(new.height)
         cur = latest_by_seq(view.table(table), *keys).select(*keys, *values).collect()
         gone = cur.join(new, on=keys, how="anti")
-        if gone.height and removable is None:
-            raise _refuse(f"the {table} row of {gone[keys[0]][0]} disappeared")
-        if gone.height:  # a tier row removed means the capsule is active again
+        if gone.height:
+            if removable is None:
+                raise _refuse(f"the {table} row of {gone[keys[0]][0]} disappeared")
+            # a tier row removed means the capsule is active again
             gone = gone.filter(pl.col("tier") != "active").select(
                 pl.lit(now).cast(S.TIMESTAMP).alias("at"), *keys,
                 *[pl.lit(v).alias(k) for k, v in removable.items()])
@@ -346,10 +348,11 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
                 .filter(pl.col("session_id").is_in(finishing["session_id"].to_list()))
                 .select("session_id", "project_id").collect())
         projects.update(dict(kept.iter_rows()))
-    rows = [_bracket_rows(new_sessions, projects), _bracket_rows(finishing, projects, "finish")]
-    plan.add("brackets", pl.concat(rows).sort(
-        "at", _session_number(pl.concat(rows)["session_id"]),
+    added = pl.concat([_bracket_rows(new_sessions, projects),
+                       _bracket_rows(finishing, projects, "finish")])
+    plan.add("brackets", added.sort(
+        "at", _session_number(added["session_id"]),
         pl.col("event").eq("finish")), "sessions")
-    plan.sessions = int(_session_number(sessions["session_id"]).max() or 0)
+    plan.sessions = as_int(_session_number(sessions["session_id"]).max() or 0)
 
 

@@ -89,9 +89,10 @@ class ImportReport:
     def _repr_html_(self) -> str:
         from memframe._render import import_html  # the leaf renderer
 
-        tables = [("source rows", list(self.source_rows.items())),
-                  ("rows read", list(self.read.items())),
-                  ("memframe rows added", list(self.added.items()))]
+        tables: list[tuple[str, list[tuple[str, int | None]]]] = [
+            ("source rows", list(self.source_rows.items())),
+            ("rows read", list(self.read.items())),
+            ("memframe rows added", list(self.added.items()))]
         if self.skipped:
             tables.append(("not imported", list(self.skipped.items())))
         return import_html(title="nMEMORY import", source=str(self.source),

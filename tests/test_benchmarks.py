@@ -1,0 +1,48 @@
+"""The scripts under benchmarks/ still import: a renamed or deleted module they use fails
+here, not on the day someone measures. Importing one must not run its benchmark."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py"))
+
+# `python3 benchmarks/bench_x.py` puts benchmarks/ first on sys.path; so does the probe
+_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+module = __import__(sys.argv[2])
+assert callable(getattr(module, "main", None)), "no main()"
+"""
+
+
+def test_every_benchmark_script_is_probed():
+    assert len(SCRIPTS) >= 12 and "bench_distributed" in SCRIPTS
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_benchmark_script_imports_without_running(name):
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(BENCHMARKS), name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "", f"importing {name} printed (did it run?): {done.stdout[:300]}"
+
+
+def test_the_distributed_benchmark_reads_the_rebuilt_session_rows(tmp_path):
+    spec = importlib.util.spec_from_file_location("_bench_distributed",
+                                                  BENCHMARKS / "bench_distributed.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    store = bench.build_big(tmp_path / "s", 400)
+    report = store.memory.rebuild_projections()
+    rows = bench.rows_of(store)
+    # bursts of 40 capsules per conversation: 10 conversations
+    assert rows.height == report.rows_written == 10
+    assert rows["conversation_id"].is_sorted()
