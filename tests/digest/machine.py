@@ -62,7 +62,8 @@ CAPPED = {"handoff": None, "newest": None, "most_recalled": None, "open_session_
 #: relation kinds the public verb takes (``abstracted_into`` is abstract()'s own)
 KINDS = tuple(k for k in RELATION_KINDS if k != "abstracted_into")
 #: errors a verb raises when it refuses (nothing written); the history goes on
-REFUSED = (mf.errors.UnknownCapsuleError, mf.errors.InvalidInputError)
+REFUSED = (mf.errors.UnknownCapsuleError, mf.errors.InvalidInputError,
+           mf.errors.AbstractRefusedError)
 
 
 class MovableClock:
@@ -320,6 +321,18 @@ class DigestMachine(RuleBasedStateMachine):
         except REFUSED:
             self.written = before  # nothing landed
 
+    @rule(refs=st.lists(ref, min_size=1, max_size=3, unique=True),
+          project=st.sampled_from(PROJECTS))
+    def abstract(self, refs: list[int], project: str) -> None:
+        members = sorted({self.cap(i) for i in refs})
+        self.counter += 1
+        try:
+            self.store.memory.abstract(members, f"rollup #{self.counter}", source="rollup",
+                                       anchor="r", project_id=project)
+        except REFUSED:
+            return
+        self.written += 1
+
     @rule(table=st.sampled_from([None, "journal", "capsules", "recalls"]))
     def compact(self, table: str | None) -> None:
         self.store.compact(table, min_rows=4)
@@ -340,6 +353,26 @@ class DigestMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([1, 3_600, 86_400, 15 * 86_400, 181 * 86_400]))
     def tick(self, seconds: int) -> None:
         self.clock.tick(seconds)
+
+    # -- checks a step may ask for ------------------------------------------------------------
+    @rule(back=st.integers(1, 40), n=st.sampled_from([0, 3, 10]))
+    def travel(self, back: int, n: int) -> None:
+        """An older generation (`store.at`) answers warm == full (its derived state may be
+        vacuumed: the view then folds from the canonical rows)."""
+        g = max(1, self.store.generation - back)
+        view = self.store.at(g)
+        kwargs = {"headlines": n, "now": self.clock.now}
+        assert mf.digest(view, **kwargs).to_json() == mf.digest(
+            view, verify="full", **kwargs).to_json(), ("at", g)
+
+    @rule(depth=st.sampled_from([1, 2]), n=st.sampled_from([1, 10]))
+    def per_project(self, depth: int, n: int) -> None:
+        """Each per-project digest is the fenced digest's bytes (warm and full)."""
+        now = self.clock.now
+        for root, d in mf.digest.per_project_digests(self.store, depth, headlines=n,
+                                                      now=now).items():
+            assert d.to_json() == mf.digest(self.store, project_prefix=root, headlines=n,
+                                            now=now, verify="full").to_json(), root
 
     # -- the checks -------------------------------------------------------------------------
     @invariant()
