@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.digest.capsules import resolve_expired
-from memframe.digest.state import capsules as ds
+from memframe.digest.state import digest_subset, warm_reader
 from memframe.digest.state import sections as dsec
 from memframe.digest.state.sections import cap_kept
 from tests.conftest import TickingClock
@@ -41,23 +41,23 @@ def spy(monkeypatch):
         return values, read
 
     monkeypatch.setattr(dsec, "read_current", kept)
-    read_subset = ds.read_subset
+    read_subset = digest_subset.read_subset
 
     def subset(view, *args, **kwargs):
         seen.append("subset")
         return read_subset(view, *args, **kwargs)
 
-    monkeypatch.setattr(ds, "read_subset", subset)
-    from memframe.digest.state import families as digest_globals
+    monkeypatch.setattr(digest_subset, "read_subset", subset)
+    from memframe.digest.state import kept_families
 
-    read_values = digest_globals.read_values
+    read_values = kept_families.read_values
 
     def graph(view, family):
         if family == "graph":
             seen.append(family)
         return read_values(view, family)
 
-    monkeypatch.setattr(digest_globals, "read_values", graph)
+    monkeypatch.setattr(kept_families, "read_values", graph)
     return seen
 
 
@@ -187,7 +187,7 @@ def test_stale_marks_and_missing_rows_are_refused(tmp_path, spy):
 
         @property
         def watermarks(self):
-            return {**view.watermarks, ds.SUBSET_MARK: -1}
+            return {**view.watermarks, digest_subset.SUBSET_MARK: -1}
 
     assert dsec.read_current(Moved(), 10)[0] is None
     assert dsec.read_current(view, dsec.CAP + 1) == (None, 0)
@@ -242,13 +242,13 @@ def test_the_law_holds_with_the_job_run_at_random_points(tmp_path, monkeypatch):
 
     monkeypatch.setattr(dsec, "read_current", kept)
     changed: list[bool] = []
-    subset_changed = ds.WarmState.subset_changed
+    subset_changed = warm_reader.WarmState.subset_changed
 
     def seen(self):
         changed.append(subset_changed(self))
         return changed[-1]
 
-    monkeypatch.setattr(ds.WarmState, "subset_changed", seen)
+    monkeypatch.setattr(warm_reader.WarmState, "subset_changed", seen)
 
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(before=st.lists(digest_step, min_size=1, max_size=14),
