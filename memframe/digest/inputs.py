@@ -316,7 +316,7 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
     (`memframe.digest.state.session_edges.FreshEdges`), added to the kept ``dag`` and
     ``relations``. ``require``: raise `StateNotWarm` rather than fold every row."""
     from memframe.digest.state import cold_fold, warm_reader
-    from memframe.digest.state import sections as digest_sections
+    from memframe.digest.state.sections import CAP, read_current
     from memframe.digest.warm import top_requests
 
     tops = top_requests(*sections) if sections is not None else None
@@ -337,10 +337,10 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                 return state_frame(warm.subset), visited
             if kept and sections is not None and sections[1] is None \
                     and not warm.subset_changed():
-                values, n = digest_sections.read_current(view, sections[0])
+                values, n = read_current(view, sections[0])
                 warm.rows_visited += n
                 if values is not None and fresh is not None:
-                    values = {**values, "dag": fresh.dag(values["dag"], digest_sections.CAP),
+                    values = {**values, "dag": fresh.dag(values["dag"], CAP),
                               "relations": values["relations"] + fresh.relations}
                 if values is not None and values.pop("_member_admission", False):
                     values = None  # the board reads members' state (assemble.kept_values)
