@@ -4,7 +4,7 @@ Every table is read at most once per digest call; ``rows_visited`` adds the part
 row counts of each table that was read. Tables split in two groups (reference 5):
 
 * fail-closed tables: any read error (or a row the digest cannot use) fails the whole
-  digest with ``MemframeError("memory_digest failed: ...")``;
+  digest with ``DigestFailedError("memory_digest failed: ...")``;
 * fail-open tables (the recall-miss ledger, lane overrides, the git witness tables):
   a read error only marks that table unavailable (``None``) and the sections built on
   it degrade on their own.
@@ -22,7 +22,7 @@ import polars as pl
 from memframe.digest.checks import check_tables
 from memframe.digest.families import FAMILIES
 from memframe.digest.state import family_codec, kept_families, seal, session_edges
-from memframe.errors import MemframeError
+from memframe.errors import DigestFailedError, MemframeError
 from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
 __all__ = [
@@ -71,9 +71,14 @@ class StateNotWarm(Exception):
     never recorded it)."""
 
 
-def digest_failed(detail: object) -> MemframeError:
-    """The fail-closed error of the digest (reference 1.1 / 5)."""
-    return MemframeError(f"memory_digest failed: {detail}")
+def digest_failed(detail: object) -> DigestFailedError:
+    """The fail-closed error of the digest (reference 1.1 / 5).
+
+    Examples:
+        >>> str(digest_failed("journal: gap"))
+        'memory_digest failed: journal: gap'
+    """
+    return DigestFailedError(f"memory_digest failed: {detail}")
 
 
 @dataclass
@@ -293,9 +298,9 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
             raw, visited, unfolded = warm_reader.read_state(view)
             _check_fail_closed(unfolded)
             return state_frame(raw), visited
+        except DigestFailedError:
+            raise
         except MemframeError as exc:
-            if str(exc).startswith("memory_digest failed:"):
-                raise
             raise digest_failed(exc) from exc
 
     return build
@@ -349,9 +354,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     empty = pl.DataFrame(schema=STATE_SCHEMA)
                     return state_frame(empty), 0
             return state_frame(warm.subset), 0
+        except DigestFailedError:
+            raise
         except MemframeError as exc:
-            if str(exc).startswith("memory_digest failed:"):
-                raise
             raise digest_failed(exc) from exc
 
     return build
