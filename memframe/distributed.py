@@ -11,7 +11,7 @@ uses.
   again -- exactly as the cycle folds new rows into stored ones -- and lands the
   projection with its watermark through the store's normal commit. Its rows and hashes
   are identical to ``store.memory.rebuild_projections()`` at the same generation.
-* `digest_many` is `memframe.digest.digest_many`, the one batch digest: one digest per
+* `digest_many` is `memframe.digest_many`, the one batch digest: one digest per
   store as a Ray task (``engine="ray"``) or in local worker processes (``engine=
   "processes"``); a failing store is reported in the
   :class:`~memframe.digest.batch.BatchReport`, never fatal.
