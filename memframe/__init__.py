@@ -11,8 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from memframe import errors
+from memframe.digest import Digest, digest_many, digest_tables, per_project_digests
+from memframe.digest.core import digest
 from memframe.errors import MemframeError
 from memframe.store import Store, StoreView
+
+# `memframe.digest` is the function above: importing the package `memframe.digest` bound
+# the name to the package first, and the import of the function binds it again. The
+# package's modules stay importable by their full names (`from memframe.digest import
+# batch`, `import memframe.digest.core`): the import system finds them in sys.modules.
 
 __version__ = "0.1.0"
 
@@ -23,6 +30,9 @@ __all__ = [
     "errors",
     "digest",
     "Digest",
+    "digest_many",
+    "digest_tables",
+    "per_project_digests",
     "MEMORY_PROJECTION_NAMES",
     "audit",
     "importers",
@@ -33,16 +43,6 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # Heavier layers load on first use, so `import memframe` stays fast for the CLI.
-    if name == "digest":
-        # The package memframe.digest is callable (calling it runs digest()), so that
-        # `mf.digest(store)` and `mf.digest.digest_many(...)` both work once it is loaded.
-        import importlib
-
-        return importlib.import_module("memframe.digest")
-    if name == "Digest":
-        from memframe.digest import Digest
-
-        return Digest
     if name == "MEMORY_PROJECTION_NAMES":
         from memframe.jobs import MEMORY_PROJECTION_NAMES
 

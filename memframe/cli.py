@@ -352,7 +352,7 @@ def _digest_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
-    import memframe.digest as digest_mod
+    from memframe.digest import batch, core
 
     kwargs = _digest_kwargs(args)
     stores = args.stores or [str(_default_store())]
@@ -369,7 +369,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         store = _open(stores[0], as_of=args.as_of, args=args)
         _advance(store, args)
         _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
-        d = digest_mod.digest(store, **kwargs)
+        d = core.digest(store, **kwargs)
         if args.out is None:
             _emit(_render_digest(d, fmt), fmt)
         else:
@@ -395,7 +395,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         report = ray_digest_many(stores, engine="ray", address=args.address,
                                  progress=_progress(args), **kwargs)
     else:
-        report = digest_mod.digest_many(stores, progress=_progress(args), **kwargs)
+        report = batch.digest_many(stores, progress=_progress(args), **kwargs)
     for path, d in report.digests.items():
         _write_file(out / f"{Path(path).name}.{_SUFFIX[fmt]}", _render_digest(d, fmt), fmt)
     for path, error in report.failures.items():
@@ -406,13 +406,13 @@ def _cmd_digest(args: argparse.Namespace) -> int:
 
 
 def _per_project(args: argparse.Namespace, path: str, kwargs: dict[str, Any], fmt: str) -> int:
-    import memframe.digest as digest_mod
+    from memframe.digest import batch
 
     store = _open(path, as_of=args.as_of, args=args)
     _advance(store, args)
     kwargs.pop("project_prefix")
     _STATUS.stage(f"per-project digests of {store.path} at depth {args.per_project}")
-    digests = digest_mod.per_project_digests(store, args.per_project, **kwargs)
+    digests = batch.per_project_digests(store, args.per_project, **kwargs)
     if args.out is None:
         for root, d in digests.items():
             if fmt == "json":
@@ -424,7 +424,7 @@ def _per_project(args: argparse.Namespace, path: str, kwargs: dict[str, Any], fm
         return 0
     out = _out_dir(args.out)
     for root, d in digests.items():
-        name = f"{digest_mod.batch.project_file_stem(root)}.{_SUFFIX[fmt]}"
+        name = f"{batch.project_file_stem(root)}.{_SUFFIX[fmt]}"
         _write_file(out / name, _render_digest(d, fmt), fmt)
     _say(args, f"wrote {len(digests)} digest(s) to {out}")
     return 0

@@ -11,7 +11,7 @@ uses.
   again -- exactly as the cycle folds new rows into stored ones -- and lands the
   projection with its watermark through the store's normal commit. Its rows and hashes
   are identical to ``store.memory.rebuild_projections()`` at the same generation.
-* `digest_many` is `memframe.digest.digest_many`, the one batch digest: one digest per
+* `digest_many` is `memframe.digest_many`, the one batch digest: one digest per
   store as a Ray task (``engine="ray"``) or in local worker processes (``engine=
   "processes"``); a failing store is reported in the
   :class:`~memframe.digest.batch.BatchReport`, never fatal.
@@ -43,14 +43,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.digest.batch import (
-    DIGEST_ENGINES,
-    BatchReport,
-    check_workers,
-    digest_many,
-)
-from memframe.digest.batch import import_ray as _import_ray
-from memframe.digest.batch import ray_running as _ray_running
+from memframe.digest.batch import DIGEST_ENGINES, BatchReport, digest_many
+from memframe.digest.engines import check_workers
+from memframe.digest.engines import import_ray as _import_ray
+from memframe.digest.engines import ray_running as _ray_running
 from memframe.errors import InvalidInputError, ReadOnlyStoreError
 from memframe.jobs import cycle as _cycle
 from memframe.jobs.cycle import CycleReport

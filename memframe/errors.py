@@ -20,6 +20,7 @@ __all__ = [
     "SessionError",
     "TombstonedContentError",
     "DigestParameterError",
+    "DigestFailedError",
     "AbstractRefusedError",
     "ProjectionRegistryError",
     "ImportSourceError",
@@ -122,6 +123,12 @@ class SessionError(InvalidInputError):
 
 class DigestParameterError(MemframeError, ValueError):
     """A digest parameter that can match nothing (reference 1.1 teaching errors)."""
+
+
+class DigestFailedError(MemframeError):
+    """The digest failed closed (reference 1.1 / 5): a table it must read is unreadable,
+    or holds rows it refuses. The message starts with ``memory_digest failed: `` (that
+    text is part of the wire behaviour: hooks and the command line match it)."""
 
 
 class AbstractRefusedError(InvalidInputError):

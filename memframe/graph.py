@@ -246,7 +246,7 @@ class MissionGraph:
 
     Attributes:
         dead: tombstoned ids plus superseded ids (None when read back from the digest's
-            kept values, `memframe.digest.state.families`: no section reads it).
+            kept values, `memframe.digest.state.kept_families`: no section reads it).
         grounded_from: children anchored by at least one ``grounded_in`` edge whose
             parent (``to_id``) is live (the live-parent anchoring rule).
         children: ``id`` (a parent) -> ``children``: the number of ``grounded_in`` edges

@@ -3,7 +3,7 @@
 The reference engine keeps mutable side tables (usage, classifications, tiers, tombstones,
 reviews, pins); memframe appends events and folds them here, in **one fold** that every
 reader of capsule state shares: `Store.capsule_state()` (`capsule_state`), the reference
-digest and the digest's incremental state (`memframe.digest.state.capsules`, which keeps
+digest and the digest's incremental state (`memframe.digest.state.digest_capsules`, which keeps
 the fold's rows and folds new rows into them).
 
 Every canonical row maps to a *partial* keyed by its capsule number (``num``); a stored

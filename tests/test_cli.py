@@ -246,12 +246,12 @@ def test_a_mistyped_command_suggests_the_nearest(capsys):
 
 
 def test_ctrl_c_exits_130_with_one_line(small, capsys, monkeypatch):
-    import memframe.digest as digest_mod
+    from memframe.digest import core
 
     def interrupted(*_, **__):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(digest_mod, "digest", interrupted)
+    monkeypatch.setattr(core, "digest", interrupted)
     assert main(["digest", str(small.path)]) == 130
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip() == "memframe: interrupted"

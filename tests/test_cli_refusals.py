@@ -46,7 +46,7 @@ def test_audit_out_naming_a_directory_is_a_usage_error(tmp_path, two_stores, cap
 def test_the_batch_api_refuses_an_out_dir_that_is_a_file(tmp_path, two_stores):
     (tmp_path / "taken").write_text("mine")
     with pytest.raises(mf.errors.InvalidInputError, match="existing file"):
-        mf.digest.digest_many(two_stores, out_dir=tmp_path / "taken")
+        mf.digest_many(two_stores, out_dir=tmp_path / "taken")
 
 
 def test_a_ray_that_will_not_start_is_a_message(tmp_path, two_stores, capsys, monkeypatch):

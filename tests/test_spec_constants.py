@@ -32,21 +32,21 @@ def test_each_spec_constant_is_defined_once_in_the_schema():
 def test_every_user_reads_the_one_definition():
     import memframe.state
     from memframe.digest import scope
-    from memframe.digest.state import capsules
+    from memframe.digest.state import digest_capsules
     from memframe.store import capture
 
     # the capsule-state fold (memframe.state) is where the digest state reads the handoff
     assert scope.HANDOFF_SOURCE is memframe.state.HANDOFF_SOURCE \
         is capture.SESSION_FINISH_SOURCE is schema.HANDOFF_SOURCE
-    assert scope.THREAD_PATTERN is capsules.THREAD_PATTERN is schema.THREAD_PATTERN
+    assert scope.THREAD_PATTERN is digest_capsules.THREAD_PATTERN is schema.THREAD_PATTERN
 
 
 def test_the_reference_and_the_incremental_digest_read_one_set_of_archive_and_audit_rules():
     import memframe.state
     from memframe.digest import ledger
-    from memframe.digest.state import capsules
+    from memframe.digest.state import digest_aggregates
 
-    assert ledger.STALE_AFTER_NS is capsules.STALE_AFTER_NS is schema.STALE_AFTER_NS
+    assert ledger.STALE_AFTER_NS is digest_aggregates.STALE_AFTER_NS is schema.STALE_AFTER_NS
     # the journal coverage flags are folded by memframe.state for both digests
     assert ledger.FORGET_ACTIONS is memframe.state.FORGET_ACTIONS is schema.FORGET_ACTIONS
     assert schema.STALE_AFTER_NS == (schema.ARCHIVE_AFTER_DAYS + 1) * 86_400 * 10**9

@@ -7,13 +7,12 @@ most_recalled), :mod:`~memframe.digest.counters` (relations, sessions, audit eve
 :mod:`~memframe.digest.telemetry` (the fail-open legs), :mod:`~memframe.digest.planning`
 (dag, mission, unanchored) and :mod:`~memframe.digest.ledger` (tiers, journal,
 archive_candidates).
+
+``memframe.digest`` (the attribute of the package ``memframe``) is the function `digest`;
+this package is reached by its full name (``from memframe.digest import digest_many``).
 """
 
 from __future__ import annotations
-
-import sys
-import types
-from typing import Any
 
 from memframe.digest.batch import digest_many, per_project_digests
 from memframe.digest.core import HEADLINES_DEFAULT, digest, digest_tables
@@ -27,15 +26,3 @@ __all__ = [
     "digest_many",
     "HEADLINES_DEFAULT",
 ]
-
-
-class _DigestPackage(types.ModuleType):
-    """The package shares its name with the function ``memframe.digest``: importing the
-    package rebinds ``memframe.digest`` to it, so the package is callable and calling it
-    is calling :func:`digest`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Digest:
-        return digest(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _DigestPackage

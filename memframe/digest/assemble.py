@@ -46,7 +46,7 @@ def _audit_events(inputs: DigestInputs) -> int:
 
 def _family(inputs: DigestInputs, family: str) -> dict:
     """A family of store-wide values: kept by the digest job and current (see
-    `memframe.digest.state.families`), or computed now from the tables read."""
+    `memframe.digest.state.kept_families`), or computed now from the tables read."""
     kept = inputs.globals.get(family)
     if kept is not None:
         if family == "graph":

@@ -1,25 +1,23 @@
 """Digests in bulk: many stores in parallel processes, or many project fences of one
-store in one pass."""
+store in one pass (the processes and Ray tasks themselves: `memframe.digest.engines`)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import hashlib
 import os
 import re
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memframe.digest import engines
 from memframe.digest.assemble import assemble_roots
-from memframe.digest.core import HEADLINES_DEFAULT, digest, read_pinned
+from memframe.digest.core import HEADLINES_DEFAULT, read_pinned
 from memframe.digest.params import validate_headlines
 from memframe.digest.result import Digest
-from memframe.errors import ClusterError, InvalidInputError, MemframeError
-from memframe.store import Store
+from memframe.errors import InvalidInputError
 
 __all__ = ["per_project_digests", "digest_many", "BatchReport", "project_file_stem",
            "DIGEST_ENGINES"]
@@ -92,10 +90,6 @@ class BatchReport:
         return not self.failures
 
 
-def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
-    return digest(Store.open(path), **kwargs)
-
-
 _SLUG_CHARS = 64
 
 
@@ -155,113 +149,6 @@ def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) ->
 
 #: the engines of `digest_many`: local worker processes, or one Ray task per store
 DIGEST_ENGINES: tuple[str, ...] = ("ray", "processes")
-
-
-def import_ray(*, data: bool = False) -> Any:
-    """The ``ray`` module (with ``ray.data`` when asked), or a teaching error (Ray is
-    optional: ``pip install "memframe-store[ray]"``)."""
-    try:
-        import ray
-
-        if data:
-            import ray.data  # noqa: F401
-    except ImportError as exc:
-        raise MemframeError(
-            f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
-            f'pip install "memframe-store[ray]", or use the local engine'
-        ) from None
-    return ray
-
-
-@contextlib.contextmanager
-def ray_running(ray: Any, address: str | None, num_cpus: int | None) -> Iterator[bool]:
-    """Use the running Ray, else connect to ``address`` or start a local one; stop what
-    was started here. Yields True when this call started (or connected) Ray."""
-    if ray.is_initialized():
-        yield False
-        return
-    try:
-        if address is not None:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
-    except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster"
-        where = f"the Ray cluster at {address!r}" if address is not None else "a local Ray"
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        raise ClusterError(
-            f"could not start or reach {where} ({type(exc).__name__}: {first}); nothing was "
-            f"digested. Check the address (ray status), or leave --engine ray out to use "
-            f"local processes"
-        ) from None
-    try:
-        yield True
-    finally:
-        ray.shutdown()
-
-
-def check_workers(value: int | None, name: str = "num_cpus") -> None:
-    """A worker count is a positive integer or None (all of this machine's CPUs)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 1):
-        raise InvalidInputError(f"{name} must be a positive integer or None, got {value!r}")
-
-
-def _bar(total: int, progress: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="digest", unit="store", file=sys.stderr,
-                disable=not (progress and sys.stderr.isatty()))
-
-
-def _digest_or_error(path: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    """One store's digest, or its error text (run as a Ray task)."""
-    try:
-        return True, _digest_one(path, kwargs)
-    except Exception as exc:  # noqa: BLE001 - reported per store, never fatal
-        return False, f"{type(exc).__name__}: {exc}"
-
-
-def _on_processes(paths: list[str], workers: int | None, progress: bool,
-                  kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
-    # imported here: a single digest (a session-start hook) never loads worker machinery
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    count = max(1, min(workers or os.cpu_count() or 1, len(paths)))
-    bar = _bar(len(paths), progress)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        futures = {pool.submit(_digest_or_error, path, kwargs): path for path in paths}
-        for future in as_completed(futures):
-            path = futures[future]
-            try:
-                ok, value = future.result()
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
-                ok, value = False, f"{type(exc).__name__}: {exc}"
-            yield path, ok, value
-            bar.update(1)
-    bar.close()
-
-
-def _on_ray(paths: list[str], workers: int | None, address: str | None, progress: bool,
-            kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
-    ray = import_ray()
-    with ray_running(ray, address, workers):
-        task = ray.remote(num_cpus=1)(_digest_or_error)
-        pending = {task.remote(os.path.abspath(path), kwargs): path
-                   for path in dict.fromkeys(paths)}
-        bar = _bar(len(pending), progress)
-        waiting = list(pending)
-        while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1)
-            for ref in done:
-                try:
-                    ok, value = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
-                    ok, value = False, f"{type(exc).__name__}: {exc}"
-                yield pending[ref], ok, value
-                bar.update(1)
-        bar.close()
 
 
 def digest_many(
@@ -327,8 +214,8 @@ def digest_many(
         raise InvalidInputError(
             f"unknown engine {engine!r}; digest_many runs on one of: {', '.join(DIGEST_ENGINES)}"
         )
-    check_workers(processes, "processes")
-    check_workers(num_cpus, "num_cpus")
+    engines.check_workers(processes, "processes")
+    engines.check_workers(num_cpus, "num_cpus")
     if processes is not None and num_cpus is not None and processes != num_cpus:
         raise InvalidInputError(
             f"processes={processes} and num_cpus={num_cpus} name the same worker count; "
@@ -341,8 +228,8 @@ def digest_many(
     report = BatchReport()
     if not paths:
         return report
-    results = (_on_ray(paths, workers, address, progress, kwargs) if engine == "ray"
-               else _on_processes(paths, workers, progress, kwargs))
+    results = (engines.on_ray(paths, workers, address, progress, kwargs) if engine == "ray"
+               else engines.on_processes(paths, workers, progress, kwargs))
     for path, ok, value in results:
         if ok:
             report.digests[path] = value

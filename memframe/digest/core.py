@@ -80,7 +80,8 @@ def digest(
     Raises:
         DigestParameterError: a ``project_prefix`` that can match nothing.
         InvalidInputError: a bad ``headlines``, ``known_hash`` or ``now``.
-        MemframeError: ``memory_digest failed: ...`` when a fail-closed read fails.
+        DigestFailedError: ``memory_digest failed: ...`` when a fail-closed read fails (a
+            `MemframeError`).
 
     Examples:
         >>> import datetime as dt, os, tempfile

@@ -1,6 +1,6 @@
 """The digest's store-wide sections, by family of source tables: each family's values
 depend on its own tables only, which lets the digest job keep them
-(`memframe.digest.state.families`).
+(`memframe.digest.state.kept_families`).
 
 Families (table -> what the digest reads from it):
 

@@ -4,7 +4,7 @@ Every table is read at most once per digest call; ``rows_visited`` adds the part
 row counts of each table that was read. Tables split in two groups (reference 5):
 
 * fail-closed tables: any read error (or a row the digest cannot use) fails the whole
-  digest with ``MemframeError("memory_digest failed: ...")``;
+  digest with ``DigestFailedError("memory_digest failed: ...")``;
 * fail-open tables (the recall-miss ledger, lane overrides, the git witness tables):
   a read error only marks that table unavailable (``None``) and the sections built on
   it degrade on their own.
@@ -20,9 +20,9 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.checks import check_tables
-from memframe.digest.state import families as digest_globals
-from memframe.digest.state import seal
-from memframe.errors import MemframeError
+from memframe.digest.families import FAMILIES
+from memframe.digest.state import family_codec, kept_families, seal, session_edges
+from memframe.errors import DigestFailedError, MemframeError
 from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
 __all__ = [
@@ -71,9 +71,14 @@ class StateNotWarm(Exception):
     never recorded it)."""
 
 
-def digest_failed(detail: object) -> MemframeError:
-    """The fail-closed error of the digest (reference 1.1 / 5)."""
-    return MemframeError(f"memory_digest failed: {detail}")
+def digest_failed(detail: object) -> DigestFailedError:
+    """The fail-closed error of the digest (reference 1.1 / 5).
+
+    Examples:
+        >>> str(digest_failed("journal: gap"))
+        'memory_digest failed: journal: gap'
+    """
+    return DigestFailedError(f"memory_digest failed: {detail}")
 
 
 @dataclass
@@ -96,10 +101,10 @@ class DigestInputs:
         tombstoned: the tombstoned capsule ids, sorted (None: taken from ``forgets``).
         audit_events: the journal's row count (None: the height of ``tables["journal"]``).
         warm: the digest state's aggregates, subset and top-N readers
-            (`memframe.digest.state.capsules.WarmState`) when the digest answers from
+            (`memframe.digest.state.warm_reader.WarmState`) when the digest answers from
             them; ``state`` then holds the subset's rows only.
         globals: family -> its store-wide values kept by the digest job, for the
-            families that were current (`memframe.digest.state.families`); their
+            families that were current (`memframe.digest.state.kept_families`); their
             tables were not read. The graph's values are a `KeptGraph` (read on first
             use).
         kept_sections: the unfenced subset sections and ``dag`` as the digest job kept
@@ -108,7 +113,7 @@ class DigestInputs:
             empty: no section reads it.
 
     A store's digest reads the per-capsule tables through the digest state
-    (`memframe.digest.state.capsules`): ``tables`` then holds only ``relations``,
+    (`memframe.digest.state.digest_capsules`): ``tables`` then holds only ``relations``,
     ``brackets``, ``reviews`` and ``pins``, and ``state`` carries the journal coverage
     flags (``named``, ``forget_named``).
     """
@@ -133,7 +138,7 @@ class KeptGraph:
     """The graph family's kept values, read on first use: a digest answered from the kept
     sections (`memframe.digest.state.sections`) never reads them."""
 
-    def __init__(self, view: Any, fresh: digest_globals.FreshEdges | None = None) -> None:
+    def __init__(self, view: Any, fresh: session_edges.FreshEdges | None = None) -> None:
         self.view = view
         #: blocks edges written since, between ids the kept values never named
         self.fresh = fresh
@@ -142,7 +147,7 @@ class KeptGraph:
 
     def values(self) -> dict[str, Any]:
         if self._values is None:
-            self._values, self._read = digest_globals.read_values(self.view, "graph")
+            self._values, self._read = kept_families.read_values(self.view, "graph")
             if self.fresh is not None:
                 self._values = self.fresh.values(self._values)
         return self._values
@@ -285,17 +290,17 @@ STATE_TABLES: tuple[str, ...] = ("relations", "brackets", "reviews", "pins")
 
 def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The capsule state of a store from the digest state plus the rows above its
-    watermark (`memframe.digest.state.capsules`), checked as the full read is."""
-    from memframe.digest.state import capsules as digest_state
+    watermark (`memframe.digest.state.warm_reader.read_state`), checked as the full read is."""
+    from memframe.digest.state import warm_reader
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
-            raw, visited, unfolded = digest_state.read_state(view)
+            raw, visited, unfolded = warm_reader.read_state(view)
             _check_fail_closed(unfolded)
             return state_frame(raw), visited
+        except DigestFailedError:
+            raise
         except MemframeError as exc:
-            if str(exc).startswith("memory_digest failed:"):
-                raise
             raise digest_failed(exc) from exc
 
     return build
@@ -304,7 +309,7 @@ def _state_reader(view: Any) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.Dat
 def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                  sections: tuple[int, str | None] | None = None,
                  shared: Any = None, kept: bool = False, require: bool = False,
-                 fresh: digest_globals.FreshEdges | None = None,
+                 fresh: session_edges.FreshEdges | None = None,
                  ) -> Callable[[dict[str, pl.DataFrame]], tuple[pl.DataFrame, int]]:
     """The subset's capsule state, the aggregates and the top-N readers (into
     ``holder["warm"]``), checked as the full read is; None in ``holder`` when the job
@@ -313,22 +318,22 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
     kept values are current, or there is no graph), an unfenced digest takes the subset
     sections the job kept when they are current (into ``holder["kept"]``), and reads no
     subset row; ``fresh``: the graph's new blocks edges the kept values take in
-    (`memframe.digest.state.families.FreshEdges`), added to the kept ``dag`` and
+    (`memframe.digest.state.session_edges.FreshEdges`), added to the kept ``dag`` and
     ``relations``. ``require``: raise `StateNotWarm` rather than fold every row."""
-    from memframe.digest.state import capsules as digest_state
-    from memframe.digest.state import sections as digest_sections
+    from memframe.digest.state import cold_fold, warm_reader
+    from memframe.digest.state.sections import CAP, read_current
     from memframe.digest.warm import top_requests
 
     tops = top_requests(*sections) if sections is not None else None
 
     def build(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
         try:
-            found = (digest_state.fold_warm(view, tops) if cold
-                     else digest_state.read_warm(view, shared))
+            found = (cold_fold.fold_warm(view, tops) if cold
+                     else warm_reader.read_warm(view, shared))
             if found is None:  # the job never recorded the aggregates: fold them now
                 if require:
                     raise StateNotWarm("the digest job never recorded the state")
-                found = digest_state.fold_warm(view, tops)
+                found = cold_fold.fold_warm(view, tops)
             warm, unfolded = found
             _check_fail_closed(unfolded)
             holder["warm"] = warm
@@ -337,10 +342,10 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                 return state_frame(warm.subset), visited
             if kept and sections is not None and sections[1] is None \
                     and not warm.subset_changed():
-                values, n = digest_sections.read_current(view, sections[0])
+                values, n = read_current(view, sections[0])
                 warm.rows_visited += n
                 if values is not None and fresh is not None:
-                    values = {**values, "dag": fresh.dag(values["dag"], digest_sections.CAP),
+                    values = {**values, "dag": fresh.dag(values["dag"], CAP),
                               "relations": values["relations"] + fresh.relations}
                 if values is not None and values.pop("_member_admission", False):
                     values = None  # the board reads members' state (assemble.kept_values)
@@ -349,9 +354,9 @@ def _warm_reader(view: Any, holder: dict[str, Any], cold: bool = False,
                     empty = pl.DataFrame(schema=STATE_SCHEMA)
                     return state_frame(empty), 0
             return state_frame(warm.subset), 0
+        except DigestFailedError:
+            raise
         except MemframeError as exc:
-            if str(exc).startswith("memory_digest failed:"):
-                raise
             raise digest_failed(exc) from exc
 
     return build
@@ -374,7 +379,7 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     digest state's aggregates, subset and top-N readers (see `memframe.digest.warm`):
     the stored ones plus the rows above the watermark when the journal checkpoint holds,
     else folded now from every source row by the state's own fold, one range of capsule
-    numbers at a time (the cold digest, `memframe.digest.state.capsules.fold_warm`:
+    numbers at a time (the cold digest, `memframe.digest.state.cold_fold.fold_warm`:
     its peak follows the range, not the store); ``state`` then holds
     only the subset's rows. ``sections`` (the list cap and the fence the capsule
     sections will be answered for) lets that cold fold keep only the candidates of their
@@ -385,7 +390,7 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     whether or not the journal checkpoint holds (the chain is not checked: ``chain`` stays
     None), and raises `StateNotWarm` when there is none; False folds every row whatever
     is stored (the rebuild door's reads). ``shared``: source parts the caller read
-    already, with their rows (`memframe.digest.state.capsules.read_above`).
+    already, with their rows (`memframe.digest.state.digest_capsules.read_above`).
     """
     from memframe.digest.scope import THREAD_PATTERN
     from memframe.digest.state.journal import check_chain
@@ -434,7 +439,7 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
             use_kept and graph_settled(view, "graph" in kept), trust_state is True,
             getattr(kept.get("graph"), "fresh", None))
         if warm:
-            skip = {t for family in kept for t in digest_globals.FAMILIES[family]}
+            skip = {t for family in kept for t in FAMILIES[family]}
             names = tuple(t for t in names if t not in skip)
             optional_names = tuple(t for t in FAIL_OPEN if t not in skip)
     elif warm:
@@ -480,18 +485,18 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
     kept: dict[str, Any] = {}
     visited = 0
     current: list[str] = []
-    for family in digest_globals.FAMILIES:
+    for family in FAMILIES:
         try:
-            ok, n = digest_globals.is_current(view, family)
-        except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
+            ok, n = kept_families.is_current(view, family)
+        except kept_families.UNREADABLE:  # unreadable kept values: read the tables instead
             continue
         visited += n
         if ok and family == "graph":
             kept[family] = KeptGraph(view)
         elif family == "graph":  # a session's new blocks edges leave the rest as kept
             try:
-                fresh = digest_globals.fresh_edges(view)
-            except digest_globals.UNREADABLE:  # unreadable kept ids: read the tables
+                fresh = session_edges.fresh_edges(view)
+            except kept_families.UNREADABLE:  # unreadable kept ids: read the tables
                 fresh = None
             if fresh is not None:
                 kept[family] = KeptGraph(view, fresh)
@@ -500,13 +505,13 @@ def _kept_families(view: Any) -> tuple[dict[str, Any], int]:
             current.append(family)
     try:
         frames = pl.collect_all([
-            view.derived(digest_globals.table_of(f), digest_globals.MEMO_SCHEMA)
+            view.derived(family_codec.table_of(f), family_codec.MEMO_SCHEMA)
             for f in current], engine="in-memory") if current else []
-    except digest_globals.UNREADABLE:  # unreadable kept values: read the tables instead
+    except kept_families.UNREADABLE:  # unreadable kept values: read the tables instead
         return kept, visited
     for family, rows in zip(current, frames, strict=True):
-        kept[family] = digest_globals.decode(family, rows, view)
-        visited += view.row_count(digest_globals.table_of(family))
+        kept[family] = family_codec.decode(family, rows, view)
+        visited += view.row_count(family_codec.table_of(family))
     return kept, visited
 
 

@@ -1,5 +1,5 @@
 """The warm digest: the capsule sections answered from the digest state's aggregates, its
-subset and its top-N readers (`memframe.digest.state.capsules.WarmState`), never from every
+subset and its top-N readers (`memframe.digest.state.warm_reader.WarmState`), never from every
 capsule row: totals, tiers, coverage misses and archive candidates from the aggregates;
 the subset sections by the reference section functions over the subset (or as the digest
 job kept them); ``newest`` and ``most_recalled`` from the leaders or the state's row
@@ -12,9 +12,9 @@ import polars as pl
 
 from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import SCOPE, fence, fence_expr, population
-from memframe.digest.state import capsules as ds
+from memframe.digest.state import digest_aggregates, digest_capsules, warm_reader
 from memframe.schema import TIERS
-from memframe.state import population_expr, state_columns, state_frame
+from memframe.state import KEY, STATE_SCHEMA, population_expr, state_columns, state_frame
 from memframe.text import rfc3339
 
 __all__ = ["warm_capsule_sections", "top_requests", "warm_tiers", "warm_out_of_band",
@@ -26,7 +26,7 @@ def _capsule_rows(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.select(state_columns())
 
 
-def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
+def warm_capsule_sections(inputs, warm: warm_reader.WarmState, subset: dict, n: int,
                           prefix: str | None) -> dict:
     """The five fenced capsule sections (keys and omissions as `capsule_sections`);
     ``subset``: the scope's `memframe.digest.assemble.subset_sections` (its handoffs)."""
@@ -66,7 +66,7 @@ def warm_capsule_sections(inputs, warm: ds.WarmState, subset: dict, n: int,
     return section
 
 
-def top_requests(n: int, prefix: str | None) -> tuple[ds.TopRequest, ...]:
+def top_requests(n: int, prefix: str | None) -> tuple[warm_reader.TopRequest, ...]:
     """The top-N requests of `warm_capsule_sections` (``newest``, ``most_recalled``) for
     the list cap ``n`` and the fence ``prefix``: what a cold fold keeps candidates of.
 
@@ -81,17 +81,17 @@ def top_requests(n: int, prefix: str | None) -> tuple[ds.TopRequest, ...]:
             (n, "recalled", keep & pl.col("last_recalled_at").is_not_null()))
 
 
-def warm_tiers(warm: ds.WarmState) -> dict:
+def warm_tiers(warm: warm_reader.WarmState) -> dict:
     """``tiers`` from the store-wide aggregates."""
     return {tier: warm.sums.get(("tier", tier), 0) for tier in TIERS}
 
 
-def warm_out_of_band(warm: ds.WarmState) -> int:
+def warm_out_of_band(warm: warm_reader.WarmState) -> int:
     """The journal's coverage misses from the store-wide aggregates."""
     return warm.sums.get(("oob", ""), 0)
 
 
-def warm_archive(inputs, warm: ds.WarmState) -> int:
+def warm_archive(inputs, warm: warm_reader.WarmState) -> int:
     """``archive_candidates``: the candidates whose instant is at or before ``now`` (the
     quarantine guard was applied when each capsule was folded): the stored running total
     at ``now`` plus the changes of the rows above the watermark."""
@@ -101,12 +101,12 @@ def warm_archive(inputs, warm: ds.WarmState) -> int:
     timed = warm.aggregates.filter((pl.col("metric") == "archive") & (pl.col("at") <= now))
     stored = 0
     if not warm.in_memory:
-        stored, read = ds.archive_at(warm.view, inputs.now)
+        stored, read = digest_aggregates.archive_at(warm.view, inputs.now)
         warm.rows_visited += read
     return stored + int(timed["n"].sum() or 0)
 
 
-def member_scopes(warm: ds.WarmState, prefix: str | None):
+def member_scopes(warm: warm_reader.WarmState, prefix: str | None):
     """The ``member_scopes`` lookup of `memframe.digest.efforts.open_efforts_sections` on
     the warm path, whose state holds the subset only: the state rows of the capsules asked
     (stored rows by capsule number, the rows touched since the watermark as folded now),
@@ -116,22 +116,22 @@ def member_scopes(warm: ds.WarmState, prefix: str | None):
     from memframe.ids import capsule_number_expr
 
     def lookup(ids: pl.Series) -> pl.DataFrame:
-        nums = (ids.to_frame("id").select(capsule_number_expr("id").alias(ds.KEY))
-                .get_column(ds.KEY).drop_nulls().unique().sort())
+        nums = (ids.to_frame("id").select(capsule_number_expr("id").alias(KEY))
+                .get_column(KEY).drop_nulls().unique().sort())
         if warm.in_memory and warm.tops is not None:
             return _population_of(warm.view, ids, prefix)
         # the population needs no text: the rows' text columns stay unknown (null)
         if warm.in_memory:  # every state row was folded
-            rows = ds.with_text(warm.merged.filter(pl.col(ds.KEY).is_in(nums.implode())))
+            rows = digest_capsules.with_text(warm.merged.filter(pl.col(KEY).is_in(nums.implode())))
         else:
             touched = nums.filter(nums.is_in(warm.touched.implode()))
-            stored, n = ds.state_runs().read_keys(
+            stored, n = digest_capsules.state_runs().read_keys(
                 warm.view, nums.filter(~nums.is_in(warm.touched.implode())).to_list())
             warm.rows_visited += n
             rows = pl.concat([
-                ds.with_text(stored).select(list(ds.STATE_SCHEMA)),
-                ds.with_text(warm.merged.filter(pl.col(ds.KEY).is_in(touched.implode())))
-                .select(list(ds.STATE_SCHEMA))], how="vertical")
+                digest_capsules.with_text(stored).select(list(STATE_SCHEMA)),
+                digest_capsules.with_text(warm.merged.filter(pl.col(KEY).is_in(touched.implode())))
+                .select(list(STATE_SCHEMA))], how="vertical")
         return fence(population(state_frame(rows)), prefix).select("id", SCOPE)
 
     return lookup

@@ -49,7 +49,7 @@ class CycleReport:
         projections: per maintained state (``session``; ``forgotten``, the live-count
             indexes of `memframe.projections.forgotten`; ``digest``, the journal
             checkpoint; ``digest_capsules``, the digest's per-capsule state of
-            `memframe.digest.state.capsules`; ``digest_globals``, the store-wide
+            `memframe.digest.state.digest_capsules`; ``digest_globals``, the store-wide
             families; ``digest_sections``, the kept subset sections of
             `memframe.digest.state.sections`), its own
             ``rows_visited``, ``rows_folded`` and ``rows_written``; ``rows_visited`` above

@@ -15,9 +15,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.derived import job_report
-from memframe.digest.state import capsules as digest_state
-from memframe.digest.state import families as digest_families
-from memframe.digest.state import journal, keep_sections, seal
+from memframe.digest.state import (
+    capsule_job,
+    digest_capsules,
+    journal_job,
+    keep_sections,
+    kept_families,
+    seal,
+)
 from memframe.projections import forgotten, session_rows
 from memframe.projections.session import (
     capsule_partials,
@@ -110,7 +115,7 @@ def _fold_new(job: Job, cap_parts: list, sum_parts: list) -> dict[str, int]:
     after = pl.col("seq") > mark
     # the parts' rows, whole, with the digest state's columns too: read once per job
     every = view.scan_partitions("capsules", cap_parts).select(
-        *_CAPSULE_COLUMNS, *digest_state.shared_columns("capsules", _CAPSULE_COLUMNS)
+        *_CAPSULE_COLUMNS, *digest_capsules.shared_columns("capsules", _CAPSULE_COLUMNS)
     ).collect(engine="in-memory") if cap_parts else None
     if every is not None:
         job.shared["capsules"] = (cap_parts, every)
@@ -164,15 +169,15 @@ def digest_cycle(job: Job) -> Reports:
                          "copied): the digest's state was rebuilt from every row")
         return digest_rebuild(job)
     job.step("journal checkpoint")
-    check = journal.stage_checkpoint(commit, view, full=False)
+    check = journal_job.stage_checkpoint(commit, view, full=False)
     if check.read is not None:
         job.shared["journal"] = check.read
     rebuilt: dict[str, Any] = {}
     job.step("digest state")
-    state = digest_state.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
+    state = capsule_job.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
     job.subset = rebuilt.get("subset")
     job.step("store-wide sections")
-    families = digest_families.stage_cycle(commit, view, notes=job.notes)
+    families = kept_families.stage_cycle(commit, view, notes=job.notes)
     # last: the kept sections follow the marks the state and the families just staged
     job.step("kept sections")
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
@@ -186,11 +191,11 @@ def digest_cycle(job: Job) -> Reports:
 def digest_rebuild(job: Job) -> Reports:
     """The digest's whole state from every row, replacing what is stored."""
     commit, view = job.commit, job.view
-    check = journal.stage_checkpoint(commit, view, full=True)
+    check = journal_job.stage_checkpoint(commit, view, full=True)
     rebuilt: dict[str, Any] = {}
-    state = digest_state.stage_rebuild(commit, view, rebuilt)
+    state = capsule_job.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
-    families = digest_families.stage_cycle(commit, view, full=True, notes=job.notes)
+    families = kept_families.stage_cycle(commit, view, full=True, notes=job.notes)
     sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
     seal.stage(commit, view)

@@ -369,7 +369,7 @@ class DigestMachine(RuleBasedStateMachine):
     def per_project(self, depth: int, n: int) -> None:
         """Each per-project digest is the fenced digest's bytes (warm and full)."""
         now = self.clock.now
-        for root, d in mf.digest.per_project_digests(self.store, depth, headlines=n,
+        for root, d in mf.per_project_digests(self.store, depth, headlines=n,
                                                       now=now).items():
             assert d.to_json() == mf.digest(self.store, project_prefix=root, headlines=n,
                                             now=now, verify="full").to_json(), root

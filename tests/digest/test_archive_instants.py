@@ -1,4 +1,4 @@
-"""``archive_candidates`` from the kept archive instants (`digest_state.archive_at`): one row
+"""``archive_candidates`` from the kept archive instants (`digest_aggregates.archive_at`): one row
 group read for any ``now``, exact before, between and after the instants, with the rows
 above the watermark added, and with aggregates kept whole by an earlier version carried
 over."""
@@ -10,7 +10,7 @@ import datetime as dt
 import polars as pl
 
 import memframe as mf
-from memframe.digest.state import capsules as ds
+from memframe.digest.state import digest_aggregates
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)
@@ -44,11 +44,11 @@ def _agree(store, **kwargs):
 
 
 def test_every_now_is_answered_from_one_row_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(ds, "ARCHIVE_GROUP_ROWS", 2)
+    monkeypatch.setattr(digest_aggregates, "ARCHIVE_GROUP_ROWS", 2)
     store, ids = _store(tmp_path / "s")
     store.memory.run_cycle()
     view = store.pinned()
-    (part,) = view.partitions(ds.ARCHIVE_TABLE)
+    (part,) = view.partitions(digest_aggregates.ARCHIVE_TABLE)
     assert part.rows > 10 and len(view.row_group_ranges(part, "at")[2]) > 5
     _agree(store)
     answers = {mf.digest(store, now=now).to_dict()["archive_candidates"] for now in _nows()}
@@ -63,12 +63,12 @@ def test_every_now_is_answered_from_one_row_group(tmp_path, monkeypatch):
 
 
 def test_the_rows_read_do_not_grow_with_the_instants(tmp_path, monkeypatch):
-    monkeypatch.setattr(ds, "ARCHIVE_GROUP_ROWS", 2)
+    monkeypatch.setattr(digest_aggregates, "ARCHIVE_GROUP_ROWS", 2)
     store, _ids = _store(tmp_path / "s")
     store.memory.run_cycle()
     view = store.pinned()
     for now in _nows():
-        _total, read = ds.archive_at(view, now)
+        _total, read = digest_aggregates.archive_at(view, now)
         assert read <= 2
 
 
@@ -76,21 +76,21 @@ def test_aggregates_kept_whole_by_an_earlier_version_are_carried_over(tmp_path):
     store, ids = _store(tmp_path / "s")
     store.memory.run_cycle()
     view = store.pinned()
-    archive = view.derived(ds.ARCHIVE_TABLE, ds.ARCHIVE_SCHEMA).collect()
-    small = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
+    archive = view.derived(digest_aggregates.ARCHIVE_TABLE, digest_aggregates.ARCHIVE_SCHEMA).collect()
+    small = view.derived(digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA).collect()
     legacy = pl.concat([small, archive.select(pl.lit("archive").alias("metric"),
                                               pl.lit("").alias("key"), "at", "n")])
 
     def as_before(c):  # the instants inside the aggregates, no archive rows of their own
-        c.write_derived(ds.AGG_TABLE, legacy, replace=True)
-        c.write_derived(ds.ARCHIVE_TABLE, archive.clear(), replace=True)
+        c.write_derived(digest_aggregates.AGG_TABLE, legacy, replace=True)
+        c.write_derived(digest_aggregates.ARCHIVE_TABLE, archive.clear(), replace=True)
 
     store.commit(as_before, operation="memory_projections")
     _agree(store)
     store.record_recall([ids[5]])
     store.memory.run_cycle()  # moves them to the archive table
     view = store.pinned()
-    assert not view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).filter(
+    assert not view.derived(digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA).filter(
         pl.col("metric") == "archive").collect().height
-    assert view.row_count(ds.ARCHIVE_TABLE) > 0
+    assert view.row_count(digest_aggregates.ARCHIVE_TABLE) > 0
     _agree(store)

@@ -1,5 +1,5 @@
 """The cold digest folds the digest state range by range of capsule numbers
-(`memframe.digest.state.capsules.fold_warm`): with ranges of a few capsules, the
+(`memframe.digest.state.cold_fold.fold_warm`): with ranges of a few capsules, the
 ranges' state rows, subset and aggregates are the one fold's of every row, and the
 digest's bytes are the full algorithm's (which are ``verify="full"``'s), for several list caps,
 fences and instants."""
@@ -17,8 +17,15 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.digest import digest_tables
-from memframe.digest.state import capsules as ds
+from memframe.digest.state import (
+    cold_fold,
+    digest_aggregates,
+    digest_capsules,
+    digest_leaders,
+    digest_subset,
+)
 from memframe.digest.warm import top_requests
+from memframe.state import SOURCES, fold_state
 from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, NOW, capsule, digest_step, play
 
@@ -30,13 +37,13 @@ history = st.tuples(st.just("ingest"), st.lists(capsule, min_size=3, max_size=8)
 
 def _ranges(view) -> int:
     """How many ranges the cold fold of ``view`` folds at the current ``FOLD_RANGE``."""
-    bounds, _spans = ds._capsule_spans(view)
+    bounds, _spans = cold_fold._capsule_spans(view)
     return len(bounds) + 1
 
 
 def _whole(view) -> pl.DataFrame:
     """The one fold of every source row at ``view`` (no ranges)."""
-    return ds.fold_state({name: view.table(name) for name in ds.SOURCES})
+    return fold_state({name: view.table(name) for name in SOURCES})
 
 
 class _Counted:
@@ -44,7 +51,7 @@ class _Counted:
 
     def __init__(self) -> None:
         self.calls = 0
-        self.fold = ds.fold_state
+        self.fold = cold_fold.fold_state
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
@@ -62,12 +69,12 @@ def test_cold_digest_bytes_equal_the_full_algorithm_whatever_the_range_size(monk
     @settings(max_examples=BYTES_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=history, size=st.integers(1, 4))
     def law(steps, size):
-        monkeypatch.setattr(ds, "FOLD_RANGE", size)
+        monkeypatch.setattr(cold_fold, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
             view = store.pinned()
-            assert ds.watermark_of(view) is None  # no state: the digest folds it cold
+            assert digest_capsules.watermark_of(view) is None  # no state: the digest folds it cold
             ranges = _ranges(view)
             capsules = store.row_count("capsules")
             assert ranges == -(-capsules // size)  # ceil: every range holds `size` numbers
@@ -79,9 +86,9 @@ def test_cold_digest_bytes_equal_the_full_algorithm_whatever_the_range_size(monk
             for n, prefix, now in cases:
                 kwargs = {"headlines": n, "project_prefix": prefix, "now": now}
                 counted = _Counted()
-                monkeypatch.setattr(ds, "fold_state", counted)
+                monkeypatch.setattr(cold_fold, "fold_state", counted)
                 cold = mf.digest(view, **kwargs).to_json()
-                monkeypatch.setattr(ds, "fold_state", counted.fold)
+                monkeypatch.setattr(cold_fold, "fold_state", counted.fold)
                 assert counted.calls == ranges, (counted.calls, ranges)  # range by range
                 # (verify="full" equals the reference: test_warm_equals_full)
                 reference = digest_tables(tables, **kwargs).to_json()
@@ -94,25 +101,25 @@ def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(digest_step, min_size=1, max_size=16), size=st.integers(1, 3))
     def law(steps, size):
-        monkeypatch.setattr(ds, "FOLD_RANGE", size)
+        monkeypatch.setattr(cold_fold, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
             view = store.pinned()
             rows = _whole(view)
-            warm, _sources = ds.fold_warm(view)  # every row kept
-            assert ds.state_hash(warm.merged) == ds.state_hash(rows)
+            warm, _sources = cold_fold.fold_warm(view)  # every row kept
+            assert digest_capsules.state_hash(warm.merged) == digest_capsules.state_hash(rows)
             assert warm.merged.equals(rows)  # in number order, as the one fold gives them
-            assert warm.subset.equals(rows.filter(ds.subset_expr()))
-            assert warm.aggregates.equals(ds.aggregates_of(rows))
+            assert warm.subset.equals(rows.filter(digest_subset.subset_expr()))
+            assert warm.aggregates.equals(digest_aggregates.aggregates_of(rows))
             # the top-N candidates of each range answer the top N of the whole
             for n in (1, 2, 4):
                 tops = top_requests(n, None) + top_requests(n, "nott")
-                warm, _sources = ds.fold_warm(view, tops)
-                assert warm.aggregates.equals(ds.aggregates_of(rows))
+                warm, _sources = cold_fold.fold_warm(view, tops)
+                assert warm.aggregates.equals(digest_aggregates.aggregates_of(rows))
                 for m, order, keep in tops:
                     got = warm.top_rows(keep, m, order)
-                    assert got.equals(ds._first(rows, m, order, keep)), (m, order)
+                    assert got.equals(digest_leaders.first_rows(rows, m, order, keep)), (m, order)
 
     law()
 
@@ -120,16 +127,16 @@ def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
 def test_ranges_are_every_range_size_th_capsule_number(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(7)])
     store.ingest([{"content": f"more {i}", "source": "s", "anchor": "a"} for i in range(3)])
-    monkeypatch.setattr(ds, "FOLD_RANGE", 4)
-    bounds, spans = ds._capsule_spans(store.pinned())
+    monkeypatch.setattr(cold_fold, "FOLD_RANGE", 4)
+    bounds, spans = cold_fold._capsule_spans(store.pinned())
     assert bounds == [5, 9]  # ranges: ..4, 5..8, 9..
     assert [(first, last) for _part, first, last in spans] == [(1, 7), (8, 10)]
 
 
 def test_a_cold_state_refuses_a_top_n_it_kept_no_candidates_for(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(5)])
-    monkeypatch.setattr(ds, "FOLD_RANGE", 2)
-    warm, _sources = ds.fold_warm(store.pinned(), top_requests(2, None))
+    monkeypatch.setattr(cold_fold, "FOLD_RANGE", 2)
+    warm, _sources = cold_fold.fold_warm(store.pinned(), top_requests(2, None))
     _n, order, keep = top_requests(2, None)[0]
     assert warm.top_rows(keep, 2, order).get_column("num").to_list() == [5, 4]
     with pytest.raises(ValueError, match="candidates"):

@@ -12,7 +12,7 @@ import polars as pl
 from conftest import T0, dig, put
 
 import memframe as mf
-from memframe.digest.state import journal as J
+from memframe.digest.state import journal
 
 NOW = T0 + dt.timedelta(days=1)
 
@@ -96,16 +96,16 @@ def test_rows_visited_counts_the_partitions_read(store):
     caps = [(part, pl.read_parquet(view.path / part.path, columns=["id"])["id"].to_list())
             for part in view.snapshot.parts("capsules")]
     content = sum(part.rows for part, ids in caps if emitted & set(ids))  # one group each
-    journal = view.row_count("journal")  # no checkpoint yet: the chain is walked in full
+    journal_rows = view.row_count("journal")  # no checkpoint yet: the chain is walked in full
     # no digest state yet: the state's fold reads every source row (headlines included:
     # no content is read) and the capsules' ids once more first (to plan its ranges of
     # capsule numbers: one range here), and the graph, staged and pinned sections read
     # their tables
     twice = sum(view.row_count(name) for name in ("relations", "forgets", "reviews", "pins",
                                                   "capsules"))
-    assert d.rows_visited == tables + journal + twice > tables
+    assert d.rows_visited == tables + journal_rows + twice > tables
     full = mf.digest(store, now=NOW, verify="full")
-    assert full.to_json() == d.to_json() and full.rows_visited == tables + journal + content
+    assert full.to_json() == d.to_json() and full.rows_visited == tables + journal_rows + content
     store.memory.run_cycle()  # the checkpoint: the walk then reads only its own rows
     view = store.pinned()
     checkpoint = view.row_count("projections/digest/journal")
@@ -142,13 +142,13 @@ def test_rows_visited_counts_the_partitions_read(store):
     graph = view.row_count("projections/digest_globals/graph")
     assert sections > 1 and graph > 0
     # the checkpoint's seal confirms the verified journal parts: its rows are not read
-    assert J.watermark_of(view)["seal"] is not None and checkpoint > 0
+    assert journal.watermark_of(view)["seal"] is not None and checkpoint > 0
     warm = mf.digest(view, now=NOW)
     assert warm.rows_visited == rest - graph + aggregates + sections + leaders
     # fenced, the subset and the graph's kept values are read (and the kept sections not)
     fenced = mf.digest(view, now=NOW, project_prefix="team")
     assert fenced.rows_visited == rest + aggregates + subset + leaders
-    assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal + content
+    assert mf.digest(view, now=NOW, verify="full").rows_visited == tables + journal_rows + content
     assert mf.digest(mf.Store.create(store.path.parent / "empty")).rows_visited == 0
 
 

@@ -1,4 +1,4 @@
-"""The store-wide families the digest job keeps (`memframe.digest.state.families`):
+"""The store-wide families the digest job keeps (`memframe.digest.state.kept_families`):
 reused while their tables are unchanged, read again as soon as one is written, recomputed
 by the job only for the families whose tables changed, equal value for value to the
 computation over the tables, and never kept over rows the digest fails closed on."""
@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe.digest import families
 from memframe.digest.checks import check_rows
-from memframe.digest.state import families as dg
+from memframe.digest.families import FAMILIES
+from memframe.digest.state import family_codec, kept_families, session_edges
 from memframe.store import StoreView
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)
-FAMILY_TABLES = {t for tables in dg.FAMILIES.values() for t in tables}
+FAMILY_TABLES = {t for tables in FAMILIES.values() for t in tables}
 
 
 def _populated(path):
@@ -98,7 +99,7 @@ def test_a_sessions_blocks_edges_between_fresh_capsules_leave_the_graph_kept(tmp
     store.relate(b, c, "blocks")
     store.relate(d, c, "blocks")
     store.record_recall([a, b])
-    fresh = dg.fresh_edges(store.pinned())
+    fresh = session_edges.fresh_edges(store.pinned())
     assert fresh is not None and fresh.relations == 3
     assert fresh.ready.to_list() == sorted([a, d]) and fresh.blocked.to_list() == sorted([b, c])
     reads.clear()
@@ -133,7 +134,7 @@ def test_new_relation_rows_that_are_not_fresh_blocks_edges_read_the_tables(tmp_p
         store.forget(b)
     else:  # ids[9] was forgotten before the cycle: dead, not a ready node
         store.relate(ids[9], c, "blocks")
-    assert dg.fresh_edges(store.pinned()) is None
+    assert session_edges.fresh_edges(store.pinned()) is None
     reads.clear()
     warm = mf.digest(store, now=NOW)
     assert "relations" in reads
@@ -146,7 +147,7 @@ def test_the_job_recomputes_only_the_families_whose_tables_changed(tmp_path):
     store, _ids = _populated(tmp_path / "s")
     first = store.memory.run_cycle().projections["digest_globals"]
     view = store.pinned()
-    assert all(view.partitions(dg.table_of(family)) for family in dg.FAMILIES)
+    assert all(view.partitions(family_codec.table_of(family)) for family in FAMILIES)
     assert first["rows_visited"] == sum(view.row_count(t) for t in FAMILY_TABLES)
     store.record_miss(["again"], "abstain")
     report = store.memory.run_cycle().projections["digest_globals"]
@@ -160,7 +161,7 @@ def test_a_virgin_store_keeps_nothing(tmp_path):
     store.ingest({"content": "only a capsule", "source": "s", "anchor": "a"})
     report = store.memory.run_cycle().projections["digest_globals"]
     assert report == {"rows_visited": 0, "rows_folded": 0, "rows_written": 0}
-    assert not any(store.pinned().partitions(dg.table_of(f)) for f in dg.FAMILIES)
+    assert not any(store.pinned().partitions(family_codec.table_of(f)) for f in FAMILIES)
 
 
 def test_relations_the_digest_fails_closed_on_are_never_kept(tmp_path):
@@ -176,7 +177,7 @@ def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
     store, _ids = _populated(tmp_path / "s")
     store.memory.run_cycle()
     view = store.pinned()
-    assert dg.read_valid(view, "graph") is not None
+    assert kept_families.read_valid(view, "graph") is not None
 
     class Shrunk:  # the log says relations hold fewer rows than when the job kept them
         def __getattr__(self, name):
@@ -185,8 +186,8 @@ def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
         def row_count(self, name):
             return view.row_count(name) - (name == "relations")
 
-    assert dg.read_valid(Shrunk(), "graph") is None
-    assert dg.read_valid(Shrunk(), "misses") is not None
+    assert kept_families.read_valid(Shrunk(), "graph") is None
+    assert kept_families.read_valid(Shrunk(), "misses") is not None
 
 
 def test_time_travel_reads_the_families_kept_then(tmp_path):
@@ -219,7 +220,7 @@ def test_decode_of_encode_is_the_computation_for_every_graph():
                                 "capsule_id": [f"cap-{d + 1}" for d in sorted(dead)]},
                                schema={"seq": pl.Int64, "capsule_id": pl.String})
         want = families.family_values("graph", {"relations": relations, "forgets": forgets})
-        got = dg.decode("graph", dg.encode("graph", want))
+        got = family_codec.decode("graph", family_codec.encode("graph", want))
         assert got["relations"] == want["relations"]
         assert got["dag_projection"] == want["dag_projection"]
         assert got["mission_graph"].cycle == want["mission_graph"].cycle
@@ -230,7 +231,7 @@ def test_decode_of_encode_is_the_computation_for_every_graph():
         # edges, as the job writes them)
         want_e = want["effort_graph"]
         assert got["witnessed"].to_list() == want_e.witnessed.to_list()
-        edges = dg.member_rows(want)
+        edges = family_codec.member_rows(want)
         epics = want_e.member_stats.get_column("epic")
         assert edges.equals(want_e.members(epics).sort("epic", "member"))
         assert edges.height == edges.unique().height
@@ -239,7 +240,7 @@ def test_decode_of_encode_is_the_computation_for_every_graph():
 
 
 def test_the_board_reads_the_members_of_the_epics_it_shows_only(tmp_path, monkeypatch):
-    monkeypatch.setattr(dg, "MEMBERS_GROUP_ROWS", 8)
+    monkeypatch.setattr(family_codec, "MEMBERS_GROUP_ROWS", 8)
     store = mf.Store.create(tmp_path / "s", clock=TickingClock())
     epics = store.ingest([{"content": f"epic {i}", "source": "s", "anchor": "a",
                            "kind": "epic"} for i in range(30)])
@@ -250,12 +251,12 @@ def test_the_board_reads_the_members_of_the_epics_it_shows_only(tmp_path, monkey
         "to_id": [epics[i % 30] for i in range(300)]}))
     store.memory.run_cycle()
     view = store.pinned()
-    index = dg.read_valid(view, "graph")[0]["_reads"]
+    index = kept_families.read_valid(view, "graph")[0]["_reads"]
     shown = pl.Series([epics[-1], epics[-2]])
     edges = index(shown)
     assert sorted(set(edges.get_column("epic").to_list())) == sorted(shown.to_list())
     assert edges.height == 20
-    assert index.rows_visited < view.row_count(dg.members_table()) // 4
+    assert index.rows_visited < view.row_count(family_codec.members_table()) // 4
     for n in (0, 2, 40):
         assert mf.digest(view, now=NOW, headlines=n).to_json() == mf.digest(
             view, now=NOW, headlines=n, verify="full").to_json()
@@ -267,23 +268,23 @@ def test_values_kept_by_other_code_are_not_read(tmp_path, monkeypatch):
     store, _ids = _populated(tmp_path / "s")
     store.memory.run_cycle()
     monkeypatch.setattr(derived, "writer", lambda: "a later version")
-    assert all(dg.read_valid(store.pinned(), f) is None for f in dg.FAMILIES)
+    assert all(kept_families.read_valid(store.pinned(), f) is None for f in FAMILIES)
     assert mf.digest(store, now=NOW).to_json() == mf.digest(
         store, now=NOW, verify="full").to_json()
     report = store.memory.run_cycle().projections["digest_globals"]
     assert report["rows_written"] > 0  # the job keeps them again, in its own layout
-    assert all(dg.read_valid(store.pinned(), f) is not None for f in dg.FAMILIES)
+    assert all(kept_families.read_valid(store.pinned(), f) is not None for f in FAMILIES)
 
 
 def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
     from memframe.digest.efforts import effort_graph
-    from memframe.digest.state import capsules as ds
+    from memframe.digest.state import capsule_door
 
     store, ids = _populated(tmp_path / "s")
     store.relate(ids[7], ids[0], "part_of")
     store.relate(ids[11], ids[0], "part_of")
     store.relate(ids[2], ids[9], "part_of")  # into a forgotten capsule: counted all the same
-    state = ds.state_door(store.pinned()).rows
+    state = capsule_door.state_door(store.pinned()).rows
     want = effort_graph(store.table("relations").collect()).member_stats
     got = (state.filter(pl.col("members") > 0)
            .select(pl.format("cap-{}", "num").alias("epic"),
@@ -305,8 +306,8 @@ def test_a_forget_away_from_the_graph_leaves_it_current(tmp_path, reads):
     report = store.memory.run_cycle().projections["digest_globals"]
     assert report["rows_written"] == 0  # its marks move; nothing is recomputed
     # the new forget row, and the endpoint row groups that could hold its id
-    assert 1 < report["rows_visited"] <= 1 + store.pinned().row_count(dg.endpoints_table())
-    assert dg.read_valid(store.pinned(), "graph") is not None
+    assert 1 < report["rows_visited"] <= 1 + store.pinned().row_count(family_codec.endpoints_table())
+    assert kept_families.read_valid(store.pinned(), "graph") is not None
 
     store.forget(ids[2])  # blocked by ids[1], blocking ids[3]: the graph changes
     reads.clear()
@@ -353,8 +354,8 @@ def test_a_family_that_cannot_be_read_is_not_kept_and_the_report_says_why(tmp_pa
     assert report.projections["digest_capsules"]["rows_written"] > 0
     (note,) = [n for n in report.notes if "misses" in n]
     assert "not kept: a table cannot be read" in note
-    assert dg.read_valid(store.pinned(), "misses") is None
-    assert dg.read_valid(store.pinned(), "graph") is not None
+    assert kept_families.read_valid(store.pinned(), "misses") is None
+    assert kept_families.read_valid(store.pinned(), "graph") is not None
     body = mf.digest(store, now=NOW).to_dict()
     assert body == mf.digest(store, now=NOW, verify="full").to_dict()
 
@@ -425,6 +426,6 @@ def test_fresh_edges_are_taken_exactly_when_the_model_says_and_answer_the_full_b
                  for x in (ids[a], ids[b])}
     expected = expected and not dead_after & endpoints
     event(f"fresh: {expected}")
-    assert (dg.fresh_edges(store.pinned()) is not None) == expected
+    assert (session_edges.fresh_edges(store.pinned()) is not None) == expected
     for warm_json, full_json in _every_shape(store):
         assert warm_json == full_json

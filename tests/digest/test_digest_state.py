@@ -16,19 +16,26 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe.derived import runs
 from memframe.digest.checks import check_rows
-from memframe.digest.state import capsules as ds
+from memframe.digest.state import (
+    capsule_door,
+    digest_aggregates,
+    digest_capsules,
+    digest_subset,
+    warm_reader,
+)
 from memframe.jobs.registry import DOORS, FOLDS
+from memframe.state import SOURCES, STORED_SCHEMA, fold_state
 from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, digest_step, play
 
 
 def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """State rows, subset members and aggregates as stored at ``view``."""
-    rows, _ = ds.state_runs().read_all(view)
-    sub, _ = ds.read_subset(view)
-    agg = view.derived(ds.AGG_TABLE, ds.AGG_SCHEMA).collect()
+    rows, _ = digest_capsules.state_runs().read_all(view)
+    sub, _ = digest_subset.read_subset(view)
+    agg = view.derived(digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA).collect()
     # the archive instants live in their own table, with a running total
-    archive = view.derived(ds.ARCHIVE_TABLE, ds.ARCHIVE_SCHEMA).collect()
+    archive = view.derived(digest_aggregates.ARCHIVE_TABLE, digest_aggregates.ARCHIVE_SCHEMA).collect()
     assert archive.get_column("cum").equals(archive.get_column("n").cum_sum())
     assert archive.get_column("at").is_sorted()
     agg = pl.concat([agg, archive.select(pl.lit("archive").alias("metric"),
@@ -38,11 +45,11 @@ def _stored(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
 
 def _from_scratch(view) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The same three, folded from every canonical row at ``view``."""
-    sources = {name: view.table(name) for name in ds.SOURCES}
-    rows = ds.fold_state(sources)
+    sources = {name: view.table(name) for name in SOURCES}
+    rows = fold_state(sources)
     # the state's runs store no text; the subset keeps its members' text
-    return (rows.select(list(ds.STORED_SCHEMA)), rows.filter(ds.subset_expr()),
-            ds.merge_aggregates(ds.contributions(rows)))
+    return (rows.select(list(STORED_SCHEMA)), rows.filter(digest_subset.subset_expr()),
+            digest_aggregates.merge_aggregates(digest_aggregates.contributions(rows)))
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str]) -> bool:
@@ -50,7 +57,7 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str]) -> bool:
 
 
 def test_the_registry_names_the_digest_fold_and_door():
-    assert FOLDS["digest"] is ds.fold_state and DOORS["digest"] is ds.state_door
+    assert FOLDS["digest"] is fold_state and DOORS["digest"] is capsule_door.state_door
 
 
 @pytest.mark.parametrize("tiny_runs", [False, True], ids=["default-runs", "tiny-runs"])
@@ -65,9 +72,9 @@ def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(
             # merge-on-read: the state at this generation (job run at random points or
             # never) is the fold of every row
             view = store.pinned()
-            state, _, _ = ds.read_state(view)
+            state, _, _ = warm_reader.read_state(view)
             scratch = _from_scratch(view)
-            assert ds.state_hash(state) == ds.state_hash(scratch[0])
+            assert digest_capsules.state_hash(state) == digest_capsules.state_hash(scratch[0])
             store.memory.run_cycle()
             incremental = _stored(store.pinned())
             store.memory.rebuild_projections()
@@ -78,13 +85,13 @@ def test_rebuild_equals_incremental_and_state_at_any_generation_equals_the_fold(
             for got, want, rebuild in zip(incremental, scratch, rebuilt, strict=True):
                 key = ["metric", "key", "at"] if "metric" in want.columns else ["num"]
                 assert _same(got, want, key) and _same(rebuild, want, key)
-            assert ds.state_hash(incremental[0]) == ds.state_hash(rebuilt[0])
+            assert digest_capsules.state_hash(incremental[0]) == digest_capsules.state_hash(rebuilt[0])
 
     with pytest.MonkeyPatch.context() as mp:
         if tiny_runs:  # the state's versioned runs merge, a chunk of 2-row groups at a time
             mp.setattr(runs, "TIER_RUNS", 2)
             mp.setattr(runs, "BASE_RUN", 2)
-            mp.setattr(ds, "ROW_GROUP_ROWS", 2)
+            mp.setattr(digest_capsules, "ROW_GROUP_ROWS", 2)
         law()
 
 
@@ -108,7 +115,7 @@ def test_an_erased_subset_member_keeps_the_text_of_no_content(tmp_path):
 
 def test_a_virgin_store_answers_zero(tmp_path):
     store = mf.Store.create(tmp_path / "s")
-    page = ds.state_door(store.pinned())
+    page = capsule_door.state_door(store.pinned())
     assert page.rows.height == 0 and page.rows_visited == 0
     report = store.memory.run_cycle()
     assert report.generation is None and store.generation == 0
@@ -125,7 +132,7 @@ def test_the_state_door_answers_the_current_rows_without_the_job(tmp_path):
     store.relate(b, a, "supersedes")
     store.record_recall([a, a])
     store.pin(b)
-    rows = ds.state_door(store.pinned()).rows.sort("num")
+    rows = capsule_door.state_door(store.pinned()).rows.sort("num")
     assert rows.select("num", "thread", "headline", "bracket", "superseded", "recall_count",
                        "pinned").rows() == [
         (1, "t", "ACTIVE(t): one", False, True, 2, None),
@@ -137,7 +144,7 @@ def test_rows_the_digest_fails_closed_on_are_never_folded(tmp_path):
     store = mf.Store.create(tmp_path / "s", clock=TickingClock())
     store.ingest({"content": "fine", "source": "s", "anchor": "a"})
     store.memory.run_cycle()
-    before = store.pinned().watermarks[ds.WATERMARK]
+    before = store.pinned().watermarks[digest_capsules.WATERMARK]
     # a journal row without a time: the digest fails closed on it, the job leaves it be
     bad = pl.DataFrame({"seq": [99], "audit_seq": [99], "at": [None], "action": ["x"],
                         "subject": ["cap-1"]}, schema_overrides={"at": pl.Datetime("ns", "UTC")})
@@ -145,7 +152,7 @@ def test_rows_the_digest_fails_closed_on_are_never_folded(tmp_path):
     assert check_rows("capsules", pl.DataFrame(
         {"seq": [5], "id": ["cap-5"], "project_id": [None], "created_at": [None],
          "instruction_taint": [False]})) == "corrupt capsule row at seq 5"
-    assert store.pinned().watermarks[ds.WATERMARK] == before
+    assert store.pinned().watermarks[digest_capsules.WATERMARK] == before
 
 
 def test_a_warm_digest_reads_what_changed_not_every_capsule(tmp_path):
@@ -180,12 +187,12 @@ def test_a_state_of_another_layout_is_rebuilt_not_read(tmp_path, monkeypatch):
     store.relate(ids[3], ids[0], "part_of")
     store.memory.run_cycle()
     # as a later layout would see this state: its watermark is not the layout's own
-    monkeypatch.setattr(ds, "WATERMARK", ds.WATERMARK + "-next")
-    assert ds.watermark_of(store.pinned()) is None
+    monkeypatch.setattr(digest_capsules, "WATERMARK", digest_capsules.WATERMARK + "-next")
+    assert digest_capsules.watermark_of(store.pinned()) is None
     assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
     report = store.memory.run_cycle().projections["digest_capsules"]
     assert report["rows_written"] == 5  # rebuilt from every row
-    assert ds.watermark_of(store.pinned()) is not None
+    assert digest_capsules.watermark_of(store.pinned()) is not None
     assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
 
 
@@ -203,9 +210,9 @@ def test_a_cycle_reads_what_was_written_not_the_state(tmp_path):
                           for i in range(5)])
             report = store.memory.run_cycle().projections["digest_capsules"]
             visited.setdefault(n, []).append(report["rows_visited"])
-        assert ds.state_runs().read_all(store.pinned())[0].height == n + 60
+        assert digest_capsules.state_runs().read_all(store.pinned())[0].height == n + 60
     # before the first merge (8 runs in tier 0) both stores read the same rows: the
     # leaders and the aggregates, nothing that grows with the state
     assert visited[300][:7] == visited[3_000][:7]
-    bound = visited[3_000][0] + runs.merge_budget(5).total + ds.ROW_GROUP_ROWS
+    bound = visited[3_000][0] + runs.merge_budget(5).total + digest_capsules.ROW_GROUP_ROWS
     assert max(visited[3_000]) <= bound

@@ -224,9 +224,9 @@ def test_the_cycle_after_an_erasure_refills_nothing(tmp_path):
 def test_the_text_tables_name_their_capsule_in_the_column_the_store_filters():
     """The store drops an erased capsule's rows by `TEXT_KEY`; the digest's text tables
     must key their rows by that very column (and the kept sections list `TEXT_NAMES`)."""
-    from memframe.digest.state import capsules as ds
-    from memframe.digest.state import sections as dsec
+    from memframe.digest.state import digest_leaders, digest_subset, sections
     from memframe.store import derived
 
-    assert derived.TEXT_KEY in ds.TEXT_SCHEMA and derived.TEXT_KEY in ds.LEADERS_SCHEMA
-    assert derived.TEXT_NAMES in dsec.SCHEMA and derived.TEXT_KEY not in dsec.SCHEMA
+    assert derived.TEXT_KEY in digest_subset.TEXT_SCHEMA
+    assert derived.TEXT_KEY in digest_leaders.LEADERS_SCHEMA
+    assert derived.TEXT_NAMES in sections.SCHEMA and derived.TEXT_KEY not in sections.SCHEMA

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import memframe as mf
-from memframe.errors import MemframeError
+from memframe.errors import DigestFailedError, MemframeError
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
@@ -68,6 +68,8 @@ def _verdicts(store):
                    {"project_prefix": "p", "verify": "full"}):
         with pytest.raises(MemframeError, match=r"^memory_digest failed: ") as caught:
             mf.digest(store, now=NOW, **kwargs)
+        # a type of its own, under the base every caller already catches
+        assert type(caught.value) is DigestFailedError, type(caught.value)
         out.append(str(caught.value))
     return out
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import T0, put
 
 import memframe as mf
-from memframe.digest.state import journal as J
+from memframe.digest.state import journal, journal_job
 from memframe.errors import InvalidInputError
 from memframe.store import fingerprint
 from tests.conftest import verify_chain as reference_walk
@@ -153,10 +153,10 @@ def shift_into_checkpoint(seq: int) -> Callable[[pl.DataFrame], pl.DataFrame]:
 ])
 def test_tampered_rows_above_the_checkpoint(store, name, edit, offset, walked):
     build(store, checkpoint=True)
-    first_new = J.watermark_of(store.pinned())["audit_seq"] + 1
+    first_new = journal.watermark_of(store.pinned())["audit_seq"] + 1
     seq = first_new + offset
     rewrite(part_holding(store, seq), edit(seq), "replace")
-    check = J.check_chain(store.pinned())
+    check = journal.check_chain(store.pinned())
     assert check.walked == walked and check.section["chain"] == "broken"
     assert chain(store) == chain(store, "full")
     if walked == "incremental":  # no duplicate audit seqs: the plain reading applies
@@ -170,8 +170,8 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
     monkeypatch.setattr(fingerprint, "RACY_NS", 0)  # trust identities at once (no 2 s wait in a test)
     build(store, checkpoint=True)
     view = store.pinned()
-    mark = J.watermark_of(view)
-    recorded = view.row_count(J.TABLE)
+    mark = journal.watermark_of(view)
+    recorded = view.row_count(journal.TABLE)
     new_rows = view.row_count("journal") - mark["verified"]
     assert new_rows == 3 and recorded == 6
 
@@ -179,7 +179,7 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
         raise AssertionError("a trusted part was hashed")
 
     monkeypatch.setattr(fingerprint.hashlib, "file_digest", no_hashing)
-    check = J.check_chain(view)
+    check = journal.check_chain(view)
     assert check.walked == "incremental" and check.reason is None
     # the seal (every trusted identity hashed together, in the watermark) confirms the
     # recorded parts with one stat each: no checkpoint row is read
@@ -192,21 +192,21 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
 
         @property
         def watermarks(self):
-            return {**view.watermarks, J.WATERMARK: {**mark, "seal": None}}
+            return {**view.watermarks, journal.WATERMARK: {**mark, "seal": None}}
 
-    check = J.check_chain(Unsealed())
+    check = journal.check_chain(Unsealed())
     assert check.walked == "incremental" and check.rows_visited == recorded + new_rows
 
 
 def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
     build(store, checkpoint=True)  # parts recorded within RACY_NS of their writing
-    rows, _ = J.read_checkpoint(store.pinned())
+    rows, _ = journal.read_checkpoint(store.pinned())
     assert rows["ctime_ns"].null_count() == rows.height
     hashed = []
     real = fingerprint.hashlib.file_digest
     monkeypatch.setattr(fingerprint.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
                         real(fh, algo))
-    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert journal.check_chain(store.pinned()).walked == "incremental"
     assert len(hashed) == rows.height
 
 
@@ -223,18 +223,18 @@ def test_a_copied_store_is_sealed_again_by_its_next_cycle(store, tmp_path, monke
     copy = tmp_path / "copy"
     shutil.copytree(store.path, copy)
     clone = mf.Store.open(copy)
-    assert not J._sealed(clone.pinned(), J.watermark_of(clone.pinned()))
+    assert not journal.is_sealed(clone.pinned(), journal.watermark_of(clone.pinned()))
     hashed = []
     real = fingerprint.hashlib.file_digest
     monkeypatch.setattr(fingerprint.hashlib, "file_digest", lambda fh, algo: hashed.append(1) or
                         real(fh, algo))
-    assert J.check_chain(clone.pinned()).walked == "incremental" and hashed
+    assert journal.check_chain(clone.pinned()).walked == "incremental" and hashed
     before = chain(clone)
     clone.memory.run_cycle()
     view = clone.pinned()
-    assert J._sealed(view, J.watermark_of(view))
+    assert journal.is_sealed(view, journal.watermark_of(view))
     hashed.clear()
-    check = J.check_chain(view)
+    check = journal.check_chain(view)
     assert check.walked == "incremental" and not hashed and check.rows_visited == 0
     assert chain(clone) == before == expected(clone)
 
@@ -245,7 +245,7 @@ def test_a_rewrite_keeping_name_size_and_mtime_is_caught_by_its_change_time(stor
     build(store, checkpoint=True)
     time.sleep(0.05)
     rewrite(part_holding(store, 2), set_where("subject", 2, "cap-9"), "in_place")
-    check = J.check_chain(store.pinned())
+    check = journal.check_chain(store.pinned())
     assert check.walked == "full" and "not the file that was verified" in check.reason
     assert check.section == {"chain": "broken", "broken_seq": 2} == expected(store)
 
@@ -261,23 +261,23 @@ def test_a_removed_part_walks_in_full(store):
 def test_compaction_walks_in_full_until_the_next_cycle_records_again(store):
     build(store, checkpoint=True)
     store.compact("journal")
-    check = J.check_chain(store.pinned())
+    check = journal.check_chain(store.pinned())
     assert check.walked == "full" and "no longer in the generation" in check.reason
     assert check.section == expected(store) == chain(store, "full")
     report = store.memory.run_cycle()
     assert report.projections["digest"]["rows_written"] == 1
-    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert journal.check_chain(store.pinned()).walked == "incremental"
     assert chain(store) == expected(store)
 
 
 def test_cycle_records_nothing_for_a_broken_chain(store):
     build(store, checkpoint=True)
-    mark = J.watermark_of(store.pinned())
+    mark = journal.watermark_of(store.pinned())
     first_new = mark["audit_seq"] + 1
     rewrite(part_holding(store, first_new), set_where("chained_hash", first_new, "0" * 64),
             "replace")
     report = store.memory.run_cycle()
-    assert J.watermark_of(store.pinned()) == mark
+    assert journal.watermark_of(store.pinned()) == mark
     assert report.projections["digest"]["rows_written"] == 0
     assert chain(store) == {"chain": "broken", "broken_seq": first_new}
 
@@ -287,7 +287,7 @@ def test_checkpoint_advances_and_time_travel_answers_exactly(store):
     store.memory.run_cycle()
     g = store.generation
     put(store, "later")
-    assert J.watermark_of(store.pinned())["verified"] == J.watermark_of(store.at(g))["verified"]
+    assert journal.watermark_of(store.pinned())["verified"] == journal.watermark_of(store.at(g))["verified"]
     for view in (store.pinned(), store.at(g), store.at(3), store.at(g - 1)):
         assert (mf.digest(view, now=NOW).to_json()
                 == mf.digest(view, now=NOW, verify="full").to_json())
@@ -295,12 +295,12 @@ def test_checkpoint_advances_and_time_travel_answers_exactly(store):
 
 def test_checkpoint_table_is_folded_into_one_part_when_it_grows(store):
     put(store, "first")
-    for i in range(J.MAX_CHECKPOINT_PARTS + 2):
+    for i in range(journal_job.MAX_CHECKPOINT_PARTS + 2):
         store.memory.run_cycle()
         put(store, f"more {i}")
-    assert len(store.pinned().snapshot.parts(J.TABLE)) <= J.MAX_CHECKPOINT_PARTS
+    assert len(store.pinned().snapshot.parts(journal.TABLE)) <= journal_job.MAX_CHECKPOINT_PARTS
     store.memory.run_cycle()
-    assert J.check_chain(store.pinned()).walked == "incremental"
+    assert journal.check_chain(store.pinned()).walked == "incremental"
     assert chain(store) == expected(store)
 
 
@@ -308,8 +308,8 @@ def test_rebuild_door_walks_in_full_and_records_every_part(store):
     build(store, checkpoint=False)
     store.memory.rebuild_projections()
     view = store.pinned()
-    assert view.row_count(J.TABLE) == len(view.snapshot.parts("journal"))
-    assert J.watermark_of(view)["verified"] == view.row_count("journal")
+    assert view.row_count(journal.TABLE) == len(view.snapshot.parts("journal"))
+    assert journal.watermark_of(view)["verified"] == view.row_count("journal")
 
 
 def test_verify_is_validated(store):
@@ -329,11 +329,11 @@ def test_cli_digest_advances_the_checkpoint_and_verify_full_gives_the_same_bytes
 
     build(store, checkpoint=False)
     assert main(["digest", str(store.path), "--no-advance"]) == 0
-    assert J.watermark_of(store.pinned()) is None
+    assert journal.watermark_of(store.pinned()) is None
     plain = capsys.readouterr().out
     assert main(["digest", str(store.path)]) == 0
     warm = capsys.readouterr().out
-    assert J.watermark_of(store.pinned())["verified"] == store.row_count("journal")
+    assert journal.watermark_of(store.pinned())["verified"] == store.row_count("journal")
     assert main(["digest", str(store.path), "--verify", "full"]) == 0
     full = capsys.readouterr().out
     assert plain == warm == full and json.loads(full)["journal"]["chain"] == "ok"

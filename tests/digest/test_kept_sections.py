@@ -18,13 +18,12 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.digest.capsules import resolve_expired
-from memframe.digest.state import capsules as ds
-from memframe.digest.state import sections as dsec
+from memframe.digest.state import digest_subset, sections, warm_reader
 from memframe.digest.state.sections import cap_kept
 from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, NOW, digest_step, play
 
-CAPS = (0, 1, 3, 10, dsec.CAP, dsec.CAP + 1)
+CAPS = (0, 1, 3, 10, sections.CAP, sections.CAP + 1)
 
 
 @pytest.fixture
@@ -32,7 +31,7 @@ def spy(monkeypatch):
     """Which reads a digest made: ``kept`` (kept values answered), ``subset`` (the
     stored subset was read), ``graph`` (the graph's kept values were read)."""
     seen: list[str] = []
-    read_current = dsec.read_current
+    read_current = sections.read_current
 
     def kept(view, n):
         values, read = read_current(view, n)
@@ -40,24 +39,24 @@ def spy(monkeypatch):
             seen.append("kept")
         return values, read
 
-    monkeypatch.setattr(dsec, "read_current", kept)
-    read_subset = ds.read_subset
+    monkeypatch.setattr(sections, "read_current", kept)
+    read_subset = digest_subset.read_subset
 
     def subset(view, *args, **kwargs):
         seen.append("subset")
         return read_subset(view, *args, **kwargs)
 
-    monkeypatch.setattr(ds, "read_subset", subset)
-    from memframe.digest.state import families as digest_globals
+    monkeypatch.setattr(digest_subset, "read_subset", subset)
+    from memframe.digest.state import kept_families
 
-    read_values = digest_globals.read_values
+    read_values = kept_families.read_values
 
     def graph(view, family):
         if family == "graph":
             seen.append(family)
         return read_values(view, family)
 
-    monkeypatch.setattr(digest_globals, "read_values", graph)
+    monkeypatch.setattr(kept_families, "read_values", graph)
     return seen
 
 
@@ -95,14 +94,14 @@ def test_a_digest_after_new_plain_capsules_reads_the_kept_sections(tmp_path, spy
         for now in (NOW, NOW - dt.timedelta(days=30), NOW + dt.timedelta(days=30)):
             spy.clear()
             _same(store, n, now)
-            if n <= dsec.CAP:  # neither the subset nor the graph is read
+            if n <= sections.CAP:  # neither the subset nor the graph is read
                 assert spy == ["kept"], n
             else:
                 assert "kept" not in spy and "subset" in spy and "graph" in spy
     spy.clear()
     _same(store, 3, prefix="p")  # a fence reads the subset
     assert "kept" not in spy and "subset" in spy
-    body = mf.digest(store, headlines=dsec.CAP, now=NOW).to_dict()
+    body = mf.digest(store, headlines=sections.CAP, now=NOW).to_dict()
     # the store's lists are long enough to show the cap at work
     assert body["handoff_total"] > 3 and len(body["open_efforts"]) > 3
     assert any(row.get("expired") for row in body["open_efforts"])
@@ -152,17 +151,17 @@ def test_a_staged_epic_with_members_is_never_answered_from_kept_values(tmp_path,
 
 def test_a_cycle_that_changes_neither_subset_nor_graph_reads_nothing_for_them(tmp_path):
     store, ids = _store(tmp_path / "s")
-    marks = store.pinned().watermarks[dsec.MARK]
+    marks = store.pinned().watermarks[sections.MARK]
     store.ingest([{"content": f"plain {i}", "source": "note", "anchor": "a"} for i in range(3)])
     store.forget(ids[15])  # neither in the subset nor an endpoint of the graph
     report = store.memory.run_cycle()
     assert report.projections["digest_sections"] == {"rows_visited": 0, "rows_folded": 0,
                                                      "rows_written": 0}
-    assert store.pinned().watermarks[dsec.MARK] == marks
+    assert store.pinned().watermarks[sections.MARK] == marks
     store.ingest({"content": "ACTIVE(t1): moved on", "source": "note", "anchor": "a"})
     report = store.memory.run_cycle()
     assert report.projections["digest_sections"]["rows_written"] > 1
-    assert store.pinned().watermarks[dsec.MARK] != marks
+    assert store.pinned().watermarks[sections.MARK] != marks
 
 
 def test_stale_marks_and_missing_rows_are_refused(tmp_path, spy):
@@ -171,14 +170,14 @@ def test_stale_marks_and_missing_rows_are_refused(tmp_path, spy):
                   for i in range(40)])
     store.memory.run_cycle()
     view = store.pinned()
-    values, read = dsec.read_current(view, 1)
+    values, read = sections.read_current(view, 1)
     # a cap of 1 reads each list's first item and every pinned row: a prefix of the table,
     # so at most a row group's worth more
     assert values is not None and len(values["handoff"]) == 1
-    stored = view.derived(dsec.TABLE, dsec.SCHEMA).collect()
+    stored = view.derived(sections.TABLE, sections.SCHEMA).collect()
     taken = stored.filter(pl.any_horizontal(
-        [pl.col("k").is_between(a, b) for a, b in dsec._wanted(1)]))
-    assert taken.height <= read < taken.height + dsec.GROUP_ROWS
+        [pl.col("k").is_between(a, b) for a, b in sections._wanted(1)]))
+    assert taken.height <= read < taken.height + sections.GROUP_ROWS
     assert read < stored.height
 
     class Moved:  # the subset changed since the values were kept
@@ -187,14 +186,14 @@ def test_stale_marks_and_missing_rows_are_refused(tmp_path, spy):
 
         @property
         def watermarks(self):
-            return {**view.watermarks, ds.SUBSET_MARK: -1}
+            return {**view.watermarks, digest_subset.SUBSET_MARK: -1}
 
-    assert dsec.read_current(Moved(), 10)[0] is None
-    assert dsec.read_current(view, dsec.CAP + 1) == (None, 0)
-    rows = view.derived(dsec.TABLE, dsec.SCHEMA).collect()
-    assert dsec.decode(rows.filter(pl.col("k") > 0).vstack(rows.filter(pl.col("k") == 0))) \
-        == dsec.decode(rows)
-    assert view.watermarks[dsec.MARK] == dsec.marks_of(view.watermarks)
+    assert sections.read_current(Moved(), 10)[0] is None
+    assert sections.read_current(view, sections.CAP + 1) == (None, 0)
+    rows = view.derived(sections.TABLE, sections.SCHEMA).collect()
+    assert sections.decode(rows.filter(pl.col("k") > 0).vstack(rows.filter(pl.col("k") == 0))) \
+        == sections.decode(rows)
+    assert view.watermarks[sections.MARK] == sections.marks_of(view.watermarks)
 
 
 def test_resolve_expired_renders_as_the_flag_would():
@@ -220,35 +219,35 @@ def test_kept_values_capped_equal_the_values_computed_for_the_cap(tmp_path):
     from memframe.digest.assemble import kept_values
     from memframe.digest.inputs import read_inputs
 
-    inputs = read_inputs(store.pinned(), NOW, fast=True, sections=(dsec.CAP, None),
+    inputs = read_inputs(store.pinned(), NOW, fast=True, sections=(sections.CAP, None),
                          kept=False)
-    kept = kept_values(inputs, dsec.CAP)
-    for n in (0, 1, 2, 5, dsec.CAP):
+    kept = kept_values(inputs, sections.CAP)
+    for n in (0, 1, 2, 5, sections.CAP):
         inputs = read_inputs(store.pinned(), NOW, fast=True, sections=(n, None), kept=False)
         direct = kept_values(inputs, n)
         resolve_expired(direct, NOW)
         assert cap_kept(kept, n, NOW) == direct, n
-    assert cap_kept(kept, 1, NOW) != cap_kept(kept, dsec.CAP, NOW)
+    assert cap_kept(kept, 1, NOW) != cap_kept(kept, sections.CAP, NOW)
 
 
 def test_the_law_holds_with_the_job_run_at_random_points(tmp_path, monkeypatch):
     used: list[bool] = []
-    read_current = dsec.read_current
+    read_current = sections.read_current
 
     def kept(view, n):
         values, read = read_current(view, n)
         used.append(values is not None)
         return values, read
 
-    monkeypatch.setattr(dsec, "read_current", kept)
+    monkeypatch.setattr(sections, "read_current", kept)
     changed: list[bool] = []
-    subset_changed = ds.WarmState.subset_changed
+    subset_changed = warm_reader.WarmState.subset_changed
 
     def seen(self):
         changed.append(subset_changed(self))
         return changed[-1]
 
-    monkeypatch.setattr(ds.WarmState, "subset_changed", seen)
+    monkeypatch.setattr(warm_reader.WarmState, "subset_changed", seen)
 
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(before=st.lists(digest_step, min_size=1, max_size=14),

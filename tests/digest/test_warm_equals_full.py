@@ -53,7 +53,7 @@ def test_warm_bytes_equal_full_bytes_equal_the_full_algorithm():
             _bytes_agree(store.pinned())
             if store.generation > 1:  # time travel: a frozen older view
                 _bytes_agree(store.at(store.generation // 2))
-            roots = mf.digest.per_project_digests(store, 1, now=NOW)
+            roots = mf.per_project_digests(store, 1, now=NOW)
             for root, d in roots.items():
                 assert d.to_json() == mf.digest(store, project_prefix=root, now=NOW,
                                                 verify="full").to_json()

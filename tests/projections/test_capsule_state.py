@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.digest.inputs import reference_state
-from memframe.digest.state import capsules as digest_state
+from memframe.digest.state import warm_reader
 from memframe.state import state_frame
 from memframe.text import headline
 from tests.conftest import TickingClock
@@ -128,7 +128,7 @@ def test_every_reader_of_capsule_state_equals_the_plain_python_model():
             assert _by_id(reference, PUBLIC + DIGEST) == _project(expected, PUBLIC + DIGEST)
             # the incremental state keeps no text: its headlines read as unknown (null)
             # until the digest reads the content of the rows it emits
-            rows, _visited, _above = digest_state.read_state(view)
+            rows, _visited, _above = warm_reader.read_state(view)
             incremental = state_frame(rows)
             without_text = PUBLIC + tuple(c for c in DIGEST if c != "headline")
             assert _by_id(incremental, without_text) == _project(expected, without_text)

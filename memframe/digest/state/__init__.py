@@ -1,9 +1,23 @@
 """The digest's own state: what lets a warm digest answer from stored rows.
 
-* `memframe.digest.state.capsules`: the per-capsule state, the digest's subset, the
-  aggregates, the archive instants and the leaders;
-* `memframe.digest.state.families`: the store-wide families kept whole (telemetry, the
-  graph's values, open sessions);
+The per-capsule state and what is kept beside it:
+
+* `memframe.digest.state.digest_capsules`: the state's stored runs, the source rows above
+  its watermark, and the text a row's label and headline are filled from;
+* `memframe.digest.state.digest_subset`: the rows the subset sections can name;
+* `memframe.digest.state.digest_aggregates`: the per-project counts and archive instants;
+* `memframe.digest.state.digest_leaders`: the first rows of the newest and most-recalled
+  lists;
+* `memframe.digest.state.warm_reader`: what a digest reads of all that (`WarmState`);
+* `memframe.digest.state.cold_fold`: the same from every source row, range by range;
+* `memframe.digest.state.capsule_job`: the job that keeps it;
+* `memframe.digest.state.capsule_door`: the projection's door.
+
+Beside it:
+
+* `memframe.digest.state.kept_families`: the store-wide families kept whole (telemetry, the
+  graph's values, open sessions), stored as `memframe.digest.state.family_codec` says, and
+  `memframe.digest.state.session_edges`: a session's new blocks edges taken into them;
 * `memframe.digest.state.sections`: the subset's sections kept for the capsule fence;
 * `memframe.digest.state.journal`: the audit chain's verified checkpoint.
 

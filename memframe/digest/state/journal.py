@@ -7,6 +7,8 @@ identities. A warm call confirms the verified parts are the very files verified 
 each against the seal, else part by part, by identity or bytes) and walks only the rows
 above the checkpoint; any difference sends it to the full walk, so its answer is always
 the full walk's. The trust model in full: docs/architecture.md ("Verifying the journal").
+
+This module checks the chain against the checkpoint; `journal_job` records it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from memframe.store import fingerprint
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
-    from memframe.store.capture import Commit
 
 __all__ = [
     "TABLE",
@@ -32,13 +33,11 @@ __all__ = [
     "CHECKPOINT_SCHEMA",
     "ChainCheck",
     "check_chain",
-    "stage_checkpoint",
+    "is_sealed",
 ]
 
 TABLE = "projections/digest/journal"
 WATERMARK = "projections/digest/journal"
-#: the checkpoint table is rewritten as one part once it has more parts than this
-MAX_CHECKPOINT_PARTS = 8
 
 #: one row per verified journal part
 CHECKPOINT_SCHEMA = pl.Schema(
@@ -173,7 +172,7 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
         return _full(view, journal, record, None, 0, slice_rows)
     if mark is None:
         return _full(view, journal, record, "no checkpoint", 0, slice_rows)
-    if not record and _sealed(view, mark):  # confirmed without reading the rows
+    if not record and is_sealed(view, mark):  # confirmed without reading the rows
         return _above(view, journal, record, 0, (), mark, slice_rows,
                       [p for p in view.partitions("journal")
                        if (p.seq_hi or 0) > int(mark["seq"])])
@@ -223,7 +222,7 @@ def seal_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {"sha256": fingerprint.seal(trusted), "racy": racy}
 
 
-def _sealed(view: StoreView, mark: dict[str, Any]) -> bool:
+def is_sealed(view: StoreView, mark: dict[str, Any]) -> bool:
     """Are the verified parts, as the pinned generation names them (every journal part at
     or below the checkpoint's ``seq``), the very files sealed? The trusted ones by their
     identity now (one stat each, hashed together), the few untrusted ones by their bytes;
@@ -270,77 +269,3 @@ def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> s
         if not view.partition_is(row["path"], row):
             return f"verified journal part {row['path']} is not the file that was verified"
     return None
-
-
-# -- recording --------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointReport:
-    """What one recording did: rows read, parts recorded, the verified tail (and the parts
-    an incremental walk read, with their rows: `ChainCheck.read`)."""
-
-    rows_visited: int
-    parts_recorded: int
-    audit_seq: int
-    walked: str
-    read: tuple[tuple[Partition, ...], pl.DataFrame] | None = None
-
-
-def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
-    """True when the journal has no part the checkpoint has not seen and its seal, if it
-    has one, still holds (nothing is read; a seal broken by a copy of the store is
-    recorded again)."""
-    parts = view.partitions("journal")
-    if mark is None:
-        return not parts
-    return (len(parts) == int(mark.get("parts", -1))
-            and all((p.seq_hi or 0) <= int(mark.get("seq", -1)) for p in parts)
-            and (not mark.get("seal") or _sealed(view, mark)))
-
-
-def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
-                     ) -> CheckpointReport:
-    """Verify the chain at ``view`` and, when intact, stage the checkpoint on ``commit``.
-
-    Records a row for every part verified now (appended; the whole table is rewritten
-    after a full walk, when parts recorded racily can now be trusted, or once it has
-    many parts) and moves the watermark to the last verified row. A broken chain stages
-    nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
-    """
-    mark = watermark_of(view)
-    if not full and _nothing_new(view, mark):
-        return CheckpointReport(0, 0, int((mark or {}).get("audit_seq", 0)), "none")
-    check = check_chain(view, "full" if full else "incremental", record=True)
-    if check.section["chain"] != "ok" or check.tail is None:
-        return CheckpointReport(check.rows_visited, 0, int((mark or {}).get("audit_seq", 0)),
-                                check.walked)
-    audit_seq, chained = check.tail
-    fresh = list(check.fresh)
-    recorded = list(check.recorded)
-    retrusted = False
-    # parts recorded racily, or whose identity moved with their bytes unchanged (a copy of
-    # the store, a restored backup): their identity now, fingerprinted with their bytes
-    for i, row in enumerate(recorded):
-        if view.partition_identity(row["path"]) != {
-                k: row[k] for k in ("size", "inode", "mtime_ns", "ctime_ns")}:
-            fp = view.partition_fingerprint(row["path"])
-            if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
-                recorded[i] = {**row, **fp}
-                retrusted = True
-    if check.walked == "full" or retrusted:
-        rows, replace = recorded + fresh, True
-    else:
-        replace = len(view.partitions(TABLE)) >= MAX_CHECKPOINT_PARTS
-        rows = recorded + fresh if replace else fresh
-    frame = pl.DataFrame(rows, schema=CHECKPOINT_SCHEMA, orient="row")
-    commit.write_derived(TABLE, frame.sort("audit_lo", nulls_last=True), replace=replace)
-    parts = view.partitions("journal")
-    commit.set_watermark(WATERMARK, {
-        "audit_seq": audit_seq,
-        "hash": chained,
-        "verified": int(check.section["verified"]),
-        "seq": max((p.seq_hi or 0 for p in parts), default=0),
-        "parts": len(parts),
-        "seal": seal_of(recorded + fresh),
-    })
-    return CheckpointReport(check.rows_visited, len(fresh), audit_seq, check.walked, check.read)

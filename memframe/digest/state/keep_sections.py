@@ -21,7 +21,7 @@ from memframe.digest.inputs import (
     digest_failed,
     read_inputs,
 )
-from memframe.digest.state import capsules as digest_state
+from memframe.digest.state import digest_capsules
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
 from memframe.state import state_frame
@@ -48,9 +48,9 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
     ``notes``, with why), or when a rebuild kept no state."""
     report = job_report()
     marks = marks_of(commit.watermarks)
-    if digest_state.WATERMARK not in commit.watermarks:
+    if digest_capsules.WATERMARK not in commit.watermarks:
         return report  # no state (a virgin store): nothing to keep
-    if subset is None and (full or digest_state.watermark_of(view) is None):
+    if subset is None and (full or digest_capsules.watermark_of(view) is None):
         return report  # the state was not rebuilt (rows the digest fails closed on)
     if subset is None and KEPT.marks(commit.watermarks) == marks and view.partitions(TABLE):
         return report

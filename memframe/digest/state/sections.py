@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.derived.kept import KeptValues
-from memframe.digest.state import capsules as digest_state
-from memframe.digest.state import families as digest_globals
+from memframe.digest.state import digest_subset, family_codec
 from memframe.store.derived import TEXT_NAMES
 
 if TYPE_CHECKING:
@@ -69,8 +68,8 @@ def marks_of(watermarks: Mapping[str, Any]) -> dict[str, Any]:
     these are unchanged): the cap, the subset's last change and the graph's kept
     values (which code wrote them is the store's concern: `memframe.store.derived`)."""
     return {"cap": CAP,
-            "subset": watermarks.get(digest_state.SUBSET_MARK),
-            "graph": digest_globals.version_of(watermarks, "graph")}
+            "subset": watermarks.get(digest_subset.SUBSET_MARK),
+            "graph": family_codec.version_of(watermarks, "graph")}
 
 
 def graph_settled(view: StoreView, kept: bool) -> bool:

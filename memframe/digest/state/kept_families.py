@@ -1,0 +1,209 @@
+"""Keeping the digest's store-wide values, and knowing when they are current.
+
+The job keeps each family's values (`family_codec`) with marks: the highest ``seq`` of its
+tables and their row counts (`stage_cycle`). A digest reuses them while no part of those
+tables lies above the marks (`is_current`, `read_valid`); new ``forgets`` that tombstone no
+end of a blocks, witnesses or grounded_in edge leave the graph's values usable. Rows the
+digest fails closed on are never kept, and a family that cannot be kept is dropped with a
+note.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe.derived import job_report
+from memframe.digest.checks import check_tables
+from memframe.digest.families import FAMILIES, family_values
+from memframe.digest.state import family_codec
+from memframe.errors import MemframeError
+
+if TYPE_CHECKING:
+    from memframe.store import StoreView
+    from memframe.store.capture import Commit
+
+
+#: the columns each family reads from its tables
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "relations": ("seq", "kind", "from_id", "to_id"),
+    "forgets": ("seq", "capsule_id"),
+    "source_cursors": ("seq", "at", "source_key", "cursor"),
+    "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
+    "recall_misses": ("seq", "at", "term", "outcome"),
+    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+    "brackets": ("seq", "at", "session_id", "event"),
+}
+
+
+#: tables whose new rows leave a family current unless they name one of its ids: a forget
+#: changes the graph only when it tombstones an endpoint of a blocks, witnesses or
+#: grounded_in edge (the ids kept in `endpoints_table`)
+_TOLERANT: dict[str, str] = {"graph": "forgets"}
+
+
+def _top(view: StoreView, family: str) -> int:
+    return max((p.seq_hi or 0 for name in FAMILIES[family] for p in view.partitions(name)),
+               default=0)
+
+
+def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
+    """Are the kept values current at ``view``? Also the Parquet rows read to find out,
+    and whether the tolerant table has new rows (none of which touch the family).
+
+    Current: a watermark of this layout; no part of a strict table above it and its row
+    count the one recorded; the tolerant table's rows above it (read) counted onto the
+    recorded count give the log's, and none names a kept endpoint.
+    """
+    marks = family_codec.kept(family).marks(view.watermarks)
+    if marks is None:
+        return False, 0, False
+    mark, counts = marks["seq"], marks["rows"]
+    tolerant = _TOLERANT.get(family)
+    for name in FAMILIES[family]:
+        recorded = counts.get(name)
+        if recorded is None:
+            return False, 0, False
+        if name != tolerant:
+            if any((p.seq_hi or 0) > mark for p in view.partitions(name)) or \
+                    int(recorded) != view.row_count(name):
+                return False, 0, False
+    if tolerant is None:
+        return True, 0, False
+    new, visited = rows_above(view, tolerant, mark)
+    if not visited:
+        return int(counts[tolerant]) == view.row_count(tolerant), 0, False
+    if int(counts[tolerant]) + new.height != view.row_count(tolerant):
+        return False, visited, True
+    ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
+    hit, n = view.read_matching(family_codec.endpoints_table(), family_codec.ENDPOINTS_SCHEMA,
+                                "id", ids)
+    return hit.height == 0, visited + n, True
+
+
+def rows_above(view: StoreView, name: str, mark: int) -> tuple[pl.DataFrame, int]:
+    """A family table's rows above ``mark`` (the columns the family reads), and the
+    Parquet rows read: those of its parts that reach above it (none: nothing read)."""
+    parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
+    if not parts:
+        return _empty(name), 0
+    rows = (view.scan_partitions(name, parts).select(_COLUMNS[name])
+            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
+    return rows, sum(p.rows for p in parts)
+
+
+def is_current(view: StoreView, family: str) -> tuple[bool, int]:
+    """Are the family's kept values current at ``view`` (see `_current`), and the Parquet
+    rows read to find out (the values themselves are not read)."""
+    current, visited, _new = _current(view, family)
+    return current and bool(view.partitions(family_codec.table_of(family))), visited
+
+
+def read_values(view: StoreView, family: str) -> tuple[dict[str, Any], int]:
+    """The family's stored values (`decode`) and the Parquet rows read; call it once
+    `is_current` said they are current."""
+    rows = view.derived(family_codec.table_of(family), family_codec.MEMO_SCHEMA).collect(
+        engine="in-memory")
+    return family_codec.decode(family, rows, view), view.row_count(family_codec.table_of(family))
+
+
+def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | None:
+    """The family's stored values and the Parquet rows read, when they are current at
+    ``view`` (see `_current`); None otherwise (the digest then reads the tables)."""
+    current, visited = is_current(view, family)
+    if not current:
+        return None
+    values, n = read_values(view, family)
+    return values, visited + n
+
+
+def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
+    out, visited = {}, 0
+    for name in FAMILIES[family]:
+        parts = view.partitions(name)
+        out[name] = view.scan_partitions(name, parts).select(_COLUMNS[name]).collect(
+            engine="streaming") if parts else _empty(name)
+        visited += sum(p.rows for p in parts)
+    return out, visited
+
+
+def _empty(name: str) -> pl.DataFrame:
+    from memframe.schema import empty_frame
+
+    return empty_frame(name).select(_COLUMNS[name])
+
+
+def _marks(view: StoreView, family: str, version: int | None = None) -> dict[str, Any]:
+    """The marks of ``family``'s values at ``view``; ``version``: the values' own (None:
+    computed at ``view``)."""
+    top = _top(view, family)
+    return {"seq": top, "rows": {name: view.row_count(name) for name in FAMILIES[family]},
+            "version": top if version is None else version}
+
+
+#: what a job cannot keep and says so: an unreadable table (a damaged or vacuumed part,
+#: a file Polars cannot read); anything else is a bug and fails the job
+UNREADABLE = (MemframeError, OSError, pl.exceptions.PolarsError)
+
+
+def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
+                  notes: list[str]) -> dict[str, int]:
+    if not full:
+        current, visited, new = _current(view, family)
+        if current:  # nothing it depends on changed: at most its marks move
+            if new:
+                version = family_codec.version_of(view.watermarks, family)
+                family_codec.kept(family).remark(commit, _marks(view, family, version))
+            return job_report(visited)
+    if not any(view.partitions(name) for name in FAMILIES[family]):
+        return job_report()  # nothing to keep
+    try:
+        tables, visited = _read_tables(view, family)
+    except UNREADABLE as exc:  # the digest reads the table itself (and fails, or not)
+        notes.append(f"digest_globals: {family} not kept: a table cannot be read "
+                     f"({type(exc).__name__}: {exc})")
+        _drop_family(commit, view, family)
+        return job_report()
+    problem = check_tables(tables)
+    if problem:  # the digest fails closed on these rows: never keep values computed over them
+        notes.append(f"digest_globals: {family} not kept: the digest fails closed on "
+                     f"its rows ({problem})")
+        _drop_family(commit, view, family)
+        return job_report(visited)
+    values = family_values(family, tables)
+    rows = {family_codec.table_of(family): family_codec.encode(family, values)}
+    if family == "graph":
+        rows[family_codec.members_table()] = family_codec.member_rows(values)
+        rows[family_codec.endpoints_table()] = family_codec.endpoint_rows(tables["relations"])
+        rows[family_codec.known_table()] = family_codec.known_rows(tables["relations"],
+                                                                   tables["forgets"])
+    group_rows = family_codec.MEMBERS_GROUP_ROWS
+    groups = {family_codec.members_table(): group_rows,
+              family_codec.endpoints_table(): group_rows,
+              family_codec.known_table(): group_rows}
+    written = family_codec.kept(family).stage(commit, rows, _marks(view, family),
+                                              row_group_rows=groups)
+    return job_report(visited, visited, written)
+
+
+def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
+    """Drop what was kept of ``family`` (its tables and marks): values kept before its
+    tables became unreadable, or took rows the digest fails closed on, must not be served
+    (the digest reads the tables itself)."""
+    family_codec.kept(family).drop(commit, view)
+
+
+def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
+                notes: list[str] | None = None) -> dict[str, int]:
+    """Recompute, on ``commit``, every family whose tables were written since its
+    watermark (the others are left as they are; a virgin store writes nothing); with
+    ``full`` (the rebuild door), every family that has rows. A family that cannot be
+    kept (a table cannot be read, rows the digest fails closed on) is named in ``notes``
+    with why; a digest then computes it from the tables."""
+    total = job_report()
+    notes = notes if notes is not None else []
+    for family in FAMILIES:
+        report = _stage_family(commit, view, family, full, notes)
+        total = {k: total[k] + report[k] for k in total}
+    return total
