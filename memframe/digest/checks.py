@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Literal
 
 import polars as pl
 
@@ -71,12 +72,12 @@ def check_tables(tables: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> str | Non
                 found.append(rows.filter(pl.any_horizontal(bad)).head(1))
                 messages.append(what)
     # (rows read already: in memory; rows to be read: streamed, never all held)
-    engine = "in-memory" if all(isinstance(f, pl.DataFrame) for f in tables.values()) \
-        else "streaming"
-    for rows, what in zip(pl.collect_all(found, engine=engine) if found else [], messages,
-                          strict=True):
-        if rows.height:
-            named = rows.row(0, named=True)
+    engine: Literal["in-memory", "streaming"] = "in-memory" if all(
+        isinstance(f, pl.DataFrame) for f in tables.values()) else "streaming"
+    collected = pl.collect_all(found, engine=engine) if found else []
+    for first, what in zip(collected, messages, strict=True):
+        if first.height:
+            named = first.row(0, named=True)
             return what.format_map({k: named.get(k) for k in ("seq", "verdict", "capsule_id",
                                                                 "kind")})
     return None

@@ -422,13 +422,12 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
     if trust_state is not None:  # the job's reads: it trusts its own state (or none)
         warm = trust_state and verify != "full"
     holder: dict[str, Any] = {}
-    use_kept = kept
-    kept: dict[str, Any] = {}
+    families: dict[str, Any] = {}
     kept_rows = 0
     optional_names = FAIL_OPEN
     if fast and verify != "full":  # stored state only when the checkpoint holds
         if warm:
-            kept, kept_rows = _kept_families(view)
+            families, kept_rows = _kept_families(view)
         # the journal parts the chain check walked are the state's new journal rows
         if check is not None:
             shared = {"journal": check.read} if check.read is not None else None
@@ -436,10 +435,10 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
 
         names, from_state = (*STATE_TABLES, "forgets"), _warm_reader(
             view, holder, not warm, sections, shared,
-            use_kept and graph_settled(view, "graph" in kept), trust_state is True,
-            getattr(kept.get("graph"), "fresh", None))
+            kept and graph_settled(view, "graph" in families), trust_state is True,
+            getattr(families.get("graph"), "fresh", None))
         if warm:
-            skip = {t for family in kept for t in FAMILIES[family]}
+            skip = {t for family in families for t in FAMILIES[family]}
             names = tuple(t for t in names if t not in skip)
             optional_names = tuple(t for t in FAIL_OPEN if t not in skip)
     elif warm:
@@ -456,11 +455,11 @@ def read_inputs(view: Any, now: _dt.datetime | None, verify: str = "incremental"
         from_state=from_state,
         optional_names=optional_names,
     )
-    inputs.globals = kept
+    inputs.globals = families
     inputs.rows_visited += kept_rows
     if fast and verify != "full":
         inputs.warm = holder["warm"]
-        if "kept" in holder:
+        if "kept" in holder and sections is not None:
             from memframe.digest.state.sections import cap_kept
 
             inputs.kept_sections = cap_kept(holder["kept"], sections[0], now)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from memframe._scalars import as_int
 from memframe.schema import ARCHIVE_AFTER_DAYS, FORGET_ACTIONS, STALE_AFTER_NS, TIERS, TIMESTAMP
 from memframe.taint import has_finding
 from memframe.text import epoch_ns, journal_lines, sha256_hex
@@ -114,14 +115,14 @@ def walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
         if frame.height == 0:
             continue
         audit = frame.get_column("audit_seq")
-        if not audit.is_sorted() or int(audit.min()) <= tail[0]:
+        if not audit.is_sorted() or as_int(audit.min()) <= tail[0]:
             return None
         section = chain_walk(frame, previous=previous, verified=verified,
                              slice_rows=slice_rows)
         if section["chain"] != "ok":
             # the first break in audit order only if no later part numbers a row below it
             rest = view.read_partitions("journal", parts[i + 1:], ["audit_seq"])
-            if rest.height and int(rest["audit_seq"].min()) <= int(audit.max()):
+            if rest.height and as_int(rest["audit_seq"].min()) <= as_int(audit.max()):
                 return None
             return section, None, rest.height
         tail = (int(audit[-1]), str(frame["chained_hash"][-1]))
@@ -156,7 +157,12 @@ def journal_section(journal: pl.DataFrame | None, state: pl.DataFrame,
     ``chain`` is the chain verdict when the caller already has it (a store's digest
     checks the chain from its verified checkpoint); otherwise the whole chain is walked.
     """
-    section = dict(chain) if chain is not None else verify_chain(journal)
+    if chain is not None:
+        section = dict(chain)
+    elif journal is not None:
+        section = verify_chain(journal)
+    else:
+        raise ValueError("journal_section needs the journal rows or the chain verdict")
     section["out_of_band"] = out_of_band(state)
     return section
 

@@ -36,8 +36,9 @@ def warm_capsule_sections(inputs, warm: warm_reader.WarmState, subset: dict, n: 
     if prefix is not None:
         projects = pl.Series("project_id", projects, dtype=pl.String).to_frame().filter(
             fence_expr(prefix)).get_column("project_id").to_list()
-    table = [(p, *(sums.get((m, p), 0) for m in ("count", "live", "recalled")))
-             for p in projects]
+    table: list[tuple[str, int, int, int]] = [
+        (p, sums.get(("count", p), 0), sums.get(("live", p), 0), sums.get(("recalled", p), 0))
+        for p in projects]
     by_project = [{"project_id": p, "count": c, "live": live}
                   for p, c, live, _r in table if c > 0]
     total = sum(row[1] for row in table)

@@ -116,7 +116,7 @@ def _own(frame: pl.DataFrame) -> pl.DataFrame:
     buffers of the frame it was taken from: the few rows kept of a range would keep all
     of that range's text alive."""
     own = cast(pl.DataFrame, pl.from_arrow(frame.to_arrow()))
-    return own.cast(dict(frame.schema))
+    return own.cast(frame.schema)
 
 
 def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None

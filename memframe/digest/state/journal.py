@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe import schema as S
+from memframe._scalars import as_int
 from memframe.digest.ledger import JOURNAL_COLUMNS, chain_walk, walk_parts
 from memframe.digest.params import VERIFY_MODES
 from memframe.store import fingerprint
@@ -102,8 +103,8 @@ def _part_rows(parts: Sequence[Partition], frames: Sequence[pl.DataFrame],
     for part, frame, fp in zip(parts, frames, prints, strict=True):
         audit = frame.get_column("audit_seq")
         out.append({"path": part.path, "rows": part.rows,
-                    "audit_lo": int(audit.min()) if frame.height else None,
-                    "audit_hi": int(audit.max()) if frame.height else None, **fp})
+                    "audit_lo": as_int(audit.min()) if frame.height else None,
+                    "audit_hi": as_int(audit.max()) if frame.height else None, **fp})
     return out
 
 
@@ -194,7 +195,7 @@ def _above(view: StoreView, journal: pl.DataFrame | None, record: bool, visited:
     frame, fresh = _read_parts(view, new_parts, record)
     visited += sum(p.rows for p in new_parts)
     audit_seq, chained = int(mark["audit_seq"]), str(mark["hash"])
-    if frame.height and int(frame.get_column("audit_seq").min()) <= audit_seq:
+    if frame.height and as_int(frame.get_column("audit_seq").min()) <= audit_seq:
         return _full(view, journal, record, "a new journal row is numbered inside the "
                      "checkpoint", visited, slice_rows)
     section = chain_walk(frame, previous=chained, verified=int(mark["verified"]),
@@ -254,8 +255,8 @@ def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> s
     """None when every recorded part is the very file verified; else what differs."""
     parts = {p.path: p for p in view.partitions("journal")}
     if recorded.height and (
-        int(recorded["rows"].sum()) != int(mark.get("verified", -1))
-        or int(recorded["audit_hi"].max()) != int(mark.get("audit_seq", -1))
+        as_int(recorded["rows"].sum()) != int(mark.get("verified", -1))
+        or as_int(recorded["audit_hi"].max()) != int(mark.get("audit_seq", -1))
     ):
         return "the checkpoint's rows disagree with its watermark"
     if not recorded.height and int(mark.get("verified", -1)) != 0:

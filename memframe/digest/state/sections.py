@@ -126,7 +126,7 @@ def encode(values: dict) -> pl.DataFrame:
         pl.element().str.slice(4).cast(pl.Int64)).list.unique().list.sort().cast(
         pl.List(pl.String)).list.join(" ")
     return pl.DataFrame({"k": keys, "text": texts}).select(
-        "k", "text", named.alias(TEXT_NAMES)).cast(dict(SCHEMA)).sort("k")
+        "k", "text", named.alias(TEXT_NAMES)).cast(SCHEMA).sort("k")
 
 
 def decode(rows: pl.DataFrame) -> dict:
