@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         check(*a, **k)  # type: ignore[arg-type]
         spent[0] += time.perf_counter() - start
         checks[0] += 1
+        if checks[0] % 250 == 0:  # a long run says how far it got
+            print(f"  {checks[0]:,} checks, {time.perf_counter() - began:,.0f} s", flush=True)
 
+    began = time.perf_counter()
     machine.check_digest = counted  # type: ignore[assignment]
     phases = [Phase.explicit, Phase.generate] + ([] if args.no_shrink else [Phase.shrink])
     case = machine.DigestMachine.TestCase
