@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 from tests.digest.machine import DigestMachine
 
 #: examples per run (raise it to search harder: MEMFRAME_MACHINE_EXAMPLES=2000)
-EXAMPLES = int(os.environ.get("MEMFRAME_MACHINE_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("MEMFRAME_MACHINE_EXAMPLES", "10"))
 
 TestDigestMachine = DigestMachine.TestCase
 TestDigestMachine.settings = settings(
