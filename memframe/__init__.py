@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from memframe import errors
+from memframe._install import warn_if_shadowed
 from memframe.errors import MemframeError
 from memframe.store import Store, StoreView
+
+warn_if_shadowed()  # the unrelated `memframe` on PyPI installs the same import name
 
 __version__ = "0.1.0"
 

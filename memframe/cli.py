@@ -609,6 +609,20 @@ def _readable(store: Any, limit: int = 1000) -> tuple[int, bool]:
     return oldest, oldest <= 1
 
 
+def _other_installs() -> list[str]:
+    """Every other install of the import name ``memframe`` (the unrelated PyPI project's
+    wheel, another package directory, any distribution whose files hold one)."""
+    from memframe._install import other_distributions, other_installs
+
+    found = other_installs()
+    listed = " ".join(found)
+    for dist in other_distributions():
+        name, _, version = dist.partition(" ")
+        if f"memframe {version} (" not in listed or name.lower() != "memframe":
+            found.append(f"the distribution {dist}")
+    return found
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     from memframe.schema import CANONICAL_TABLES
 
@@ -618,6 +632,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     oldest, whole = _readable(store)
     tables = {n: {"rows": view.row_count(n), "partitions": len(view.files(n))}
               for n in CANONICAL_TABLES}
+    others = _other_installs()
+    if others:
+        from memframe._install import shadow_message
+
+        _say(args, shadow_message(others), always=True)
     if _format(args) == "json":
         info = {
             "path": str(view.path),
@@ -628,6 +647,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                                       "whole_history": whole} if newest else None),
             "tables": tables,
             "watermarks": dict(view.watermarks),
+            "other_installs": others,
         }
         _emit(json.dumps(info, indent=2, ensure_ascii=False), "json")
         return 0

@@ -142,3 +142,8 @@ class ImportSourceError(MemframeError):
 
 class SourceRewrittenError(ImportSourceError):
     """A re-import found the source changed in a way that is not an append."""
+
+
+class ShadowedPackageWarning(UserWarning):
+    """Another installed distribution also provides the top-level package ``memframe``
+    (the unrelated ``memframe`` on PyPI does): the two overwrite or hide each other."""

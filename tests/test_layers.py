@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memframe"
 #: bottom to top; a module belongs to the first prefix that names it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
-     "memframe.graph", "memframe.state", "memframe._render"),
+     "memframe.graph", "memframe.state", "memframe._render", "memframe._install"),
     ("memframe.store",),
     ("memframe.derived",),
     ("memframe.projections",),

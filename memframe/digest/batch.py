@@ -161,7 +161,7 @@ DIGEST_ENGINES: tuple[str, ...] = ("ray", "processes")
 
 def import_ray(*, data: bool = False) -> Any:
     """The ``ray`` module (with ``ray.data`` when asked), or a teaching error (Ray is
-    optional: ``pip install "memframe-store[ray]"``)."""
+    optional: ``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout)."""
     try:
         import ray
 
@@ -170,7 +170,8 @@ def import_ray(*, data: bool = False) -> Any:
     except ImportError as exc:
         raise MemframeError(
             f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
-            f'pip install "memframe-store[ray]", or use the local engine'
+            f'python3 -m pip install "ray[data]>=2.30" (or, from the checkout\'s root, '
+            f'python3 -m pip install -e ".[ray]"), or use the local engine'
         ) from None
     return ray
 
@@ -288,7 +289,7 @@ def digest_many(
         store_paths: the store directories. With a Ray cluster, every host must see them
             at the same path (shared storage); relative paths are made absolute.
         engine: ``"processes"`` (local worker processes, the default) or ``"ray"`` (one
-            Ray task per store; ``pip install "memframe-store[ray]"``).
+            Ray task per store; ``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout).
         processes: worker processes (default: CPU count, at most one per store).
         num_cpus: the same count under Ray's name: CPUs of a local Ray started here, or
             worker processes (give one of the two).
