@@ -111,6 +111,35 @@ def _headlines(value: str) -> int:
     return n
 
 
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _known_hash(value: str) -> str:
+    """``--known-hash``: the whole 64-hex-character hash of an earlier answer. A shorter
+    one (the 12 characters a text report shows) would never match, and the command would
+    silently hand the whole body every time, so it is refused.
+
+    Examples:
+        >>> _known_hash("AB" * 32) == "ab" * 32
+        True
+        >>> _known_hash("8c5f36f8b225")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: give the whole hash of an earlier answer, 64 hex characters (0-9, a-f); got "8c5f36f8b225" (12 characters: the text report shows only the first 12). Print the whole hash with `memframe digest STORE --hash` (or read "hash" from `memframe sessions --format json`)
+    """
+    text = value.strip()
+    if _HEX64.fullmatch(text):
+        return text.lower()
+    what = (f"{len(text)} characters: the text report shows only the first 12"
+            if len(text) == 12 and re.fullmatch(r"[0-9a-fA-F]+", text) else
+            f"{len(text)} characters" if re.fullmatch(r"[0-9a-fA-F]*", text) else
+            "not hexadecimal")
+    raise argparse.ArgumentTypeError(
+        f"give the whole hash of an earlier answer, 64 hex characters (0-9, "
+        f"a-f); got {json.dumps(value)} ({what}). Print the whole hash with `memframe "
+        f"digest STORE --hash` (or read \"hash\" from `memframe sessions --format json`)")
+
+
 def _positive(value: str) -> int:
     try:
         n = int(value, 10)
@@ -325,22 +354,28 @@ def _render_digest(d: Any, fmt: str) -> str:
 
 
 def _advance(store: Any, args: argparse.Namespace) -> None:
-    """Run the projections' cycle (the digest's state included) when the store is writable.
+    """Run the projections' cycle (the digest's kept state included) first: a digest of a
+    named store writes to it, so that the next call (the next session's hook) reads warm.
 
-    The digest is exact without it; advancing keeps the next call warm. A frozen view
-    (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
-    cannot write are read as they are. The cycle's stages show on the status line (the
-    first cycle of a large store takes a while).
+    The digest is exact without it (it reads the kept state plus every row above it). A
+    frozen view (``--as-of``), the bundled sample store (no STORE) and ``--no-advance`` are
+    read without writing. When the cycle fails (a store this process cannot write, a full
+    disk, another writer), one note says so on stderr (also with ``--quiet``) and the
+    digest is computed all the same, from what is on disk.
     """
-    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError, StorageError
+    from memframe.errors import MemframeError
     from memframe.store import Store
 
     if args.no_advance or not args.stores or not isinstance(store, Store):
         return
     try:
         store.memory.run_cycle(progress=_STATUS.cycle)
-    except (OSError, ReadOnlyStoreError, ConcurrentCommitError, StorageError):
-        pass  # read-only here: the digest still answers exactly
+    except (OSError, MemframeError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        _say(args, f"memframe {args.command}: note: could not advance the kept state of "
+                   f"{store.path} ({type(exc).__name__}: {reason}); the digest is still exact "
+                   f"(it reads the rows above the kept state); --no-advance reads without "
+                   f"writing", always=True)
 
 
 def _digest_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -358,6 +393,15 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     stores = args.stores or [str(_default_store())]
     _check_out(args.out, directory=True)
     fmt = _format(args, file_out=args.out is not None)
+    if args.hash:
+        clash = next((flag for flag, given in (
+            ("--out", args.out is not None), ("--per-project", args.per_project is not None),
+            ("--format", args.format is not None)) if given), None)
+        if clash:
+            raise _UsageError(f"--hash prints only the digest's hash (64 hex characters); "
+                              f"it takes no {clash}: drop one of the two")
+        if len(stores) != 1:
+            raise _UsageError("--hash prints the hash of one digest; name one STORE")
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
@@ -370,7 +414,10 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         _advance(store, args)
         _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
         d = digest_mod.digest(store, **kwargs)
-        if args.out is None:
+        if args.hash:
+            _STATUS.erase()
+            sys.stdout.write(d.hash + "\n")
+        elif args.out is None:
             _emit(_render_digest(d, fmt), fmt)
         else:
             target = _out_dir(args.out) / f"{Path(store.path).name}.{_SUFFIX[fmt]}"
@@ -800,9 +847,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write one file per store (or per project) into DIR, in --format "
                         "(default: print to stdout)")
-    p.add_argument("--known-hash", default=None, metavar="H",
-                   help="the hash of an earlier digest: unchanged means no bodies are handed "
+    p.add_argument("--known-hash", type=_known_hash, default=None, metavar="H",
+                   help="the whole hash (64 hex characters, from --hash) of an earlier "
+                        "digest: when it still matches, the answer is "
+                        '{"unchanged":true,"hash":H} and no bodies are handed '
                         "(default: none, always hand the bodies)")
+    p.add_argument("--hash", action="store_true",
+                   help="print only the digest's whole hash (64 hex characters, the sha256 "
+                        "of its JSON), the value --known-hash takes; for a hook")
     p.add_argument("--per-project", type=_positive, default=None, metavar="DEPTH",
                    help="one fenced digest per project subtree root at DEPTH (default: off)")
     p.add_argument("--engine", choices=("processes", "ray"), default="processes",
@@ -812,8 +864,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
                    help="journal check: from the verified checkpoint, or the whole hash chain")
     p.add_argument("--no-advance", action="store_true",
-                   help="do not run the projections' cycle first; read the store as it is "
-                        "(default: advance when the store is writable)")
+                   help="read without writing: do not run the projections' cycle first (the "
+                        "digest is the same; only the next call is slower). By default a "
+                        "named STORE is advanced first, and a failure to do so is a note on "
+                        "stderr")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
 
@@ -821,8 +875,9 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p)
     p.add_argument("--limit", type=_positive, default=10, metavar="N",
                    help="newest sessions to list; total stays exact")
-    p.add_argument("--known-hash", default=None, metavar="H",
-                   help="the hash of an earlier answer: unchanged means no rows are handed "
+    p.add_argument("--known-hash", type=_known_hash, default=None, metavar="H",
+                   help="the whole hash (64 hex characters, the JSON's \"hash\") of an "
+                        "earlier answer: unchanged means no rows are handed "
                         "(default: none, always hand the rows)")
     _as_of_arg(p)
     _format_arg(p, ("text", "json"))

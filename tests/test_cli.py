@@ -463,3 +463,91 @@ def test_the_first_digest_shows_the_cycles_stages(small, capsys, terminal):
     stages = [s for s in err.split("\r") if "advancing the projections" in s]
     assert len(stages) == 6 and "[6/6]" in stages[-1]
     assert err.endswith("s\n") and "memframe digest: done in " in err.rsplit("\r", 1)[-1]
+
+
+def test_hash_prints_only_the_whole_hash_and_known_hash_takes_it(small, capsys):
+    assert main(["digest", str(small.path), "--hash"]) == 0
+    out = capsys.readouterr().out
+    digest = mf.digest(mf.Store.open(small.path))
+    assert out == digest.hash + "\n"
+    assert len(out.strip()) == 64 and set(out.strip()) <= set("0123456789abcdef")
+    # it is the sha256 of the JSON the command prints, without the final newline
+    import hashlib
+
+    assert main(["digest", str(small.path), "--format", "json"]) == 0
+    printed = capsys.readouterr().out
+    assert hashlib.sha256(printed.removesuffix("\n").encode()).hexdigest() == out.strip()
+    # the fence and the cap are part of what is hashed
+    assert main(["digest", str(small.path), "--hash", "--headlines", "2",
+                 "--project-prefix", "team"]) == 0
+    fenced = capsys.readouterr().out.strip()
+    assert fenced == mf.digest(mf.Store.open(small.path), headlines=2,
+                               project_prefix="team").hash != out.strip()
+    assert main(["digest", str(small.path), "--known-hash", out.strip().upper()]) == 0
+    assert json.loads(capsys.readouterr().out) == {"unchanged": True, "hash": out.strip()}
+
+
+@pytest.mark.parametrize("value,why", [("short-twelve", "not hexadecimal"),
+                                       ("8c5f36f8b225", "the text report shows only the first 12"),
+                                       ("a" * 63, "63 characters"), ("a" * 65, "65 characters"),
+                                       ("g" * 64, "not hexadecimal"), ("", "0 characters")])
+def test_known_hash_refuses_what_is_not_64_hex_and_teaches(small, capsys, value, why):
+    with pytest.raises(SystemExit) as exc:
+        main(["digest", str(small.path), "--known-hash", value])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "64 hex characters" in captured.err and why in captured.err
+    assert "memframe digest STORE --hash" in captured.err
+    with pytest.raises(SystemExit) as exc:
+        main(["sessions", str(small.path), "--known-hash", value])
+    assert exc.value.code == 2
+    assert "64 hex characters" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra,named", [(["--format", "json"], "--format"),
+                                         (["--out", "somewhere"], "--out"),
+                                         (["--per-project", "1"], "--per-project")])
+def test_hash_alone_is_refused_with_what_clashes(small, capsys, extra, named):
+    assert main(["digest", str(small.path), "--hash", *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"--hash prints only the digest's hash (64 hex characters); it takes no {named}" in err
+
+
+def test_a_digest_that_cannot_advance_says_so_in_one_note_and_is_still_exact(
+        small, capsys, monkeypatch):
+    from memframe.errors import StorageNotWritableError
+    from memframe.jobs import Memory
+
+    small.ingest({"content": "after the last cycle", "source": "s", "anchor": "a"})
+    expected = mf.digest(mf.Store.open(small.path), verify="full").to_json()
+
+    def refuse(self, **kwargs):
+        raise StorageNotWritableError(f"{small.path}: read-only file system")
+
+    monkeypatch.setattr(Memory, "run_cycle", refuse)
+    for quiet in ([], ["--quiet"]):
+        assert main(["digest", str(small.path), *quiet]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == expected + "\n"
+        notes = [line for line in captured.err.splitlines() if line]
+        assert len(notes) == 1, notes
+        assert notes[0].startswith("memframe digest: note: could not advance the kept state")
+        assert "StorageNotWritableError" in notes[0] and "read-only file system" in notes[0]
+        assert "--no-advance" in notes[0]
+    # --no-advance does not try, so it has nothing to say
+    assert main(["digest", str(small.path), "--no-advance"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == expected + "\n" and captured.err == ""
+
+
+def test_no_advance_reads_without_writing_and_the_default_advances(small, capsys):
+    before = sorted(p.relative_to(small.path) for p in small.path.rglob("*"))
+    generation = mf.Store.open(small.path).generation
+    assert main(["digest", str(small.path), "--no-advance"]) == 0
+    first = capsys.readouterr().out
+    assert sorted(p.relative_to(small.path) for p in small.path.rglob("*")) == before
+    assert mf.Store.open(small.path).generation == generation
+    assert main(["digest", str(small.path)]) == 0
+    assert capsys.readouterr().out == first  # the same digest
+    assert mf.Store.open(small.path).generation > generation  # the cycle committed
