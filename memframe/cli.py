@@ -378,6 +378,47 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
                    f"writing", always=True)
 
 
+def _closest_projects(prefix: str, projects: list[str], n: int = 3) -> list[str]:
+    """The projects (or their subtree roots) nearest to a prefix that matched nothing.
+
+    Examples:
+        >>> _closest_projects("tean", ["default", "team", "team/api", "ops"])
+        ['team', 'team/api']
+        >>> _closest_projects("team/ap", ["team", "team/api", "team/web"])[0]
+        'team/api'
+    """
+    import difflib
+
+    roots = sorted({"/".join(p.split("/")[:i]) for p in projects
+                    for i in range(1, p.count("/") + 2)})
+    near = difflib.get_close_matches(prefix, roots, n=n, cutoff=0.5)
+    if not near:  # a differently spelled subtree: compare by its last segment too
+        tail = prefix.rsplit("/", 1)[-1]
+        near = [r for r in roots if difflib.get_close_matches(tail, [r.rsplit("/", 1)[-1]],
+                                                              cutoff=0.6)][:n]
+    return near
+
+
+def _note_empty_fence(args: argparse.Namespace, store: Any, d: Any) -> None:
+    """A ``--project-prefix`` that matches no project answers a valid, empty digest
+    (exit 0); a note on stderr says so and names the closest projects."""
+    if args.project_prefix is None or d.total or d.by_project:
+        return
+    import memframe.digest as digest_mod
+
+    view = store.at(d.generation) if d.generation is not None and hasattr(store, "at") else store
+    projects = [row["project_id"] for row in digest_mod.digest(view, headlines=0).by_project]
+    if not projects:
+        return  # an empty store: nothing is fenced out
+    near = _closest_projects(args.project_prefix, projects)
+    listed = ", ".join(projects[:8]) + (f" and {len(projects) - 8} more" if len(projects) > 8
+                                        else "")
+    _say(args, f"memframe digest: note: --project-prefix {json.dumps(args.project_prefix)} "
+               f"matches no project of {store.path}, so the fenced sections are empty"
+               + (f"; did you mean {' or '.join(json.dumps(p) for p in near)}?" if near else
+                  f"; its projects: {listed}"), always=True)
+
+
 def _digest_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"headlines": args.headlines, "project_prefix": args.project_prefix,
                               "verify": args.verify}
@@ -414,6 +455,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         _advance(store, args)
         _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
         d = digest_mod.digest(store, **kwargs)
+        _note_empty_fence(args, store, d)
         if args.hash:
             _STATUS.erase()
             sys.stdout.write(d.hash + "\n")

@@ -551,3 +551,46 @@ def test_no_advance_reads_without_writing_and_the_default_advances(small, capsys
     assert main(["digest", str(small.path)]) == 0
     assert capsys.readouterr().out == first  # the same digest
     assert mf.Store.open(small.path).generation > generation  # the cycle committed
+
+
+@pytest.mark.parametrize("prefix,near", [("tean", '"team"'), ("team/ap", '"team/api"'),
+                                         ("tea/api", '"team/api"')])
+def test_a_prefix_that_matches_no_project_is_a_note_naming_the_closest(small, capsys,
+                                                                      prefix, near):
+    assert main(["digest", str(small.path), "--project-prefix", prefix]) == 0
+    captured = capsys.readouterr()
+    body = json.loads(captured.out)  # the valid, empty fenced answer
+    assert body["total"] == 0 and body["by_project"] == []
+    (note,) = captured.err.splitlines()
+    assert note.startswith(f'memframe digest: note: --project-prefix "{prefix}" matches no '
+                           f"project of {small.path}")
+    assert f"did you mean {near}" in note
+    # --quiet keeps notes; --hash answers the hash and still notes
+    assert main(["digest", str(small.path), "--project-prefix", prefix, "--quiet",
+                 "--hash"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip()) == 64 and "matches no project" in captured.err
+
+
+def test_a_prefix_far_from_every_project_lists_them_and_a_match_says_nothing(small, capsys):
+    assert main(["digest", str(small.path), "--project-prefix", "zzzzzz"]) == 0
+    err = capsys.readouterr().err
+    assert "matches no project" in err and "its projects: ops, team/api" in err
+    for prefix in ("team", "team/api", "ops"):
+        assert main(["digest", str(small.path), "--project-prefix", prefix]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["total"] > 0 and captured.err == ""
+
+
+def test_the_digest_object_has_its_sections_as_attributes(small):
+    d = mf.digest(small, headlines=3)
+    body = d.to_dict()
+    assert d.total == body["total"] == 12
+    assert d.newest == body["newest"] and d.by_project == body["by_project"]
+    d.newest.clear()  # a copy: the digest itself is untouched
+    assert len(d.newest) == 3
+    unchanged = mf.digest(small, headlines=3, known_hash=d.hash)
+    assert unchanged.to_dict() == {"unchanged": True, "hash": d.hash}
+    assert unchanged.total == 12  # the computed body answers still
+    with pytest.raises(AttributeError, match="did you mean 'newest'"):
+        _ = d.newset
