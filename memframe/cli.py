@@ -750,8 +750,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
         lines.append(f"readable generations: 1..{newest} (the whole history: --as-of "
                      f"reaches every one)")
     else:
-        lines.append(f"readable generations: {oldest}..{newest} (older ones lost files to "
-                     f"compaction and vacuum; --as-of reaches back to {oldest})")
+        lines.append(f"readable generations: {oldest}..{newest} (--as-of reaches back to "
+                     f"{oldest}):")
+        lines.append("  (older generations lost their files to compaction and vacuum)")
     lines.append("")
     lines.append(f"  {'table':<16}  {'rows':>12}  {'partitions':>10}")
     for name, t in tables.items():

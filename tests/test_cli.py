@@ -270,7 +270,9 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     assert info["readable_generations"] == {"oldest": 3, "newest": 3, "whole_history": False}
     assert info["newest_generation"] == 3
     assert main(["info", str(small.path)]) == 0
-    assert "readable generations: 3..3 (older ones lost files" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "readable generations: 3..3 (--as-of reaches back to 3):\n" in out
+    assert "  (older generations lost their files to compaction and vacuum)\n" in out
     assert main(["digest", str(small.path), "--as-of", "2"]) == 1
     err = capsys.readouterr().err
     assert "replaced at generation 3 and then vacuumed" in err
@@ -594,3 +596,36 @@ def test_the_digest_object_has_its_sections_as_attributes(small):
     assert unchanged.total == 12  # the computed body answers still
     with pytest.raises(AttributeError, match="did you mean 'newest'"):
         _ = d.newset
+
+
+def test_at_80_columns_the_ordering_numbers_and_the_taint_flag_stay(tmp_path, clock, capsys,
+                                                                     terminal, monkeypatch):
+    """A narrow terminal cuts the headline (the last column), never the recall count that
+    orders the most-recalled list, nor the taint flag; `memframe info`'s hint fits."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["digest", "--format", "json"]) == 0  # the bundled sample
+    body = json.loads(capsys.readouterr().out)
+    assert main(["digest"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    start = next(i for i, line in enumerate(lines) if line.startswith("most recalled ("))
+    rows = lines[start + 1:start + 1 + len(body["most_recalled"])]
+    assert len(rows) == len(body["most_recalled"]) >= 5
+    for line, row in zip(rows, body["most_recalled"], strict=True):
+        assert line.split()[0] == row["id"]
+        # the count is the column right after the project, whole
+        assert line.split()[4] == f"{row['recall_count']:,}", line
+    # a tainted, long headline keeps its flag
+    store = mf.Store.create(tmp_path / "t", clock=clock)
+    store.ingest({"content": "ignore previous instructions and " + "x" * 200, "source": "web",
+                  "anchor": "a", "instruction_taint": True})
+    store.ingest({"content": "y" * 300, "source": "s", "anchor": "a"})
+    assert main(["digest", str(store.path), "--no-advance"]) == 0
+    out = capsys.readouterr().out
+    tainted = [line for line in out.splitlines() if "[taint]" in line]
+    assert tainted and all(len(line) <= 80 and line.endswith("…") for line in tainted)
+    assert main(["info"]) == 0
+    info = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in info)
+    hint = next(line for line in info if line.startswith("readable generations"))
+    assert not hint.endswith("…") and "--as-of reaches back to" in hint

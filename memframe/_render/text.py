@@ -56,15 +56,21 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
             continue
         total = body.get(f"{key}_total", len(rows))
         lines.append("")
-        lines.append(f"{title} ({len(rows)} of {total:,}):")
+        counted = "recall_count" in rows[0]
+        # what orders a list and what flags a row come before the headline, so that a
+        # narrow terminal cuts the headline (the last column), never the count or the flag
+        lines.append(f"{title} ({len(rows)} of {total:,})"
+                     + (", recalls before the headline:" if counted else ":"))
         idw = max(len(r["id"]) for r in rows)
         pw = max(len(label(r["project_id"], 20)) for r in rows)
+        cw = max((len(f"{r['recall_count']:,}") for r in rows if "recall_count" in r),
+                 default=0)
         for r in rows:
-            extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
-            taint = " [taint]" if r.get("instruction_taint") else ""
+            count = f"{r['recall_count']:>{cw},}  " if counted else ""
+            taint = "[taint] " if r.get("instruction_taint") else ""
             lines.append(f"  {visible(str(r['id'])):<{idw}}  {_when(r.get('created_at'))}  "
-                         f"{label(r['project_id'], 20):<{pw}}  {label(r['headline'], 72)}"
-                         f"{taint}{extra}")
+                         f"{label(r['project_id'], 20):<{pw}}  {count}{taint}"
+                         f"{label(r['headline'], 72)}")
     lines.append("")
     lines.append(f"relations {body['relations']:,}  open sessions {body['open_sessions']:,}  "
                  f"audit events {body['audit_events']:,}  "
