@@ -29,6 +29,7 @@ __all__ = [
     "audit",
     "importers",
     "distributed",
+    "delta",
     "__version__",
 ]
 
@@ -49,7 +50,8 @@ def __getattr__(name: str) -> Any:
         from memframe.jobs import MEMORY_PROJECTION_NAMES
 
         return MEMORY_PROJECTION_NAMES
-    if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display"):
+    if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display",
+                "delta"):
         import importlib
 
         return importlib.import_module(f"memframe.{name}")

@@ -808,6 +808,19 @@ def _cmd_delta_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_delta_duckdb(args: argparse.Namespace) -> int:
+    from memframe import delta
+
+    store = _open(args.store)
+    delta.table_path(store, "capsules")  # the logs exist (else: how to start them)
+    extension = Path(args.extension) if args.extension else delta.duckdb_extension()
+    if not extension.is_file():
+        raise _UsageError(f"--extension {args.extension}: no such file; give the path of "
+                          f"delta.duckdb_extension (the duckdb-ext-delta package installs it)")
+    _emit(delta.duckdb_sql(store, extension.resolve()), "text")
+    return 0
+
+
 def _delta_table_lines(tables: dict[str, Any]) -> list[str]:
     lines = [f"  {'table':<16}  {'version':>8}  {'generation':>10}"]
     for name, head in tables.items():
@@ -1023,6 +1036,13 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p, required=True)
     _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_delta_status)
+    p = _sub(delta_sub, "duckdb", "the SQL that reads every table in DuckDB offline: load "
+                                   "the delta extension from its file, one view per table")
+    _store_arg(p, required=True)
+    p.add_argument("--extension", default=None, metavar="FILE",
+                   help="the delta.duckdb_extension file (default: the one the "
+                        "duckdb-ext-delta package installed into this Python)")
+    p.set_defaults(func=_cmd_delta_duckdb)
     return parser
 
 

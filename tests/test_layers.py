@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.projections",),
     ("memframe.digest", "memframe.audit", "memframe.importers", "memframe.synth"),
     ("memframe.jobs",),
-    ("memframe.cli", "memframe.display", "memframe.distributed", "memframe.__main__"),
+    ("memframe.cli", "memframe.display", "memframe.distributed", "memframe.delta",
+     "memframe.__main__"),
 )
 
 #: (importer, imported package): the only upward imports allowed
