@@ -240,7 +240,10 @@ def audit_html(*, summary: str, window: str, vocabulary_size: int, totals: Mappi
             cards(list(totals.items()))]
     if totals.get("misses", 0) == 0 and totals.get("lane_overrides", 0) == 0:
         body.append("<p>no recall misses recorded</p>")
-    body += _audit_charts(terms, daily, lane_daily, outcomes, limit)
+    charts = _audit_charts(terms, daily, lane_daily, outcomes, limit)
+    if charts:
+        body.append('<div class="mf-charts">' + "".join(
+            f'<figure class="mf-chart-card">{chart}</figure>' for chart in charts) + "</div>")
     for caption, frame in (("Missed terms", terms), ("Alias proposals", aliases),
                            ("Misses per day (UTC)", daily),
                            ("Lane overrides per day", lane_daily)):
