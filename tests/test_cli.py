@@ -629,3 +629,17 @@ def test_at_80_columns_the_ordering_numbers_and_the_taint_flag_stay(tmp_path, cl
     assert all(len(line) <= 80 for line in info)
     hint = next(line for line in info if line.startswith("readable generations"))
     assert not hint.endswith("…") and "--as-of reaches back to" in hint
+
+
+def test_the_text_report_mentions_staged_and_pinned_and_how_newest_is_ordered(small, capsys):
+    ids = small.capsule_state().select("id").collect().get_column("id").to_list()
+    small.review(ids[0], "proposed")
+    small.pin(ids[1], reason="keep")
+    assert main(["digest", str(small.path), "--format", "text", "--headlines", "3"]) == 0
+    out = capsys.readouterr().out
+    body = mf.digest(mf.Store.open(small.path), headlines=3).to_dict()
+    assert body["staged"]["proposed"] == 1 and body["total"] == 11
+    assert "11 capsules in 2 project(s)\n" in out
+    assert "  and 1 staged for review (proposed, not yet ratified" in out
+    assert f"pinned (1 of 1):\n  {ids[1]} " in out
+    assert "newest (3 of 11), the last written first (created_at may differ):" in out

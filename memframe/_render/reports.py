@@ -34,6 +34,9 @@ def _wrap(title: str, body: str, as_page: bool) -> str:
 
 _HEADLINE_SECTIONS = (("handoff", "Handoffs"), ("newest", "Newest"),
                       ("most_recalled", "Most recalled"))
+#: how a list is ordered, where a reader could guess otherwise
+_ORDER = {"newest": " · the last written first (created_at may differ)",
+          "most_recalled": " · by recalls"}
 _CARD_KEYS = (("total", "capsules"), ("relations", "relations"),
               ("open_sessions", "open sessions"), ("audit_events", "audit events"),
               ("recall_misses", "recall misses"), ("lane_overrides_total", "lane overrides"),
@@ -142,7 +145,8 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
     for key, name in _HEADLINE_SECTIONS:
         if key in body or f"{key}_total" in body:
             rows = body.get(key, [])
-            parts.append(_section(name, _of(len(rows), body.get(f"{key}_total"))))
+            parts.append(_section(name, _of(len(rows), body.get(f"{key}_total"))
+                                  + _ORDER.get(key, "")))
             parts.append(rows_table(_headline_rows(rows)) if rows
                          else '<p class="mf-muted">none</p>')
     if "open_session_ids" in body:
