@@ -132,3 +132,21 @@ def test_the_hook_script_injects_the_digest_only_when_it_changed(tmp_path):
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["total"] == 2
     assert (home / ".agent" / "digest.hash").read_text() != seen
+
+
+def test_the_as_of_example_reads_the_sample_as_it_was():
+    import json
+
+    example = re.search(r"`memframe digest --as-of\s+(\S+)`", README)
+    assert example, "the README's --as-of example"
+    run = _run("import sys\nfrom memframe.cli import main\n"
+               f"sys.exit(main(['digest', '--as-of', {example.group(1)!r}, '--format', 'json']))",
+               ROOT)
+    assert run.returncode == 0, run.stderr
+    import memframe as mf
+    from memframe.synth import sample_store_path
+
+    store = mf.Store.open(sample_store_path())
+    then = json.loads(run.stdout)
+    assert then == mf.digest(store.as_of(example.group(1))).to_dict()
+    assert then != mf.digest(store).to_dict()  # the store as it was, not as it is
