@@ -761,6 +761,19 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: int) -> str:
+    """A byte count for people.
+
+    Examples:
+        >>> _size(0), _size(999), _size(1_234), _size(2_500_000), _size(3 * 10**9)
+        ('0 bytes', '999 bytes', '1.2 kB', '2.5 MB', '3.0 GB')
+    """
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:,} bytes"
+
+
 def _cmd_vacuum(args: argparse.Namespace) -> int:
     report = _open(args.store).vacuum(
         retention_hours=args.retention_hours, allow_short_retention=args.allow_short_retention,
@@ -768,7 +781,8 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     verb = "would remove" if report["dry_run"] else "removed"
     lines = [f"vacuum{' --dry-run' if report['dry_run'] else ''}: {verb} "
              f"{report['partitions']:,} partition file(s) and {report['temporary']:,} "
-             f"temporary file(s) (retention {report['retention_hours']:g} h)"]
+             f"temporary file(s) (retention {report['retention_hours']:g} h)",
+             f"{'would free' if report['dry_run'] else 'freed'} {_size(report['bytes'])}"]
     if report["dry_run"]:
         lines += [f"  {path}" for path in report["files"]]
     lost = report["no_longer_readable"]

@@ -189,13 +189,24 @@ def test_maintenance_commands_print_a_line_on_a_terminal(small, capsys, terminal
     assert main(["vacuum", str(small.path)]) == 0  # the default window keeps them
     assert capsys.readouterr().out == ("vacuum: removed 0 partition file(s) and "
                                        "0 temporary file(s) (retention 168 h)\n"
+                                       "freed 0 bytes\n"
                                        "readable generations: 1..3\n")
+    # what the next vacuum frees: the files it names, measured before they go
+    # (on the command's clock: the compaction above was committed by it)
+    plan = mf.Store.open(small.path).vacuum(retention_hours=0, allow_short_retention=True,
+                                            dry_run=True)
+    freed = sum((small.path / rel).stat().st_size for rel in plan["files"])
+    assert plan["bytes"] == freed > 0 and len(plan["files"]) == 4
+    from memframe.cli import _size
+
     assert main(["vacuum", str(small.path), "--retention-hours", "0",
                  "--allow-short-retention"]) == 0  # replaced parts need no grace
     assert capsys.readouterr().out == ("vacuum: removed 4 partition file(s) and "
                                        "0 temporary file(s) (retention 0 h)\n"
+                                       f"freed {_size(freed)}\n"
                                        "generations 1..2 stopped being readable\n"
                                        "readable generations: 3..3\n")
+    assert not any((small.path / rel).exists() for rel in plan["files"])
     assert main(["cycle", str(small.path)]) == 0
     assert capsys.readouterr().out.startswith("cycle: folded 0 rows, wrote 0 session rows")
 
