@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
 import sys
 import tempfile
@@ -28,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from memframe import Store, synth  # noqa: E402
+from memframe.store import fingerprint  # noqa: E402
 
 
 def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.SAMPLE_SEED) -> Path:
@@ -102,13 +102,27 @@ def _later_generations(store: Store, clock: _Clock) -> None:
     clock.now += LATER_STEP
     store.forget(new[1], reason="superseded by the production run")
     # The journal checkpoint records a part by its file identity (inode, times) once the
-    # file is older than RACY_NS, else by its bytes (sha256). A copy, a checkout or a wheel
-    # install keeps the bytes but not the identity, and the cycle after a copy would record
-    # the parts again: so the parts' change times are made recent (contents untouched),
-    # and the last cycle records each by its bytes, whatever the machine's speed.
-    for part in sorted((Path(store.path) / "journal").glob("part-*.parquet")):
-        os.utime(part)
-    store.memory.run_cycle()
+    # file is a couple of seconds old (fingerprint.RACY_NS), else by its bytes (sha256). A
+    # copy, a checkout or a wheel install keeps the bytes but not the identity, so the
+    # cycle after a copy would record the parts again. The sample's last cycle therefore
+    # treats every file as too young to trust by identity, whatever the machine's speed:
+    # it records each part by its bytes, and the sample stays warm wherever it is copied.
+    trusted_after = fingerprint.RACY_NS
+    fingerprint.RACY_NS = 10**19
+    try:
+        store.memory.run_cycle()
+    finally:
+        fingerprint.RACY_NS = trusted_after
+    if not _copy_is_warm(Path(store.path)):
+        raise SystemExit("a copy of the sample is not warm: its last cycle left work")
+
+
+def _copy_is_warm(path: Path) -> bool:
+    """Whether a cycle on a copy of the store at ``path`` would write nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy"
+        shutil.copytree(path, copy)
+        return Store.open(copy).memory.run_cycle().generation is None
 
 
 def main(argv: list[str] | None = None) -> int:
