@@ -140,7 +140,8 @@ def test_digest_on_a_terminal_is_the_readable_report(small, capsys, terminal):
     d = mf.digest(mf.Store.open(small.path), headlines=2)
     assert captured.out == d.to_text() + "\n"
     assert captured.out.startswith(f"memframe digest  generation {d.generation}")
-    assert "newest (2 of 12):" in captured.out and "{" not in captured.out
+    assert "newest (2 of 12), the last written first" in captured.out
+    assert "{" not in captured.out
     # the stage messages go to stderr, never into the result: the cycle's stages, the
     # digest, and the whole command's time at the end
     assert "memframe digest: advancing the projections [1/6] session projection" in captured.err

@@ -366,6 +366,9 @@ def test_the_progress_bar_counts_handoffs_with_the_chunks(tmp_path, monkeypatch)
         def update(self, n):
             updates.append(n)
 
+        def set_description(self, text):  # the stage after the last capsule
+            pass
+
         def close(self):
             pass
 
