@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memframe import errors
+from memframe._install import warn_if_shadowed
 from memframe.digest import Digest, digest_many, digest_tables, per_project_digests
 from memframe.digest.core import digest
 from memframe.errors import MemframeError
@@ -20,6 +21,8 @@ from memframe.store import Store, StoreView
 # the name to the package first, and the import of the function binds it again. The
 # package's modules stay importable by their full names (`from memframe.digest import
 # batch`, `import memframe.digest.core`): the import system finds them in sys.modules.
+
+warn_if_shadowed()  # the unrelated `memframe` on PyPI installs the same import name
 
 __version__ = "0.1.0"
 
@@ -37,6 +40,7 @@ __all__ = [
     "audit",
     "importers",
     "distributed",
+    "delta",
     "__version__",
 ]
 
@@ -47,7 +51,8 @@ def __getattr__(name: str) -> Any:
         from memframe.jobs import MEMORY_PROJECTION_NAMES
 
         return MEMORY_PROJECTION_NAMES
-    if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display"):
+    if name in ("audit", "importers", "synth", "graph", "state", "distributed", "display",
+                "delta"):
         import importlib
 
         return importlib.import_module(f"memframe.{name}")

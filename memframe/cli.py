@@ -111,6 +111,35 @@ def _headlines(value: str) -> int:
     return n
 
 
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _known_hash(value: str) -> str:
+    """``--known-hash``: the whole 64-hex-character hash of an earlier answer. A shorter
+    one (the 12 characters a text report shows) would never match, and the command would
+    silently hand the whole body every time, so it is refused.
+
+    Examples:
+        >>> _known_hash("AB" * 32) == "ab" * 32
+        True
+        >>> _known_hash("8c5f36f8b225")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: give the whole hash of an earlier answer, 64 hex characters (0-9, a-f); got "8c5f36f8b225" (12 characters: the text report shows only the first 12). Print the whole hash with `memframe digest STORE --hash` (or read "hash" from `memframe sessions --format json`)
+    """
+    text = value.strip()
+    if _HEX64.fullmatch(text):
+        return text.lower()
+    what = (f"{len(text)} characters: the text report shows only the first 12"
+            if len(text) == 12 and re.fullmatch(r"[0-9a-fA-F]+", text) else
+            f"{len(text)} characters" if re.fullmatch(r"[0-9a-fA-F]*", text) else
+            "not hexadecimal")
+    raise argparse.ArgumentTypeError(
+        f"give the whole hash of an earlier answer, 64 hex characters (0-9, "
+        f"a-f); got {json.dumps(value)} ({what}). Print the whole hash with `memframe "
+        f"digest STORE --hash` (or read \"hash\" from `memframe sessions --format json`)")
+
+
 def _positive(value: str) -> int:
     try:
         n = int(value, 10)
@@ -325,22 +354,69 @@ def _render_digest(d: Any, fmt: str) -> str:
 
 
 def _advance(store: Any, args: argparse.Namespace) -> None:
-    """Run the projections' cycle (the digest's state included) when the store is writable.
+    """Run the projections' cycle (the digest's kept state included) first: a digest of a
+    named store writes to it, so that the next call (the next session's hook) reads warm.
 
-    The digest is exact without it; advancing keeps the next call warm. A frozen view
-    (``--as-of``), the bundled sample store, ``--no-advance`` or a store this process
-    cannot write are read as they are. The cycle's stages show on the status line (the
-    first cycle of a large store takes a while).
+    The digest is exact without it (it reads the kept state plus every row above it). A
+    frozen view (``--as-of``), the bundled sample store (no STORE) and ``--no-advance`` are
+    read without writing. When the cycle fails (a store this process cannot write, a full
+    disk, another writer), one note says so on stderr (also with ``--quiet``) and the
+    digest is computed all the same, from what is on disk.
     """
-    from memframe.errors import ConcurrentCommitError, ReadOnlyStoreError, StorageError
+    from memframe.errors import MemframeError
     from memframe.store import Store
 
     if args.no_advance or not args.stores or not isinstance(store, Store):
         return
     try:
         store.memory.run_cycle(progress=_STATUS.cycle)
-    except (OSError, ReadOnlyStoreError, ConcurrentCommitError, StorageError):
-        pass  # read-only here: the digest still answers exactly
+    except (OSError, MemframeError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        _say(args, f"memframe {args.command}: note: could not advance the kept state of "
+                   f"{store.path} ({type(exc).__name__}: {reason}); the digest is still exact "
+                   f"(it reads the rows above the kept state); --no-advance reads without "
+                   f"writing", always=True)
+
+
+def _closest_projects(prefix: str, projects: list[str], n: int = 3) -> list[str]:
+    """The projects (or their subtree roots) nearest to a prefix that matched nothing.
+
+    Examples:
+        >>> _closest_projects("tean", ["default", "team", "team/api", "ops"])
+        ['team', 'team/api']
+        >>> _closest_projects("team/ap", ["team", "team/api", "team/web"])[0]
+        'team/api'
+    """
+    import difflib
+
+    roots = sorted({"/".join(p.split("/")[:i]) for p in projects
+                    for i in range(1, p.count("/") + 2)})
+    near = difflib.get_close_matches(prefix, roots, n=n, cutoff=0.5)
+    if not near:  # a differently spelled subtree: compare by its last segment too
+        tail = prefix.rsplit("/", 1)[-1]
+        near = [r for r in roots if difflib.get_close_matches(tail, [r.rsplit("/", 1)[-1]],
+                                                              cutoff=0.6)][:n]
+    return near
+
+
+def _note_empty_fence(args: argparse.Namespace, store: Any, d: Any) -> None:
+    """A ``--project-prefix`` that matches no project answers a valid, empty digest
+    (exit 0); a note on stderr says so and names the closest projects."""
+    if args.project_prefix is None or d.total or d.by_project:
+        return
+    from memframe.digest import core
+
+    view = store.at(d.generation) if d.generation is not None and hasattr(store, "at") else store
+    projects = [row["project_id"] for row in core.digest(view, headlines=0).by_project]
+    if not projects:
+        return  # an empty store: nothing is fenced out
+    near = _closest_projects(args.project_prefix, projects)
+    listed = ", ".join(projects[:8]) + (f" and {len(projects) - 8} more" if len(projects) > 8
+                                        else "")
+    _say(args, f"memframe digest: note: --project-prefix {json.dumps(args.project_prefix)} "
+               f"matches no project of {store.path}, so the fenced sections are empty"
+               + (f"; did you mean {' or '.join(json.dumps(p) for p in near)}?" if near else
+                  f"; its projects: {listed}"), always=True)
 
 
 def _digest_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -358,6 +434,15 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     stores = args.stores or [str(_default_store())]
     _check_out(args.out, directory=True)
     fmt = _format(args, file_out=args.out is not None)
+    if args.hash:
+        clash = next((flag for flag, given in (
+            ("--out", args.out is not None), ("--per-project", args.per_project is not None),
+            ("--format", args.format is not None)) if given), None)
+        if clash:
+            raise _UsageError(f"--hash prints only the digest's hash (64 hex characters); "
+                              f"it takes no {clash}: drop one of the two")
+        if len(stores) != 1:
+            raise _UsageError("--hash prints the hash of one digest; name one STORE")
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
@@ -370,7 +455,11 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         _advance(store, args)
         _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
         d = core.digest(store, **kwargs)
-        if args.out is None:
+        _note_empty_fence(args, store, d)
+        if args.hash:
+            _STATUS.erase()
+            sys.stdout.write(d.hash + "\n")
+        elif args.out is None:
             _emit(_render_digest(d, fmt), fmt)
         else:
             target = _out_dir(args.out) / f"{Path(store.path).name}.{_SUFFIX[fmt]}"
@@ -609,6 +698,20 @@ def _readable(store: Any, limit: int = 1000) -> tuple[int, bool]:
     return oldest, oldest <= 1
 
 
+def _other_installs() -> list[str]:
+    """Every other install of the import name ``memframe`` (the unrelated PyPI project's
+    wheel, another package directory, any distribution whose files hold one)."""
+    from memframe._install import other_distributions, other_installs
+
+    found = other_installs()
+    listed = " ".join(found)
+    for dist in other_distributions():
+        name, _, version = dist.partition(" ")
+        if f"memframe {version} (" not in listed or name.lower() != "memframe":
+            found.append(f"the distribution {dist}")
+    return found
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     from memframe.schema import CANONICAL_TABLES
 
@@ -618,6 +721,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     oldest, whole = _readable(store)
     tables = {n: {"rows": view.row_count(n), "partitions": len(view.files(n))}
               for n in CANONICAL_TABLES}
+    others = _other_installs()
+    if others:
+        from memframe._install import shadow_message
+
+        _say(args, shadow_message(others), always=True)
     if _format(args) == "json":
         info = {
             "path": str(view.path),
@@ -628,6 +736,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                                       "whole_history": whole} if newest else None),
             "tables": tables,
             "watermarks": dict(view.watermarks),
+            "other_installs": others,
         }
         _emit(json.dumps(info, indent=2, ensure_ascii=False), "json")
         return 0
@@ -641,14 +750,28 @@ def _cmd_info(args: argparse.Namespace) -> int:
         lines.append(f"readable generations: 1..{newest} (the whole history: --as-of "
                      f"reaches every one)")
     else:
-        lines.append(f"readable generations: {oldest}..{newest} (older ones lost files to "
-                     f"compaction and vacuum; --as-of reaches back to {oldest})")
+        lines.append(f"readable generations: {oldest}..{newest} (--as-of reaches back to "
+                     f"{oldest}):")
+        lines.append("  (older generations lost their files to compaction and vacuum)")
     lines.append("")
     lines.append(f"  {'table':<16}  {'rows':>12}  {'partitions':>10}")
     for name, t in tables.items():
         lines.append(f"  {name:<16}  {t['rows']:>12,}  {t['partitions']:>10,}")
     _emit("\n".join(lines), "text")
     return 0
+
+
+def _size(n: int) -> str:
+    """A byte count for people.
+
+    Examples:
+        >>> _size(0), _size(999), _size(1_234), _size(2_500_000), _size(3 * 10**9)
+        ('0 bytes', '999 bytes', '1.2 kB', '2.5 MB', '3.0 GB')
+    """
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:,} bytes"
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> int:
@@ -658,7 +781,8 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     verb = "would remove" if report["dry_run"] else "removed"
     lines = [f"vacuum{' --dry-run' if report['dry_run'] else ''}: {verb} "
              f"{report['partitions']:,} partition file(s) and {report['temporary']:,} "
-             f"temporary file(s) (retention {report['retention_hours']:g} h)"]
+             f"temporary file(s) (retention {report['retention_hours']:g} h)",
+             f"{'would free' if report['dry_run'] else 'freed'} {_size(report['bytes'])}"]
     if report["dry_run"]:
         lines += [f"  {path}" for path in report["files"]]
     lost = report["no_longer_readable"]
@@ -695,6 +819,19 @@ def _cmd_delta_status(args: argparse.Namespace) -> int:
                                            else ""),
             *_delta_table_lines(report["tables"])])
     _report(args, report, text)
+    return 0
+
+
+def _cmd_delta_duckdb(args: argparse.Namespace) -> int:
+    from memframe import delta
+
+    store = _open(args.store)
+    delta.table_path(store, "capsules")  # the logs exist (else: how to start them)
+    extension = Path(args.extension) if args.extension else delta.duckdb_extension()
+    if not extension.is_file():
+        raise _UsageError(f"--extension {args.extension}: no such file; give the path of "
+                          f"delta.duckdb_extension (the duckdb-ext-delta package installs it)")
+    _emit(delta.duckdb_sql(store, extension.resolve()), "text")
     return 0
 
 
@@ -780,9 +917,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write one file per store (or per project) into DIR, in --format "
                         "(default: print to stdout)")
-    p.add_argument("--known-hash", default=None, metavar="H",
-                   help="the hash of an earlier digest: unchanged means no bodies are handed "
+    p.add_argument("--known-hash", type=_known_hash, default=None, metavar="H",
+                   help="the whole hash (64 hex characters, from --hash) of an earlier "
+                        "digest: when it still matches, the answer is "
+                        '{"unchanged":true,"hash":H} and no bodies are handed '
                         "(default: none, always hand the bodies)")
+    p.add_argument("--hash", action="store_true",
+                   help="print only the digest's whole hash (64 hex characters, the sha256 "
+                        "of its JSON), the value --known-hash takes; for a hook")
     p.add_argument("--per-project", type=_positive, default=None, metavar="DEPTH",
                    help="one fenced digest per project subtree root at DEPTH (default: off)")
     p.add_argument("--engine", choices=("processes", "ray"), default="processes",
@@ -792,8 +934,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
                    help="journal check: from the verified checkpoint, or the whole hash chain")
     p.add_argument("--no-advance", action="store_true",
-                   help="do not run the projections' cycle first; read the store as it is "
-                        "(default: advance when the store is writable)")
+                   help="read without writing: do not run the projections' cycle first (the "
+                        "digest is the same; only the next call is slower). By default a "
+                        "named STORE is advanced first, and a failure to do so is a note on "
+                        "stderr")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
 
@@ -801,8 +945,9 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p)
     p.add_argument("--limit", type=_positive, default=10, metavar="N",
                    help="newest sessions to list; total stays exact")
-    p.add_argument("--known-hash", default=None, metavar="H",
-                   help="the hash of an earlier answer: unchanged means no rows are handed "
+    p.add_argument("--known-hash", type=_known_hash, default=None, metavar="H",
+                   help="the whole hash (64 hex characters, the JSON's \"hash\") of an "
+                        "earlier answer: unchanged means no rows are handed "
                         "(default: none, always hand the rows)")
     _as_of_arg(p)
     _format_arg(p, ("text", "json"))
@@ -905,6 +1050,13 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p, required=True)
     _format_arg(p, ("text", "json"))
     p.set_defaults(func=_cmd_delta_status)
+    p = _sub(delta_sub, "duckdb", "the SQL that reads every table in DuckDB offline: load "
+                                   "the delta extension from its file, one view per table")
+    _store_arg(p, required=True)
+    p.add_argument("--extension", default=None, metavar="FILE",
+                   help="the delta.duckdb_extension file (default: the one the "
+                        "duckdb-ext-delta package installed into this Python)")
+    p.set_defaults(func=_cmd_delta_duckdb)
     return parser
 
 

@@ -16,7 +16,7 @@ uses.
   "processes"``); a failing store is reported in the
   :class:`~memframe.digest.batch.BatchReport`, never fatal.
 
-Ray is optional (``pip install "memframe-store[ray]"``) and imported only inside these
+Ray is optional (``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout) and imported only inside these
 functions; importing this module never starts it. When no Ray is running and no
 ``address`` is given, a local Ray is started for the call and shut down after it; a Ray
 that is already running (``ray.init(...)`` by the caller) is used and left running.
@@ -208,7 +208,7 @@ def rebuild_sessions(
         The rebuild's `CycleReport` (rows visited, folded, written, watermark, generation).
 
     Raises:
-        MemframeError: Ray is not installed (``pip install "memframe-store[ray]"``).
+        MemframeError: Ray is not installed (``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout).
         ReadOnlyStoreError: ``store`` is a frozen view.
         InvalidInputError: an unknown engine.
 

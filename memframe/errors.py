@@ -149,3 +149,13 @@ class ImportSourceError(MemframeError):
 
 class SourceRewrittenError(ImportSourceError):
     """A re-import found the source changed in a way that is not an append."""
+
+
+class ShadowedPackageWarning(UserWarning):
+    """Another installed distribution also provides the top-level package ``memframe``
+    (the unrelated ``memframe`` on PyPI does): the two overwrite or hide each other."""
+
+
+class DeltaLogMissingError(MemframeError):
+    """A table was asked for as a Delta Lake table, but its store keeps no Delta log for it
+    yet (``memframe delta sync STORE`` starts them)."""

@@ -1016,7 +1016,14 @@ def synthesize(
         raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
     plan = plan.with_columns(pl.Series("id", ids))
     clock.set(end)
-    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise)
+    def stage(text: str) -> None:
+        # the capsules are written; the bar says which table it is on while the events go
+        # (the last seconds of a large synth), so it never sits still without a word
+        if bar is not None:
+            bar.set_description(f"synth: {text}")
+
+    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise,
+                  stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
         bar.close()
@@ -1041,8 +1048,10 @@ def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
 
 def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
                   handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
-                  end: int, clock: _Clock, noise: bool = False) -> None:
+                  end: int, clock: _Clock, noise: bool = False,
+                  stage: Any = lambda text: None) -> None:
     rng = _rng(seed, "events")
+    stage("choosing what is forgotten and absorbed")
     at_of = plan.select("id", "created_ns")
     plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
                                           "source", "authority_class", "kind")
@@ -1081,6 +1090,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     gone = set(forgets["id"].to_list())
 
     # -- classifications: epics, tasks, later labels, re-labels ----------------------------
+    stage("classifications")
     u_cls = _uniform(rng, n_plain)
     later = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
         pl.col("kind").is_null() & (pl.col("u") < 0.3))
@@ -1104,6 +1114,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"), "kind", "scope"))
 
     # -- tiers: old capsules archived, tainted imports quarantined, a few restored ---------
+    stage("tiers")
     u_tier = _uniform(rng, n_plain)
     tier_base = plain.with_columns(pl.lit(u_tier).alias("u")).filter(~pl.col("id").is_in(gone))
     archived = tier_base.filter((pl.col("created_ns") < end - 21 * _DAY_NS) & (pl.col("u") < 0.07))
@@ -1122,19 +1133,23 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
                                        pl.col("id").alias("capsule_id"), "tier"))
 
     # -- relations -------------------------------------------------------------------------
+    stage("relations")
     store.append("relations", _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
                                          handoff_ids, at_of, end))
 
     # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
+    stage("recalls")
     store.append("recalls", _recalls(seed, plan, gone, params, end))
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
+    stage("recall misses")
     misses = _miss_plan(seed, params, _dt(start), noise)
     bulk, verb = misses.head(misses.height - 2), misses.tail(2)
     store.append("recall_misses", bulk.select("at", "term", "outcome"))
     store.record_miss([verb["term"][0].capitalize(), "Café"], "abstain")
 
     # -- lane overrides --------------------------------------------------------------------
+    stage("lane overrides")
     u_lane, u_at = _uniform(rng, params.lane_overrides), _uniform(rng, params.lane_overrides)
     lanes = pl.DataFrame({"li": pl.select(_pick(u_lane, _LANE_W)).to_series(),
                           "at_ns": (start + u_at * (end - start)).cast(pl.Int64)}).sort("at_ns")
@@ -1144,9 +1159,11 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         _lookup([a for _, a in _LANES], pl.col("li")).alias("auto_pick")))
 
     # -- git witness: bulk corroborations (the cursor scans ran on the timeline) -----------
+    stage("corroborations")
     corr = _corroborations(rng, plain, end)
     store.append("corroborations", corr)
     # -- summaries the language seam returned for some conversations -----------------------
+    stage("summaries")
     convs = (plan.filter(pl.col("conversation_id").is_not_null())
              .group_by("conversation_id", maintain_order=True)
              .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
@@ -1161,6 +1178,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         .alias("summary")))
 
     # -- rollups (abstract) ----------------------------------------------------------------
+    stage("rollups (abstract)")
     firsts = [ms[0] for ms in members]
     project_of = dict(plan.filter(pl.col("id").is_in(firsts)).select("id", "project_id").iter_rows())
     for r, ms in enumerate(members):
@@ -1170,6 +1188,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
             source="abstract", anchor=f"rollup:{ms[0]}", project_id=project_of[ms[0]])
 
     # -- forgets last ----------------------------------------------------------------------
+    stage("forgets")
     reasons = pl.Series(_FORGET_REASONS)
     erase_reasons = pl.Series(_ERASE_REASONS)
     store.append("forgets", forgets.select(

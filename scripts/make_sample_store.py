@@ -2,8 +2,9 @@
 
 The store is `memframe.synth.synthesize` with the sample's capsule count and seed, its
 projections folded, compacted and vacuumed so it is a few small files; then a few later
-generations (a handoff, new capsules, a recall, a forget, each followed by a cycle), so
-time travel has something to show. It ends with a cycle: the sample ships with current
+generations (a handoff, new capsules, a recall, a forget, each followed by a cycle), over
+more than a day, so time travel has something to show and `--as-of` reaches the instants
+the digest shows of them. It ends with a cycle: the sample ships with current
 derived state, so `memframe digest` on it is warm (tests/test_sample.py checks it; when
 the derived-state format changes, this one run brings the sample up to date). Run from
 the repository root:
@@ -26,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from memframe import Store, synth  # noqa: E402
+from memframe.store import fingerprint  # noqa: E402
 
 
 def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.SAMPLE_SEED) -> Path:
@@ -49,7 +51,7 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
         store.memory.run_cycle()  # the projections, so `memframe sessions` has rows
         store.compact()
         store.vacuum(retention_hours=0, allow_short_retention=True)
-        _later_generations(store)
+        _later_generations(store, clock)
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -58,23 +60,35 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
 
 
 class _Clock:
-    """Deterministic instants after the synthetic timeline: one minute per reading."""
+    """Deterministic instants after the synthetic timeline: ``step`` (a minute) per
+    reading."""
 
     def __init__(self, start: dt.datetime):
         self.now = start
+        self.step = dt.timedelta(minutes=1)
 
     def __call__(self) -> dt.datetime:
-        self.now += dt.timedelta(minutes=1)
+        self.now += self.step
         return self.now
 
 
-def _later_generations(store: Store) -> None:
-    """A few small commits after the compaction (each readable with ``--as-of``), the
-    projections' cycle after each, so the sample ends with current derived state."""
+#: the later verbs are this far apart (their cycles a minute after each), so that the
+#: later generations span more than a day: `--as-of` any instant from the compaction on,
+#: the created_at of every capsule they wrote included, reads
+LATER_STEP = dt.timedelta(hours=7)
+
+
+def _later_generations(store: Store, clock: _Clock) -> None:
+    """A few small commits after the compaction, hours apart (each readable with
+    ``--as-of``), the projections' cycle after each, so the sample ends with current
+    derived state."""
+    clock.now += LATER_STEP
     sid = store.session_start("team/api")
     store.memory.run_cycle()
+    clock.now += LATER_STEP
     store.session_finish(sid, handoff="next: ship the retrieval schema fix, then the backfill")
     store.memory.run_cycle()
+    clock.now += LATER_STEP
     new = store.ingest([
         {"content": "Decided to keep the retrieval schema fix behind a flag for one release",
          "source": "chat", "anchor": "late-1", "project_id": "team/api",
@@ -85,8 +99,30 @@ def _later_generations(store: Store) -> None:
     ])
     store.record_recall(new[:1])
     store.memory.run_cycle()
+    clock.now += LATER_STEP
     store.forget(new[1], reason="superseded by the production run")
-    store.memory.run_cycle()
+    # The journal checkpoint records a part by its file identity (inode, times) once the
+    # file is a couple of seconds old (fingerprint.RACY_NS), else by its bytes (sha256). A
+    # copy, a checkout or a wheel install keeps the bytes but not the identity, so the
+    # cycle after a copy would record the parts again. The sample's last cycle therefore
+    # treats every file as too young to trust by identity, whatever the machine's speed:
+    # it records each part by its bytes, and the sample stays warm wherever it is copied.
+    trusted_after = fingerprint.RACY_NS
+    fingerprint.RACY_NS = 10**19
+    try:
+        store.memory.run_cycle()
+    finally:
+        fingerprint.RACY_NS = trusted_after
+    if not _copy_is_warm(Path(store.path)):
+        raise SystemExit("a copy of the sample is not warm: its last cycle left work")
+
+
+def _copy_is_warm(path: Path) -> bool:
+    """Whether a cycle on a copy of the store at ``path`` would write nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy"
+        shutil.copytree(path, copy)
+        return Store.open(copy).memory.run_cycle().generation is None
 
 
 def main(argv: list[str] | None = None) -> int:

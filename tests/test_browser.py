@@ -148,7 +148,9 @@ def test_the_digest_page(browser, tmp_path):
     font = page.evaluate("getComputedStyle(document.querySelector('main')).fontFamily")
     assert "system-ui" in font
     height = page.evaluate("document.documentElement.scrollHeight")
-    assert height < 3000, height
+    # (headlines are shown whole, wrapped in their column, so a row may take two lines;
+    # an unstyled page is more than twice as tall)
+    assert height < 3800, height
     width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
     assert width[0] <= width[1], width  # no sideways scrolling at 1200 px
     times = page.evaluate("[...document.querySelectorAll('time')].map(t => t.textContent)")
@@ -188,6 +190,9 @@ def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name)
     from nbconvert import HTMLExporter
 
     nb = executed(NOTEBOOKS / f"{name}.ipynb")
+    shown_tables = sum("".join(o["data"]["text/html"]).count('class="mf-table')
+                       for c in nb.cells for o in c.get("outputs", [])
+                       if "text/html" in o.get("data", {}))
     exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = ""  # no formulas here; nothing to fetch
     exporter.require_js_url = ""
@@ -201,6 +206,11 @@ def test_an_exported_notebook_draws_every_chart_offline(browser, tmp_path, name)
     # alt text on every picture: the SVG says it is an image and what it shows
     assert all(' role="img" aria-label="' in s and "<title>" in s for s in svgs)
     assert charts == {"02-digest": 2, "03-recall-miss-audit": 4}[name]
+    # under nbconvert's stylesheet (which right-aligns every cell) memframe's text cells
+    # stay left-aligned under their left-aligned headers; numbers stay right
+    aligned = _alignments(visit)
+    assert shown_tables > 0 and len(aligned) > 20
+    assert [a for a in aligned if a["align"] != a["want"]] == []
     # the export shows each chart in its HTML form: inline, styled by the page's theme,
     # every one drawn with a real size and its marks
     # (the audit's own HTML repr draws its charts with the same code, so they count too)
@@ -300,8 +310,126 @@ def test_the_digest_subtitle_is_in_words_and_wide_tables_show_a_scroll_hint(brow
     assert "ADVISORY_NOT_AUTHORITY" not in html.split("<title")[0] and "read it as data" in html
     visit = Visit(browser, _write(tmp_path, "narrow.html", html))
     visit.page.set_viewport_size({"width": 640, "height": 900})
-    hints = visit.page.evaluate("""() => [...document.querySelectorAll('table.mf-table')]
-        .filter(t => t.scrollWidth > t.clientWidth + 1)
-        .map(t => getComputedStyle(t).backgroundImage)""")
+    hints = visit.page.evaluate("""() => [...document.querySelectorAll('.mf-scroll')]
+        .filter(b => b.scrollWidth > b.clientWidth + 1)
+        .map(b => getComputedStyle(b).backgroundImage)""")
     assert hints, "some table is wider than 640 px"
     assert all(h.count("gradient") == 4 for h in hints)  # the edge shadows of a scroller
+
+
+# every header and cell of memframe's tables, with its computed alignment and the one it
+# should have: numbers right, everything else left
+_ALIGN = """() => [...document.querySelectorAll('.mf table.mf-table th, .mf table.mf-table td')]
+    .map(c => ({text: c.textContent.slice(0, 20), align: getComputedStyle(c).textAlign,
+                want: c.classList.contains('mf-num') ? 'right' : 'left'}))
+    .map(a => ({...a, align: a.align === 'start' ? 'left' : a.align}))"""
+
+
+def _alignments(visit) -> list[dict]:
+    return visit.page.evaluate(_ALIGN)
+
+
+# per scroll box: the width of its table, its own width, whether it scrolls, its cue
+_BOXES = """() => [...document.querySelectorAll('.mf-scroll')].map(b => ({
+    caption: (b.closest('section, main, div.mf') && b.previousElementSibling
+              ? b.previousElementSibling.textContent : '').slice(0, 40),
+    table: b.querySelector('table').getBoundingClientRect().width,
+    box: b.clientWidth, scrolls: b.scrollWidth > b.clientWidth + 1,
+    overflow: getComputedStyle(b).overflowX,
+    cue: getComputedStyle(b).backgroundImage.split('gradient').length - 1,
+    right: b.getBoundingClientRect().right}))"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_no_table_overflows_the_page_and_headlines_use_the_width(browser, tmp_path, width):
+    store = mf.Store.open(sample_store_path())
+    d = mf.digest(store)
+    pages = {"digest": d.to_html(), "audit": mf.audit.recall_misses(store).to_html()}
+    for name, html in pages.items():
+        visit = Visit(browser, _write(tmp_path, f"{name}-{width}.html", html))
+        visit.page.set_viewport_size({"width": width, "height": 900})
+        visit.page.wait_for_timeout(100)
+        visit.shot(f"{name}-{width}")
+        visit.assert_clean()
+        page_width = visit.page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert page_width[0] <= page_width[1] == width, (name, page_width)
+        boxes = visit.page.evaluate(_BOXES)
+        assert len(boxes) >= 4, name
+        for box in boxes:
+            assert box["right"] <= width, (name, box)  # the box itself stays on the page
+            if box["scrolls"]:
+                # a wider table scrolls inside its box, and the box's edge shadows say so
+                assert box["overflow"] in ("auto", "scroll") and box["cue"] == 4, (name, box)
+        if width == 1280:  # a desktop page: every table fits, nothing to scroll
+            assert [b for b in boxes if b["scrolls"]] == [], (name, boxes)
+        assert [a for a in _alignments(visit) if a["align"] != a["want"]] == []
+    # the digest's headlines read whole: the wire's text, shown in full (wrapped, never cut
+    # by the page), in a column wider than a few dozen characters at 1280 px
+    visit = Visit(browser, _write(tmp_path, f"headlines-{width}.html", pages["digest"]))
+    visit.page.set_viewport_size({"width": width, "height": 900})
+    cells = visit.page.evaluate("""() => [...document.querySelectorAll('td.mf-long')].map(c => ({
+        text: c.textContent, clipped: c.scrollWidth > c.clientWidth + 1,
+        width: c.getBoundingClientRect().width, ellipsis: getComputedStyle(c).textOverflow}))""")
+    wire = {r["headline"] for key in ("newest", "handoff", "most_recalled")
+            for r in d.to_dict()[key]}
+    shown = {c["text"] for c in cells}
+    assert wire <= shown
+    assert [c for c in cells if c["clipped"] or c["ellipsis"] == "ellipsis"] == []
+    if width == 1280:
+        newest = visit.page.evaluate("""() => [...document.querySelectorAll('td.mf-long')]
+            .map(c => c.getBoundingClientRect().width)""")
+        assert max(newest) > 420, newest  # not a 35-character column
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_charts_fill_their_cards(browser, tmp_path, width):
+    audit = mf.audit.recall_misses(mf.Store.open(sample_store_path()))
+    visit = Visit(browser, _write(tmp_path, f"charts-{width}.html", audit.to_html()))
+    visit.page.set_viewport_size({"width": width, "height": 900})
+    visit.page.wait_for_timeout(100)
+    visit.shot(f"charts-{width}")
+    visit.assert_clean()
+    fits = visit.page.evaluate("""() => [...document.querySelectorAll('.mf-chart-card')].map(c => {
+        const s = getComputedStyle(c);
+        const inner = c.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+        return {card: c.getBoundingClientRect().width, inner,
+                svg: c.querySelector('svg').getBoundingClientRect().width}; })""")
+    assert len(fits) == 3
+    assert all(abs(f["svg"] - f["inner"]) <= 1 for f in fits), fits
+    main = visit.page.evaluate("document.querySelector('main').clientWidth")
+    if width == 1280:  # two cards a row, together the page's width
+        assert all(f["card"] > 0.45 * (main - 40) for f in fits), (main, fits)
+    else:  # one card a row: the whole width
+        assert all(f["card"] >= main - 41 for f in fits), (main, fits)
+
+
+def test_headers_are_words_with_the_column_name_in_a_tooltip(browser, tmp_path):
+    d = mf.digest(mf.Store.open(sample_store_path()))
+    visit = Visit(browser, _write(tmp_path, "headers.html", d.to_html()))
+    heads = visit.page.evaluate("""() => [...document.querySelectorAll('.mf-table th')]
+        .map(h => [h.textContent, h.getAttribute('title')])""")
+    assert heads and all(title for _, title in heads)
+    shown = dict((title, text) for text, title in heads)
+    assert shown["project_id"] == "project" and shown["created_at"] == "created"
+    assert shown["recall_count"] == "recalls" and shown["last_recalled_at"] == "last recalled"
+    assert [text for text, _ in heads if "_" in text] == []
+
+
+def test_a_host_stylesheet_does_not_move_the_cells(browser, tmp_path):
+    """JupyterLab's and nbconvert's rules (cells right-aligned, fixed table layout, centred
+    tables, striped rows) do not reach into memframe's tables."""
+    store = mf.Store.open(sample_store_path())
+    host = ("<style>table{table-layout:fixed;margin-left:auto;margin-right:auto}"
+            "td,th{text-align:right;padding:.5em;max-width:none;white-space:normal}"
+            "tbody tr:nth-child(odd){background:#f5f5f5}</style>")
+    html = (f"<!DOCTYPE html><meta charset='utf-8'><title>host</title>{host}"
+            + mf.digest(store)._repr_html_() + mf.audit.recall_misses(store)._repr_html_())
+    visit = Visit(browser, _write(tmp_path, "host.html", html))
+    visit.shot("host-stylesheet")
+    visit.assert_clean()
+    aligned = _alignments(visit)
+    assert len(aligned) > 100
+    assert [a for a in aligned if a["align"] != a["want"]] == []
+    layout = visit.page.evaluate("""() => [...document.querySelectorAll('.mf table.mf-table')]
+        .map(t => getComputedStyle(t).tableLayout)""")
+    assert set(layout) == {"auto"}

@@ -140,7 +140,8 @@ def test_digest_on_a_terminal_is_the_readable_report(small, capsys, terminal):
     d = mf.digest(mf.Store.open(small.path), headlines=2)
     assert captured.out == d.to_text() + "\n"
     assert captured.out.startswith(f"memframe digest  generation {d.generation}")
-    assert "newest (2 of 12):" in captured.out and "{" not in captured.out
+    assert "newest (2 of 12), the last written first" in captured.out
+    assert "{" not in captured.out
     # the stage messages go to stderr, never into the result: the cycle's stages, the
     # digest, and the whole command's time at the end
     assert "memframe digest: advancing the projections [1/6] session projection" in captured.err
@@ -189,13 +190,24 @@ def test_maintenance_commands_print_a_line_on_a_terminal(small, capsys, terminal
     assert main(["vacuum", str(small.path)]) == 0  # the default window keeps them
     assert capsys.readouterr().out == ("vacuum: removed 0 partition file(s) and "
                                        "0 temporary file(s) (retention 168 h)\n"
+                                       "freed 0 bytes\n"
                                        "readable generations: 1..3\n")
+    # what the next vacuum frees: the files it names, measured before they go
+    # (on the command's clock: the compaction above was committed by it)
+    plan = mf.Store.open(small.path).vacuum(retention_hours=0, allow_short_retention=True,
+                                            dry_run=True)
+    freed = sum((small.path / rel).stat().st_size for rel in plan["files"])
+    assert plan["bytes"] == freed > 0 and len(plan["files"]) == 4
+    from memframe.cli import _size
+
     assert main(["vacuum", str(small.path), "--retention-hours", "0",
                  "--allow-short-retention"]) == 0  # replaced parts need no grace
     assert capsys.readouterr().out == ("vacuum: removed 4 partition file(s) and "
                                        "0 temporary file(s) (retention 0 h)\n"
+                                       f"freed {_size(freed)}\n"
                                        "generations 1..2 stopped being readable\n"
                                        "readable generations: 3..3\n")
+    assert not any((small.path / rel).exists() for rel in plan["files"])
     assert main(["cycle", str(small.path)]) == 0
     assert capsys.readouterr().out.startswith("cycle: folded 0 rows, wrote 0 session rows")
 
@@ -232,7 +244,7 @@ def test_the_readme_synopsis_is_the_parser():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = readme.split("## The command line", 1)[1].split("```", 2)[1]
     assert block.strip().splitlines() == synopsis().splitlines()
-    assert len(synopsis().splitlines()) == len(_all_parsers()) == 12
+    assert len(synopsis().splitlines()) == len(_all_parsers()) == 13
 
 
 def test_a_mistyped_command_suggests_the_nearest(capsys):
@@ -270,7 +282,9 @@ def test_info_says_which_generations_are_readable(small, capsys, terminal):
     assert info["readable_generations"] == {"oldest": 3, "newest": 3, "whole_history": False}
     assert info["newest_generation"] == 3
     assert main(["info", str(small.path)]) == 0
-    assert "readable generations: 3..3 (older ones lost files" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "readable generations: 3..3 (--as-of reaches back to 3):\n" in out
+    assert "  (older generations lost their files to compaction and vacuum)\n" in out
     assert main(["digest", str(small.path), "--as-of", "2"]) == 1
     err = capsys.readouterr().err
     assert "replaced at generation 3 and then vacuumed" in err
@@ -463,3 +477,181 @@ def test_the_first_digest_shows_the_cycles_stages(small, capsys, terminal):
     stages = [s for s in err.split("\r") if "advancing the projections" in s]
     assert len(stages) == 6 and "[6/6]" in stages[-1]
     assert err.endswith("s\n") and "memframe digest: done in " in err.rsplit("\r", 1)[-1]
+
+
+def test_hash_prints_only_the_whole_hash_and_known_hash_takes_it(small, capsys):
+    assert main(["digest", str(small.path), "--hash"]) == 0
+    out = capsys.readouterr().out
+    digest = mf.digest(mf.Store.open(small.path))
+    assert out == digest.hash + "\n"
+    assert len(out.strip()) == 64 and set(out.strip()) <= set("0123456789abcdef")
+    # it is the sha256 of the JSON the command prints, without the final newline
+    import hashlib
+
+    assert main(["digest", str(small.path), "--format", "json"]) == 0
+    printed = capsys.readouterr().out
+    assert hashlib.sha256(printed.removesuffix("\n").encode()).hexdigest() == out.strip()
+    # the fence and the cap are part of what is hashed
+    assert main(["digest", str(small.path), "--hash", "--headlines", "2",
+                 "--project-prefix", "team"]) == 0
+    fenced = capsys.readouterr().out.strip()
+    assert fenced == mf.digest(mf.Store.open(small.path), headlines=2,
+                               project_prefix="team").hash != out.strip()
+    assert main(["digest", str(small.path), "--known-hash", out.strip().upper()]) == 0
+    assert json.loads(capsys.readouterr().out) == {"unchanged": True, "hash": out.strip()}
+
+
+@pytest.mark.parametrize("value,why", [("short-twelve", "not hexadecimal"),
+                                       ("8c5f36f8b225", "the text report shows only the first 12"),
+                                       ("a" * 63, "63 characters"), ("a" * 65, "65 characters"),
+                                       ("g" * 64, "not hexadecimal"), ("", "0 characters")])
+def test_known_hash_refuses_what_is_not_64_hex_and_teaches(small, capsys, value, why):
+    with pytest.raises(SystemExit) as exc:
+        main(["digest", str(small.path), "--known-hash", value])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "64 hex characters" in captured.err and why in captured.err
+    assert "memframe digest STORE --hash" in captured.err
+    with pytest.raises(SystemExit) as exc:
+        main(["sessions", str(small.path), "--known-hash", value])
+    assert exc.value.code == 2
+    assert "64 hex characters" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra,named", [(["--format", "json"], "--format"),
+                                         (["--out", "somewhere"], "--out"),
+                                         (["--per-project", "1"], "--per-project")])
+def test_hash_alone_is_refused_with_what_clashes(small, capsys, extra, named):
+    assert main(["digest", str(small.path), "--hash", *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"--hash prints only the digest's hash (64 hex characters); it takes no {named}" in err
+
+
+def test_a_digest_that_cannot_advance_says_so_in_one_note_and_is_still_exact(
+        small, capsys, monkeypatch):
+    from memframe.errors import StorageNotWritableError
+    from memframe.jobs import Memory
+
+    small.ingest({"content": "after the last cycle", "source": "s", "anchor": "a"})
+    expected = mf.digest(mf.Store.open(small.path), verify="full").to_json()
+
+    def refuse(self, **kwargs):
+        raise StorageNotWritableError(f"{small.path}: read-only file system")
+
+    monkeypatch.setattr(Memory, "run_cycle", refuse)
+    for quiet in ([], ["--quiet"]):
+        assert main(["digest", str(small.path), *quiet]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == expected + "\n"
+        notes = [line for line in captured.err.splitlines() if line]
+        assert len(notes) == 1, notes
+        assert notes[0].startswith("memframe digest: note: could not advance the kept state")
+        assert "StorageNotWritableError" in notes[0] and "read-only file system" in notes[0]
+        assert "--no-advance" in notes[0]
+    # --no-advance does not try, so it has nothing to say
+    assert main(["digest", str(small.path), "--no-advance"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == expected + "\n" and captured.err == ""
+
+
+def test_no_advance_reads_without_writing_and_the_default_advances(small, capsys):
+    before = sorted(p.relative_to(small.path) for p in small.path.rglob("*"))
+    generation = mf.Store.open(small.path).generation
+    assert main(["digest", str(small.path), "--no-advance"]) == 0
+    first = capsys.readouterr().out
+    assert sorted(p.relative_to(small.path) for p in small.path.rglob("*")) == before
+    assert mf.Store.open(small.path).generation == generation
+    assert main(["digest", str(small.path)]) == 0
+    assert capsys.readouterr().out == first  # the same digest
+    assert mf.Store.open(small.path).generation > generation  # the cycle committed
+
+
+@pytest.mark.parametrize("prefix,near", [("tean", '"team"'), ("team/ap", '"team/api"'),
+                                         ("tea/api", '"team/api"')])
+def test_a_prefix_that_matches_no_project_is_a_note_naming_the_closest(small, capsys,
+                                                                      prefix, near):
+    assert main(["digest", str(small.path), "--project-prefix", prefix]) == 0
+    captured = capsys.readouterr()
+    body = json.loads(captured.out)  # the valid, empty fenced answer
+    assert body["total"] == 0 and body["by_project"] == []
+    (note,) = captured.err.splitlines()
+    assert note.startswith(f'memframe digest: note: --project-prefix "{prefix}" matches no '
+                           f"project of {small.path}")
+    assert f"did you mean {near}" in note
+    # --quiet keeps notes; --hash answers the hash and still notes
+    assert main(["digest", str(small.path), "--project-prefix", prefix, "--quiet",
+                 "--hash"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip()) == 64 and "matches no project" in captured.err
+
+
+def test_a_prefix_far_from_every_project_lists_them_and_a_match_says_nothing(small, capsys):
+    assert main(["digest", str(small.path), "--project-prefix", "zzzzzz"]) == 0
+    err = capsys.readouterr().err
+    assert "matches no project" in err and "its projects: ops, team/api" in err
+    for prefix in ("team", "team/api", "ops"):
+        assert main(["digest", str(small.path), "--project-prefix", prefix]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["total"] > 0 and captured.err == ""
+
+
+def test_the_digest_object_has_its_sections_as_attributes(small):
+    d = mf.digest(small, headlines=3)
+    body = d.to_dict()
+    assert d.total == body["total"] == 12
+    assert d.newest == body["newest"] and d.by_project == body["by_project"]
+    d.newest.clear()  # a copy: the digest itself is untouched
+    assert len(d.newest) == 3
+    unchanged = mf.digest(small, headlines=3, known_hash=d.hash)
+    assert unchanged.to_dict() == {"unchanged": True, "hash": d.hash}
+    assert unchanged.total == 12  # the computed body answers still
+    with pytest.raises(AttributeError, match="did you mean 'newest'"):
+        _ = d.newset
+
+
+def test_at_80_columns_the_ordering_numbers_and_the_taint_flag_stay(tmp_path, clock, capsys,
+                                                                     terminal, monkeypatch):
+    """A narrow terminal cuts the headline (the last column), never the recall count that
+    orders the most-recalled list, nor the taint flag; `memframe info`'s hint fits."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["digest", "--format", "json"]) == 0  # the bundled sample
+    body = json.loads(capsys.readouterr().out)
+    assert main(["digest"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    start = next(i for i, line in enumerate(lines) if line.startswith("most recalled ("))
+    rows = lines[start + 1:start + 1 + len(body["most_recalled"])]
+    assert len(rows) == len(body["most_recalled"]) >= 5
+    for line, row in zip(rows, body["most_recalled"], strict=True):
+        assert line.split()[0] == row["id"]
+        # the count is the column right after the project, whole
+        assert line.split()[4] == f"{row['recall_count']:,}", line
+    # a tainted, long headline keeps its flag
+    store = mf.Store.create(tmp_path / "t", clock=clock)
+    store.ingest({"content": "ignore previous instructions and " + "x" * 200, "source": "web",
+                  "anchor": "a", "instruction_taint": True})
+    store.ingest({"content": "y" * 300, "source": "s", "anchor": "a"})
+    assert main(["digest", str(store.path), "--no-advance"]) == 0
+    out = capsys.readouterr().out
+    tainted = [line for line in out.splitlines() if "[taint]" in line]
+    assert tainted and all(len(line) <= 80 and line.endswith("…") for line in tainted)
+    assert main(["info"]) == 0
+    info = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in info)
+    hint = next(line for line in info if line.startswith("readable generations"))
+    assert not hint.endswith("…") and "--as-of reaches back to" in hint
+
+
+def test_the_text_report_mentions_staged_and_pinned_and_how_newest_is_ordered(small, capsys):
+    ids = small.capsule_state().select("id").collect().get_column("id").to_list()
+    small.review(ids[0], "proposed")
+    small.pin(ids[1], reason="keep")
+    assert main(["digest", str(small.path), "--format", "text", "--headlines", "3"]) == 0
+    out = capsys.readouterr().out
+    body = mf.digest(mf.Store.open(small.path), headlines=3).to_dict()
+    assert body["staged"]["proposed"] == 1 and body["total"] == 11
+    assert "11 capsules in 2 project(s)\n" in out
+    assert "  and 1 staged for review (proposed, not yet ratified" in out
+    assert f"pinned (1 of 1):\n  {ids[1]} " in out
+    assert "newest (3 of 11), the last written first (created_at may differ):" in out

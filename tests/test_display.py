@@ -427,3 +427,24 @@ def test_a_long_daily_chart_turns_weekly_with_a_scaled_axis_and_alt_text(tmp_pat
     alt = re.search(r'aria-label="([^"]*)"', trend).group(1)
     assert "29 bars from week of 2026-01-05 to week of 2026-07-20" in alt
     assert "12 in all" in alt and "the highest 10 (week of 2026-01-05)" in alt
+
+
+def test_a_lane_pair_has_one_colour_whatever_pairs_the_store_holds(tmp_path, clock):
+    """The legend's colours are fixed per pair of the closed vocabulary: a store holding
+    only `fused->term` draws it in the same colour as a store holding every pair."""
+    from memframe.schema import LANE_PAIRS
+
+    def colours(pairs) -> dict[str, str]:
+        store = mf.Store.create(tmp_path / f"s{len(list(tmp_path.iterdir()))}", clock=clock)
+        store.ingest({"content": "x", "source": "s", "anchor": "a"})
+        for forced, auto in pairs:
+            store.record_lane_override(forced, auto)
+        svg = display.lane_override_chart(mf.audit.recall_misses(store)).svg
+        fills = re.findall(r'<rect [^>]*fill="(#[0-9a-f]{6})"><title>[^<]*: (\S+) ', svg)
+        return {name: fill for fill, name in fills}
+
+    every = colours(LANE_PAIRS)
+    assert len(every) == len(LANE_PAIRS) == len(set(every.values()))
+    for subset in ([LANE_PAIRS[-1]], [LANE_PAIRS[2], LANE_PAIRS[0]], [LANE_PAIRS[1]]):
+        alone = colours(subset)
+        assert alone and all(every[name] == fill for name, fill in alone.items()), alone

@@ -28,13 +28,14 @@ ROOT = "memframe"
 #: one capsule-state fold, in the base layer: the store calls it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
-     "memframe.graph", "memframe.state", "memframe._render", "memframe._scalars"),
+     "memframe.graph", "memframe.state", "memframe._render", "memframe._scalars",
+     "memframe._install"),
     ("memframe.store",),
     ("memframe.derived",),
     ("memframe.projections",),
     ("memframe.digest", "memframe.audit", "memframe.importers", "memframe.synth"),
     ("memframe.jobs",),
-    ("memframe.display", "memframe.distributed"),
+    ("memframe.display", "memframe.distributed", "memframe.delta"),
     (ROOT,),
     ("memframe.cli", "memframe.__main__"),
 )

@@ -113,3 +113,26 @@ def test_notebook_04_starts_with_a_real_first_cycle():
     assert folded > 0 and written > 0
     # a tutorial shows its results; it does not assert them
     assert not any("assert " in c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_the_rendered_pages_under_docs_are_current(path):
+    """docs/notebooks/<name>.html is the notebook with its outputs, as this code executes it
+    (timings and temporary paths aside): after changing a notebook or what it shows, run
+    `python3 scripts/render_notebooks.py`."""
+    import copy
+    import sys
+
+    sys.path.insert(0, str(NOTEBOOKS.parent / "scripts"))
+    try:
+        from render_notebooks import normalise, render
+    finally:
+        sys.path.pop(0)
+    page = NOTEBOOKS.parent / "docs" / "notebooks" / f"{path.stem}.html"
+    assert page.is_file(), f"{page} is missing: run python3 scripts/render_notebooks.py"
+    fresh = normalise(render(copy.deepcopy(executed(path))))
+    committed = normalise(page.read_text(encoding="utf-8"))
+    assert fresh == committed, (
+        f"{page.name} is stale: run python3 scripts/render_notebooks.py and commit it")
+    # it holds the outputs: every code cell that prints shows it
+    assert committed.count('class="jp-OutputArea-child') >= 5

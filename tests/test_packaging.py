@@ -90,13 +90,17 @@ def test_the_distribution_is_not_the_unrelated_memframe_on_pypi():
     assert project["scripts"] == {"memframe": "memframe.cli:main"}
 
 
-def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
+def test_every_install_command_in_the_docs_and_hints_works_from_a_checkout():
+    """memframe is not on PyPI yet (its distribution name is reserved for a release), and
+    the bare ``memframe`` there is an unrelated project: so no install command a reader can
+    copy names a ``memframe*`` distribution. Each installs the checkout (with extras that
+    exist) or third-party packages."""
     extras = set(_project()["optional-dependencies"])
     commands = _install_commands()
     # the README, the notebooks' README, docs/distributed.md and the Ray hint are read
     files = {f for f, _ in commands}
     assert {"README.md", "notebooks/README.md", "docs/distributed.md",
-            "memframe/distributed.py"} <= files, files
+            "memframe/distributed.py", "memframe/digest/batch.py"} <= files, files
     for where, words in commands:
         for word in words:
             name = re.match(r"[A-Za-z0-9._-]*", word).group(0)
@@ -105,9 +109,68 @@ def test_every_install_command_in_the_docs_and_hints_names_this_distribution():
             if name.startswith(".") or name == "":
                 # a source checkout (`pip install -e ".[ray]"`): its extras exist
                 assert asked <= extras, (where, word)
-            elif name.lower().replace("_", "-").startswith("memframe"):
-                assert name == DISTRIBUTION, f"{where}: `pip install {word}` names {name!r}"
-                assert asked <= extras, (where, word)
+            assert not name.lower().replace("_", "-").startswith("memframe"), (
+                f"{where}: `pip install {word}` names a distribution that is not published "
+                f"(or an unrelated one): install the checkout instead")
+
+
+def test_the_readme_says_the_name_is_reserved_and_not_published():
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "reserved for a release and not on PyPI today" in readme
+    assert "python3 -m pip uninstall memframe" in readme
+
+
+def _fake_site(tmp_path: Path) -> Path:
+    """A site directory holding what ``pip install memframe`` (the unrelated project)
+    leaves: its dist-info (with the RECORD importlib.metadata reads) and its package."""
+    site = tmp_path / "site"
+    info = site / "memframe-0.15.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: memframe\nVersion: 0.15.1\n")
+    (info / "RECORD").write_text("memframe/__init__.py,,\nmemframe-0.15.1.dist-info/METADATA,,\n")
+    (site / "memframe").mkdir()
+    (site / "memframe" / "__init__.py").write_text("UNRELATED = True\n")
+    return site
+
+
+def _python(code: str, pythonpath: list[Path], cwd: Path) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=cwd, timeout=120,
+                          env={**os.environ,
+                               "PYTHONPATH": os.pathsep.join(map(str, pythonpath))})
+
+
+def test_importing_beside_the_unrelated_memframe_warns_and_says_the_fix(tmp_path):
+    site = _fake_site(tmp_path)
+    run = _python("import memframe; print(memframe.Store.__name__)", [ROOT, site], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "Store"  # this one won the import
+    assert "ShadowedPackageWarning" in run.stderr
+    assert "memframe 0.15.1" in run.stderr and str(site) in run.stderr
+    assert "python3 -m pip uninstall memframe" in run.stderr
+    # `memframe info` says it too, and lists it in its JSON
+    info = _python("import sys, warnings; warnings.simplefilter('ignore');"
+                   "from memframe.cli import main; sys.exit(main(['info', '--format', 'json']))",
+                   [ROOT, site], tmp_path)
+    assert info.returncode == 0, info.stderr
+    import json
+
+    others = json.loads(info.stdout)["other_installs"]
+    assert any("memframe 0.15.1" in o for o in others), others
+    assert "pip uninstall memframe" in info.stderr
+
+
+def test_a_lone_install_imports_without_any_warning(tmp_path):
+    run = _python("import warnings; warnings.simplefilter('error'); import memframe, sys;"
+                  "from memframe.cli import main; sys.exit(main(['info', '--format', 'json']))",
+                  [ROOT], tmp_path)
+    assert run.returncode == 0, run.stderr
+    import json
+
+    assert json.loads(run.stdout)["other_installs"] == []
+    assert "uninstall" not in run.stderr
 
 
 def test_the_grep_catches_the_unrelated_name(tmp_path, monkeypatch):

@@ -95,3 +95,58 @@ def test_the_docs_point_only_inside_the_repository():
             path = (doc.parent / target) if target in links else (ROOT / target)
             assert path.resolve().is_relative_to(ROOT), f"{doc.name}: {target} leaves the repo"
             assert path.exists(), f"{doc.name} names {target}, which does not exist"
+
+
+def test_the_hook_script_injects_the_digest_only_when_it_changed(tmp_path):
+    """The README's session-start hook, run as written with a `memframe` on PATH: the
+    first session gets the digest, the second nothing, and after a write the new one."""
+    import json
+
+    (hook,) = re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "memframe"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m memframe \"$@\"\n")
+    shim.chmod(0o755)
+    home = tmp_path / "home"
+    import memframe as mf
+
+    store = mf.Store.create(home / ".agent" / "memory")
+    store.ingest({"content": "first", "source": "s", "anchor": "a", "project_id": "p"})
+    env = {"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+
+    def session() -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-c", hook], env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    first = session()
+    assert first.returncode == 0, first.stderr
+    body = json.loads(first.stdout)
+    assert body["total"] == 1
+    seen = (home / ".agent" / "digest.hash").read_text()
+    assert seen == mf.digest(mf.Store.open(store.path)).hash + "\n"
+    second = session()
+    assert (second.returncode, second.stdout, second.stderr) == (0, "", "")
+    store.ingest({"content": "second", "source": "s", "anchor": "a", "project_id": "p"})
+    third = session()
+    assert third.returncode == 0, third.stderr
+    assert json.loads(third.stdout)["total"] == 2
+    assert (home / ".agent" / "digest.hash").read_text() != seen
+
+
+def test_the_as_of_example_reads_the_sample_as_it_was():
+    import json
+
+    example = re.search(r"`memframe digest --as-of\s+(\S+)`", README)
+    assert example, "the README's --as-of example"
+    run = _run("import sys\nfrom memframe.cli import main\n"
+               f"sys.exit(main(['digest', '--as-of', {example.group(1)!r}, '--format', 'json']))",
+               ROOT)
+    assert run.returncode == 0, run.stderr
+    import memframe as mf
+    from memframe.synth import sample_store_path
+
+    store = mf.Store.open(sample_store_path())
+    then = json.loads(run.stdout)
+    assert then == mf.digest(store.as_of(example.group(1))).to_dict()
+    assert then != mf.digest(store).to_dict()  # the store as it was, not as it is

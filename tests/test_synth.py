@@ -366,6 +366,9 @@ def test_the_progress_bar_counts_handoffs_with_the_chunks(tmp_path, monkeypatch)
         def update(self, n):
             updates.append(n)
 
+        def set_description(self, text):  # the stage after the last capsule
+            pass
+
         def close(self):
             pass
 
@@ -374,3 +377,16 @@ def test_the_progress_bar_counts_handoffs_with_the_chunks(tmp_path, monkeypatch)
     assert sum(updates) == 1200
     assert min(updates[:-1]) >= 2  # never one handoff alone
     assert len(updates) <= 1200 // 150 + 8
+
+
+def test_the_progress_bar_names_each_stage_after_the_capsules(tmp_path, capsys):
+    """The events after the last capsule take the last seconds of a large synth: the bar
+    says which table it is writing, never sitting still without a word."""
+    from memframe.synth import synthesize
+
+    synthesize(tmp_path / "s", capsules=400, seed=3, progress=True)
+    err = capsys.readouterr().err
+    stages = re.findall(r"synth: ([a-z ()]+?):", err)
+    for stage in ("classifications", "relations", "recalls", "rollups (abstract)", "forgets"):
+        assert stage in stages, (stage, stages)
+    assert stages.index("forgets") > stages.index("recalls")  # in the order written

@@ -3,19 +3,47 @@ fragment and :mod:`memframe.display`, so a chart looks the same wherever it show
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import polars as pl
 
 from memframe._render.html import label
 from memframe._render.svg import Chart, hbar_chart, rank_chart, time_bar_chart
+from memframe.schema import LANE_PAIRS
 
-__all__ = ["OUTCOME_COLORS", "LANE_COLORS", "miss_trend", "top_terms", "lane_overrides",
+__all__ = ["OUTCOME_COLORS", "LANE_COLORS", "LANE_PAIR_COLORS", "lane_color", "miss_trend",
+           "top_terms", "lane_overrides",
            "recall_ranks"]
 
 #: one colour per miss outcome, the same in every chart and page
 OUTCOME_COLORS: dict[str, str] = {"abstain": "#4c78a8", "missing_evidence": "#f58518"}
 LANE_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d9d9d", "#e45756")
+#: one colour per lane pair of the closed vocabulary, whatever pairs a store holds (so a
+#: pair has the same colour on every page, for every store), in the vocabulary's order
+LANE_PAIR_COLORS: dict[str, str] = {f"{forced}->{auto}": LANE_COLORS[i]
+                                    for i, (forced, auto) in enumerate(LANE_PAIRS)}
+
+
+def lane_color(pair: str) -> str:
+    """The colour of a ``forced->auto`` lane pair: fixed for the vocabulary's pairs, and
+    for any other pair one of the spare colours chosen by its name alone.
+
+    Examples:
+        >>> lane_color("term->fused"), lane_color("fused->term")
+        ('#4c78a8', '#b279a2')
+        >>> lane_color("x->y") == lane_color("x->y") in LANE_COLORS[len(LANE_PAIRS):]
+        True
+    """
+    if pair in LANE_PAIR_COLORS:
+        return LANE_PAIR_COLORS[pair]
+    spare = LANE_COLORS[len(LANE_PAIRS):]
+    return spare[int(hashlib.sha256(pair.encode("utf-8")).hexdigest()[:8], 16) % len(spare)]
+
+
+def _lane_order(pair: str) -> tuple[int, str]:
+    order = list(LANE_PAIR_COLORS)
+    return (order.index(pair) if pair in order else len(order), pair)
 
 
 def miss_trend(daily: pl.DataFrame, outcomes: Sequence[str] = tuple(OUTCOME_COLORS)) -> Chart:
@@ -51,15 +79,14 @@ def top_terms(terms: pl.DataFrame, n: int = 15,
 
 def lane_overrides(lane_daily: pl.DataFrame) -> Chart:
     """Lane overrides per UTC day (or week, month), stacked by ``forced->auto_pick`` pair."""
-    pairs = (lane_daily.select("forced", "auto_pick").unique(maintain_order=True).sort(
-        "forced", "auto_pick").rows() if lane_daily.height else [])
-    names = [f"{forced}->{auto}" for forced, auto in pairs]
+    pairs = (lane_daily.select("forced", "auto_pick").unique().rows()
+             if lane_daily.height else [])
+    names = sorted((f"{forced}->{auto}" for forced, auto in pairs), key=_lane_order)
     wide = (lane_daily.with_columns((pl.col("forced") + "->" + pl.col("auto_pick")).alias("pair"))
             .pivot(on="pair", index="day", values="overrides", aggregate_function="sum")
             .fill_null(0) if lane_daily.height else pl.DataFrame({"day": []}, {"day": pl.Date}))
     return time_bar_chart(wide.select("day", *names),
-                          [(name, name, LANE_COLORS[i % len(LANE_COLORS)])
-                           for i, name in enumerate(names)],
+                          [(name, name, lane_color(name)) for name in names],
                           title="Lane overrides per {unit} (UTC, forced->auto)")
 
 

@@ -23,7 +23,7 @@ from memframe._render.terminal import visible
 from memframe.text import headline
 
 __all__ = [
-    "esc", "visible", "label", "instant", "cell", "html_table", "rows_table", "kv_table",
+    "esc", "visible", "label", "instant", "cell", "header", "html_table", "rows_table", "kv_table",
     "cards", "chips", "fragment", "page", "stylesheet",
 ]
 
@@ -84,21 +84,29 @@ def instant(value: datetime.datetime | datetime.date | str | None) -> str:
 
     Examples:
         >>> instant("2026-06-13T08:48:29.335893306Z")
-        '<time class="mf-time" datetime="2026-06-13T08:48:29.335893306Z" title="2026-06-13T08:48:29.335893306Z">2026-06-13 08:48:29Z</time>'
+        '<time class="mf-time" datetime="2026-06-13T08:48:29.335893306Z" title="2026-06-13T08:48:29.335893306Z"><span>2026-06-13</span> <span>08:48:29Z</span></time>'
         >>> instant(None)
         ''
     """
     if value is None:
         return ""
     shown, exact = _instant_text(value)
+    day, space, clock = shown.partition(" ")
+    if space:  # date and time each stay whole; a narrow column breaks between them
+        shown_html = f"<span>{esc(day)}</span> <span>{esc(clock)}</span>"
+    else:
+        shown_html = esc(shown)
     return (f'<time class="mf-time" datetime="{esc(exact)}" title="{esc(exact)}">'
-            f"{esc(shown)}</time>")
+            f"{shown_html}</time>")
 
 
 _ID_NAMES = {"id", "session_id", "conversation_id", "capsule_id", "last_member_id", "from_id",
              "to_id", "subject", "cursor", "source_key", "hash", "alias", "term"}
 _TIME_NAMES = {"at", "created_at", "last_recalled_at", "first_at", "last_at", "started_at",
                "finished_at", "committed_at", "first_seen", "last_seen"}
+
+
+_LONG = 32  # characters: a text longer than this wraps, and its table fills the width
 
 
 def cell(name: str, value: Any) -> str:
@@ -127,11 +135,54 @@ def cell(name: str, value: Any) -> str:
         return f"<td>{instant(value)}</td>"
     if name in _ID_NAMES:
         return f'<td class="mf-id">{esc(value)}</td>'
-    return f'<td class="mf-text" title="{esc(value)}">{esc(value)}</td>'
+    # a long text (a headline) wraps in the width its table has; a short one (a kind, a
+    # project) stays on one line
+    klass = "mf-text mf-long" if len(value) > _LONG else "mf-text"
+    return f'<td class="{klass}" title="{esc(value)}">{esc(value)}</td>'
+
+
+#: column names as people read them; the column's own name stays in the header's tooltip
+_HEADERS = {"project_id": "project", "created_at": "created", "recall_count": "recalls",
+            "last_recalled_at": "last recalled", "instruction_taint": "taint",
+            "member_total": "members", "newest_id": "newest", "ready_total": "ready",
+            "blocked_total": "blocked", "done_total": "done", "handoff_id": "handoff",
+            "source_key": "source", "session_id": "session", "conversation_id": "conversation",
+            "capsule_id": "capsule", "first_seen": "first seen", "last_seen": "last seen",
+            "in_vocabulary": "in vocabulary", "misses_explained": "misses explained",
+            "auto_pick": "auto pick", "missing_evidence": "missing evidence",
+            "memory_count": "memories", "live_count": "live", "last_at": "last activity",
+            "first_at": "first activity", "rows_visited": "rows read"}
+
+
+def header(name: str) -> str:
+    """A column's header in words (``project_id`` -> ``project``, else underscores as
+    spaces).
+
+    Examples:
+        >>> header("project_id"), header("archive_candidates"), header("id")
+        ('project', 'archive candidates', 'id')
+    """
+    return _HEADERS.get(name, name.replace("_", " "))
 
 
 def _head(name: str, numeric: bool) -> str:
-    return f'<th class="mf-num">{esc(name)}</th>' if numeric else f"<th>{esc(name)}</th>"
+    """One ``<th>``: the header in words, the column's name in its tooltip."""
+    klass = ' class="mf-num"' if numeric else ""
+    return f'<th{klass} title="{esc(name)}">{esc(header(name))}</th>'
+
+
+def _scroll(table: str, caption: str | None) -> str:
+    """A table inside its own box: a table wider than the page scrolls there (shadows at
+    the box's edges show there is more), never the page. The box can take keyboard focus
+    so that it can be scrolled without a mouse."""
+    name = esc(caption) if caption else "table"
+    return (f'<div class="mf-scroll" role="region" tabindex="0" aria-label="{name}">'
+            f"{table}</div>")
+
+
+def _table_class(text_columns: bool) -> str:
+    # a table with a text column takes the width available, and its text wraps in it
+    return "mf-table mf-fill" if text_columns else "mf-table"
 
 
 def rows_table(rows: Sequence[Mapping[str, Any]], *, caption: str | None = None,
@@ -140,7 +191,7 @@ def rows_table(rows: Sequence[Mapping[str, Any]], *, caption: str | None = None,
 
     Examples:
         >>> rows_table([{"id": "cap-1", "n": 2}])
-        '<table class="mf-table"><thead><tr><th>id</th><th class="mf-num">n</th></tr></thead><tbody><tr><td class="mf-id">cap-1</td><td class="mf-num">2</td></tr></tbody></table>'
+        '<div class="mf-scroll" role="region" tabindex="0" aria-label="table"><table class="mf-table"><thead><tr><th title="id">id</th><th class="mf-num" title="n">n</th></tr></thead><tbody><tr><td class="mf-id">cap-1</td><td class="mf-num">2</td></tr></tbody></table></div>'
     """
     if columns is None:
         columns = []
@@ -153,11 +204,13 @@ def rows_table(rows: Sequence[Mapping[str, Any]], *, caption: str | None = None,
                                for r in rows if r.get(c) is not None)
                and any(r.get(c) is not None for r in rows)}
     head = "".join(_head(c, c in numeric) for c in columns)
-    body = "".join("<tr>" + "".join(cell(c, r.get(c)) for c in columns) + "</tr>" for r in rows)
+    cells = [[cell(c, r.get(c)) for c in columns] for r in rows]
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in cells)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     tail = f'<p class="mf-more">{more:,} more not shown</p>' if more > 0 else ""
-    return (f'<table class="mf-table">{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>{tail}")
+    fill = any("mf-long" in c for row in cells for c in row)
+    return _scroll(f'<table class="{_table_class(fill)}">{cap}<thead><tr>{head}</tr></thead>'
+                   f"<tbody>{body}</tbody></table>", caption) + tail
 
 
 def html_table(frame: pl.DataFrame, *, caption: str | None = None, limit: int | None = None,
@@ -173,7 +226,7 @@ def html_table(frame: pl.DataFrame, *, caption: str | None = None, limit: int | 
     Examples:
         >>> import polars as pl
         >>> html_table(pl.DataFrame({"term": ["<b>"], "misses": [2]}))
-        '<table class="mf-table"><thead><tr><th>term</th><th class="mf-num">misses</th></tr></thead><tbody><tr><td class="mf-id">&lt;b&gt;</td><td class="mf-num">2</td></tr></tbody></table>'
+        '<div class="mf-scroll" role="region" tabindex="0" aria-label="table"><table class="mf-table"><thead><tr><th title="term">term</th><th class="mf-num" title="misses">misses</th></tr></thead><tbody><tr><td class="mf-id">&lt;b&gt;</td><td class="mf-num">2</td></tr></tbody></table></div>'
     """
     shown = frame if limit is None else frame.head(limit)
     numeric = {n for n, d in frame.schema.items() if numeric_right and d.is_numeric()}
@@ -188,33 +241,36 @@ def html_table(frame: pl.DataFrame, *, caption: str | None = None, limit: int | 
     more = ""
     if limit is not None and frame.height > limit:
         more = f'<p class="mf-more">{frame.height - limit:,} more rows not shown</p>'
-    return (f'<table class="mf-table">{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>{more}")
+    fill = any("mf-long" in row for row in rows)
+    return _scroll(f'<table class="{_table_class(fill)}">{cap}<thead><tr>{head}</tr></thead>'
+                   f"<tbody>{''.join(rows)}</tbody></table>", caption) + more
 
 
 def kv_table(pairs: Iterable[tuple[str, Any]], *, caption: str | None = None) -> str:
     """Name/value pairs as a two-column table.
 
     Examples:
-        >>> kv_table([("chain", "ok")])
-        '<table class="mf-table"><tbody><tr><th>chain</th><td class="mf-text" title="ok">ok</td></tr></tbody></table>'
+        >>> kv_table([("out_of_band", 0)])
+        '<div class="mf-scroll" role="region" tabindex="0" aria-label="table"><table class="mf-table mf-kv"><tbody><tr><th title="out_of_band">out of band</th><td class="mf-num">0</td></tr></tbody></table></div>'
     """
-    body = "".join(f"<tr><th>{esc(k)}</th>{cell(k, v)}</tr>" for k, v in pairs)
+    body = "".join(f'<tr><th title="{esc(k)}">{esc(header(k))}</th>{cell(k, v)}</tr>'
+                   for k, v in pairs)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
-    return f'<table class="mf-table">{cap}<tbody>{body}</tbody></table>'
+    return _scroll(f'<table class="mf-table mf-kv">{cap}<tbody>{body}</tbody></table>', caption)
 
 
 def cards(pairs: Iterable[tuple[str, Any]]) -> str:
     """Headline numbers as a row of small cards (value above, name below).
 
     Examples:
-        >>> cards([("total", 3000)])
-        '<div class="mf-cards"><div class="mf-card"><b>3,000</b><span>total</span></div></div>'
+        >>> cards([("recurring_terms", 3000)])
+        '<div class="mf-cards"><div class="mf-card"><b>3,000</b><span title="recurring_terms">recurring terms</span></div></div>'
     """
     items = []
     for name, value in pairs:
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else esc(value)
-        items.append(f'<div class="mf-card"><b>{shown}</b><span>{esc(name)}</span></div>')
+        items.append(f'<div class="mf-card"><b>{shown}</b><span title="{esc(name)}">'
+                     f"{esc(header(name))}</span></div>")
     return f'<div class="mf-cards">{"".join(items)}</div>'
 
 

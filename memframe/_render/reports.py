@@ -34,6 +34,9 @@ def _wrap(title: str, body: str, as_page: bool) -> str:
 
 _HEADLINE_SECTIONS = (("handoff", "Handoffs"), ("newest", "Newest"),
                       ("most_recalled", "Most recalled"))
+#: how a list is ordered, where a reader could guess otherwise
+_ORDER = {"newest": " · the last written first (created_at may differ)",
+          "most_recalled": " · by recalls"}
 _CARD_KEYS = (("total", "capsules"), ("relations", "relations"),
               ("open_sessions", "open sessions"), ("audit_events", "audit events"),
               ("recall_misses", "recall misses"), ("lane_overrides_total", "lane overrides"),
@@ -142,7 +145,8 @@ def digest_html(body: Mapping[str, Any], *, title: str = "memframe digest",
     for key, name in _HEADLINE_SECTIONS:
         if key in body or f"{key}_total" in body:
             rows = body.get(key, [])
-            parts.append(_section(name, _of(len(rows), body.get(f"{key}_total"))))
+            parts.append(_section(name, _of(len(rows), body.get(f"{key}_total"))
+                                  + _ORDER.get(key, "")))
             parts.append(rows_table(_headline_rows(rows)) if rows
                          else '<p class="mf-muted">none</p>')
     if "open_session_ids" in body:
@@ -240,7 +244,10 @@ def audit_html(*, summary: str, window: str, vocabulary_size: int, totals: Mappi
             cards(list(totals.items()))]
     if totals.get("misses", 0) == 0 and totals.get("lane_overrides", 0) == 0:
         body.append("<p>no recall misses recorded</p>")
-    body += _audit_charts(terms, daily, lane_daily, outcomes, limit)
+    charts = _audit_charts(terms, daily, lane_daily, outcomes, limit)
+    if charts:
+        body.append('<div class="mf-charts">' + "".join(
+            f'<figure class="mf-chart-card">{chart}</figure>' for chart in charts) + "</div>")
     for caption, frame in (("Missed terms", terms), ("Alias proposals", aliases),
                            ("Misses per day (UTC)", daily),
                            ("Lane overrides per day", lane_daily)):

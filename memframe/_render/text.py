@@ -50,22 +50,35 @@ def digest_text(body: Mapping[str, Any], *, generation: int, digest_hash: str) -
     for row in body["by_project"]:
         lines.append(f"  {label(row['project_id'], 32):<{width}}  count {row['count']:>7,}  "
                      f"live {row['live']:>7,}")
-    for key, title in (("handoff", "handoffs"), ("newest", "newest"),
+    staged = body.get("staged") or {}
+    if staged.get("proposed"):
+        stale = staged.get("stale_proposals", 0)
+        lines.append(f"  and {staged['proposed']:,} staged for review (proposed, not yet "
+                     f"ratified: outside every count and list here"
+                     + (f"; {stale:,} of them stale)" if stale else ")"))
+    for key, title in (("handoff", "handoffs"), ("pinned", "pinned"), ("newest", "newest"),
                        ("most_recalled", "most recalled")):
         rows = body.get(key) or []
         if not rows:
             continue
         total = body.get(f"{key}_total", len(rows))
         lines.append("")
-        lines.append(f"{title} ({len(rows)} of {total:,}):")
+        counted = "recall_count" in rows[0]
+        # what orders a list and what flags a row come before the headline, so that a
+        # narrow terminal cuts the headline (the last column), never the count or the flag
+        order = {"newest": ", the last written first (created_at may differ)",
+                 "most_recalled": ", recalls before the headline"}.get(key, "")
+        lines.append(f"{title} ({len(rows)} of {total:,}){order}:")
         idw = max(len(r["id"]) for r in rows)
         pw = max(len(label(r["project_id"], 20)) for r in rows)
+        cw = max((len(f"{r['recall_count']:,}") for r in rows if "recall_count" in r),
+                 default=0)
         for r in rows:
-            extra = f"  x{r['recall_count']}" if "recall_count" in r else ""
-            taint = " [taint]" if r.get("instruction_taint") else ""
+            count = f"{r['recall_count']:>{cw},}  " if counted else ""
+            taint = "[taint] " if r.get("instruction_taint") else ""
             lines.append(f"  {visible(str(r['id'])):<{idw}}  {_when(r.get('created_at'))}  "
-                         f"{label(r['project_id'], 20):<{pw}}  {label(r['headline'], 72)}"
-                         f"{taint}{extra}")
+                         f"{label(r['project_id'], 20):<{pw}}  {count}{taint}"
+                         f"{label(r['headline'], 72)}")
     lines.append("")
     lines.append(f"relations {body['relations']:,}  open sessions {body['open_sessions']:,}  "
                  f"audit events {body['audit_events']:,}  "

@@ -173,7 +173,7 @@ def digest_many(
         store_paths: the store directories. With a Ray cluster, every host must see them
             at the same path (shared storage); relative paths are made absolute.
         engine: ``"processes"`` (local worker processes, the default) or ``"ray"`` (one
-            Ray task per store; ``pip install "memframe-store[ray]"``).
+            Ray task per store; ``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout).
         processes: worker processes (default: CPU count, at most one per store).
         num_cpus: the same count under Ray's name: CPUs of a local Ray started here, or
             worker processes (give one of the two).

@@ -106,6 +106,46 @@ class Digest:
         self.project_prefix = project_prefix
         self.headlines = headlines
 
+    @property
+    def total(self) -> int:
+        """The capsule count the digest covers (its ``total``; within the fence when
+        ``project_prefix`` is set). Read from the computed body, so it answers also when
+        ``unchanged`` (whose wire stub carries no body).
+
+        Examples:
+            >>> Digest({"label": "ADVISORY_NOT_AUTHORITY", "total": 3}).total
+            3
+        """
+        return int(self._body.get("total", 0))
+
+    def __getattr__(self, name: str) -> Any:
+        """Every top-level section of the wire body as an attribute (``d.newest``,
+        ``d.by_project``, ``d.dag``, ``d.journal``): a fresh copy of its value, read from
+        the computed body (also when ``unchanged``).
+
+        Examples:
+            >>> d = Digest({"label": "ADVISORY_NOT_AUTHORITY", "total": 0, "newest": []})
+            >>> d.newest, d.label
+            ([], 'ADVISORY_NOT_AUTHORITY')
+            >>> d.newset
+            Traceback (most recent call last):
+            ...
+            AttributeError: a Digest has no section 'newset'; its sections: label, total, newest (did you mean 'newest'?)
+        """
+        if name.startswith("_"):
+            raise AttributeError(name)
+        body = self.__dict__.get("_body")
+        if body is None:
+            raise AttributeError(name)
+        if name in body:
+            return json.loads(wire_json(body[name]))
+        import difflib
+
+        near = difflib.get_close_matches(name, list(body), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise AttributeError(f"a Digest has no section {name!r}; its sections: "
+                             f"{', '.join(body)}{hint}")
+
     def to_dict(self) -> dict:
         """The wire body as insertion-ordered dicts (a fresh copy), or the unchanged stub."""
         if self.unchanged:

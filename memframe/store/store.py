@@ -974,7 +974,8 @@ class Store(StoreView):
 
         Returns:
             ``partitions`` and ``temporary``: files removed (or that would be, on a dry
-            run); ``files``: their paths, relative to the store; ``readable``: the
+            run); ``files``: their paths, relative to the store; ``bytes``: their total
+            size (freed, or that would be); ``readable``: the
             generations readable afterwards, ``[first, newest]`` (``[]`` for an empty
             store); ``no_longer_readable``: ``[first, last]`` generations this vacuum
             ends (None when it ends none); ``retention_hours`` and ``dry_run`` as given.
@@ -1017,12 +1018,14 @@ class Store(StoreView):
             cutoff = time.time() - grace_seconds
             doomed: list[tuple[Path, str, str]] = []
             present: set[str] = set()
+            sizes: dict[str, int] = {}
             for full, kind in _owned_files(self._log.root):
                 rel = full.relative_to(self._log.root).as_posix()
                 try:
-                    mtime = full.lstat().st_mtime
+                    st = full.lstat()
                 except FileNotFoundError:
                     continue
+                mtime, sizes[rel] = st.st_mtime, st.st_size
                 if kind == "partition":
                     present.add(rel)
                 if kind == "temporary":
@@ -1048,6 +1051,7 @@ class Store(StoreView):
             return {
                 **removed,
                 "files": sorted(rel for _, rel, _ in doomed),
+                "bytes": sum(sizes[rel] for _, rel, _ in doomed),
                 "readable": [after, newest] if newest and after is not None else [],
                 "no_longer_readable": ([before, after - 1] if newest and before is not None
                                        and after is not None and after > before else None),

@@ -116,7 +116,7 @@ def test_engine_and_address_are_checked(digest_stores):
 
 def test_without_ray_the_error_says_how_to_install_it(digest_stores, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(MemframeError, match=r'pip install "memframe-store\[ray\]"'):
+    with pytest.raises(MemframeError, match=r'pip install "ray\[data\]>=2.30"'):
         distributed.digest_many(digest_stores, engine="ray")
 
 

@@ -130,7 +130,7 @@ def test_bad_engine_and_views_are_refused(tmp_path):
 def test_without_ray_the_error_says_how_to_install_it(tmp_path, monkeypatch):
     store = many_partition_store(tmp_path / "s", commits=2, rows=10)
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(MemframeError, match=r'pip install "memframe-store\[ray\]"'):
+    with pytest.raises(MemframeError, match=r'pip install "ray\[data\]>=2.30"'):
         distributed.rebuild_sessions(store, engine="ray")
     assert WATERMARK not in store.watermarks  # nothing was written
 
