@@ -362,8 +362,16 @@ class DigestMachine(RuleBasedStateMachine):
         g = max(1, self.store.generation - back)
         view = self.store.at(g)
         kwargs = {"headlines": n, "now": self.clock.now}
-        assert mf.digest(view, **kwargs).to_json() == mf.digest(
-            view, verify="full", **kwargs).to_json(), ("at", g)
+        answers = []
+        for verify in ("incremental", "full"):
+            try:
+                answers.append(mf.digest(view, verify=verify, **kwargs).to_json())
+            except mf.MemframeError as exc:
+                # a vacuum (retention 0 here) removed files of that generation: both
+                # paths say so, and neither answers
+                assert "no longer readable" in str(exc), exc
+                answers.append("no longer readable")
+        assert answers[0] == answers[1], ("at", g, answers)
 
     @rule(depth=st.sampled_from([1, 2]), n=st.sampled_from([1, 10]))
     def per_project(self, depth: int, n: int) -> None:
