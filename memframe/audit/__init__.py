@@ -8,6 +8,7 @@ Examples:
     0
 """
 
+from memframe.audit.coverage import RecallCoverage, recall_coverage
 from memframe.audit.misses import (
     AliasRules,
     MissAudit,
@@ -17,6 +18,8 @@ from memframe.audit.misses import (
     vocabulary,
 )
 from memframe.audit.score import AliasScore, score_aliases
+from memframe.audit.trust import TrustAudit, trust
 
-__all__ = ["recall_misses", "MissAudit", "AliasRules", "alias_proposals", "vocabulary",
+__all__ = ["recall_misses", "MissAudit", "recall_coverage", "RecallCoverage",
+           "trust", "TrustAudit", "AliasRules", "alias_proposals", "vocabulary",
            "id_like", "score_aliases", "AliasScore"]
