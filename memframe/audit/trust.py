@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,56 @@ class TrustAudit:
     @property
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"recalled": self.recalled, "expired": self.expired}
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """Headline counts: recalled capsules on a weak footing, and past their time."""
+        return {"recalled": self.recalled.height,
+                "recalls": int(self.recalled["recall_count"].sum()),
+                "expired": self.expired.height}
+
+    def to_dict(self) -> dict[str, Any]:
+        from memframe.audit.misses import _records
+
+        return {"audit": "trust", "generation": self.generation, "totals": self.totals,
+                **{name: _records(frame) for name, frame in self.frames.items()}}
+
+    def to_json(self) -> str:
+        """Deterministic JSON text (same generation -> same bytes)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    def to_text(self, limit: int = 20) -> str:
+        """A plain-text report for a terminal (stored text with control characters made
+        visible)."""
+        from memframe._render.terminal import visible
+
+        t = self.totals
+        lines = [f"trust audit, generation {self.generation}: {t['recalled']} recalled "
+                 f"capsules on drifted, missing or weak evidence ({t['recalls']} recalls), "
+                 f"{t['expired']} past their event time or with a stale_if to check"]
+        for name, frame in self.frames.items():
+            lines.append("")
+            lines.append(f"{name} ({frame.height} rows)")
+            for row in frame.head(limit).iter_rows(named=True):
+                lines.append("  " + visible(", ".join(f"{k}={v}" for k, v in row.items())))
+        return "\n".join(lines)
+
+    def to_html(self, limit: int = 50, *, as_page: bool = True) -> str:
+        """One self-contained HTML page (every stored value escaped)."""
+        from memframe._render.html import cards, fragment, html_table, page
+
+        body = [f"<h1>trust audit, generation {self.generation}</h1>",
+                cards(list(self.totals.items()))]
+        captions = {"recalled": "recalled capsules on a weak footing, most recalled first",
+                    "expired": "past their event time, or with a stale_if to check"}
+        for name, frame in self.frames.items():
+            body.append(f"<h2>{captions[name]} ({frame.height:,})</h2>")
+            body.append(html_table(frame, limit=limit))
+        html = "".join(body)
+        return page("memframe trust audit", html) if as_page else fragment(html)
+
+    def _repr_html_(self) -> str:
+        return self.to_html(20, as_page=False)
 
     def __repr__(self) -> str:
         return (f"<TrustAudit generation={self.generation} recalled={self.recalled.height} "
