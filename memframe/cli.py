@@ -914,7 +914,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--misses", type=_positive, default=None, metavar="M",
                    help="how many recall-miss rows to write (default: 4%% of N, at most 20,000)")
     p.add_argument("--receipts", type=_positive, default=None, metavar="R",
-                   help="how many recall receipts to write (default: N)")
+                   help="how many recall receipts to write (default: N/2)")
     p.add_argument("--end", default=None, metavar="T",
                    help="the instant the synthetic timeline ends at, ISO 8601 "
                         "(default: now, the time of synthesis)")

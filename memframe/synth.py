@@ -189,7 +189,7 @@ class SynthParams:
             tasks=_clamp(n // 40, 12, 5000),
             misses=_clamp(n // 25, 40, 20000),
             lane_overrides=_clamp(n // 200, 5, 5000),
-            receipts=n,
+            receipts=n // 2,
         )
 
 
@@ -945,7 +945,8 @@ def synthesize(
             below); off by default, so existing seeds keep their stores.
         misses: how many recall-miss rows to write (default: a share of ``capsules``,
             see `SynthParams`).
-        receipts: about how many recall receipts to write (default: one per capsule).
+        receipts: about how many recall receipts to write (default: one per two
+            capsules).
         recall_tables: write the nMEMORY 0.3.0 tables (recall receipts, event times,
             epistemics) with known answers (see `recall_truth`); off, the store is the one
             this function wrote before it planted them.
@@ -1028,10 +1029,11 @@ def synthesize(
     if len(ids) != plan.height or len(set(ids)) != len(ids):
         raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
     plan = plan.with_columns(pl.Series("id", ids))
-    if recall_tables and not plan["id"].equals(
-            _plan_ids(plan, sessions, params, start, end, chunk_rows)[0]):
-        raise MemframeError("synthetic ids differ from the timeline's; this is a bug in "
-                            "memframe.synth")
+    if recall_tables and dict(_handoff_plan(plan, sessions, start, end, chunk_rows)
+                              .select("session", "id").iter_rows()) != handoff_ids:
+        # recall_truth finds every id from the plan: the handoffs are where ids interleave
+        raise MemframeError("synthetic handoff ids differ from the timeline's; this is a bug "
+                            "in memframe.synth")
     clock.set(end)
     _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise,
                   recall_tables)
@@ -1156,7 +1158,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     store.append("relations", relations)
 
     # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
-    recalls = _recalls(seed, plan, gone, params, end)
+    recalls, popular = _recalls(seed, plan, gone, params, end)
     store.append("recalls", recalls)
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
@@ -1215,7 +1217,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         superseded = relations.filter(pl.col("kind") == "supersedes")["to_id"]
         extra = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
                                set(superseded.to_list()), recalls["capsule_id"].unique(),
-                               misses, start, end)
+                               popular, misses, start, end)
         store.append("recall_receipts", extra["recall_receipts"].drop("source"))
         store.append("event_times", extra["event_times"])
         store.append("epistemics", extra["epistemics"])
@@ -1325,9 +1327,11 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
 
 
 def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
-             end: int) -> pl.DataFrame:
+             end: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten in
+    order of popularity (``id``, ``created_ns``, ``pos``), which receipts share."""
     rng = _rng(seed, "recalls")
-    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns")
+    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns", "pos")
     order = list(range(pool.height))
     rng.shuffle(order)  # popularity is independent of age and project
     pool = pool.gather(order)
@@ -1343,7 +1347,7 @@ def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
            .group_by("id", "day").agg(pl.col("at_ns").max(), pl.len().cast(pl.Int64).alias("count"))
            .sort("at_ns", "id"))
     return agg.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
-                      "count")
+                      "count"), pool
 
 
 def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.DataFrame:
@@ -1389,38 +1393,51 @@ _RESOLVED_SHARE = 0.3  # of the typo and absent miss terms: a later receipt answ
 _DEAD_SHARE = 0.5  # of the live plain capsules no recall names: planted never returned
 
 
-def _plan_ids(plan: pl.DataFrame, sessions: pl.DataFrame, params: SynthParams, start: int,
-              end: int, chunk_rows: int) -> tuple[pl.Series, pl.DataFrame]:
-    """The id each planned capsule gets, and the handoff capsules (``session``, ``id``,
-    ``created_ns``, ``content``), as `synthesize`'s timeline assigns them: windows of
-    capsules, with the session handoffs finished before each window in between."""
+def _windows(plan: pl.DataFrame, start: int, end: int, chunk_rows: int) -> tuple[int, int]:
+    """How many windows `synthesize`'s timeline has, and their width in nanoseconds."""
     windows = max(6, math.ceil(plan.height / chunk_rows))
-    width = (end - start) // windows + 1
-    window = ((pl.col("arrive_ns") - start) // width).clip(0, windows - 1)
+    return windows, (end - start) // windows + 1
+
+
+def _handoff_plan(plan: pl.DataFrame, sessions: pl.DataFrame, start: int, end: int,
+                  chunk_rows: int) -> pl.DataFrame:
+    """The handoff capsules (``session``, ``id``, ``created_ns``, ``content``) as
+    `synthesize`'s timeline writes them: windows of capsules, with the sessions finished
+    before each window in between."""
+    windows, width = _windows(plan, start, end, chunk_rows)
+    per_window = (plan.select(((pl.col("arrive_ns") - start) // width).clip(0, windows - 1)
+                              .alias("w")).group_by("w").len())
+    counts = dict(per_window.iter_rows())
     handoffs = (sessions.filter(pl.col("handoff").is_not_null() & pl.col("finish_ns").is_not_null())
                 .sort("finish_ns", "session"))
-    finish = handoffs["finish_ns"]
-    rows = plan.select(pl.col("pos"), window.alias("w"))
-    w_end = pl.lit(start) + (pl.col("w") + 1) * width
-    before = rows.select(pl.lit(finish).search_sorted(w_end, side="left").alias("h")) \
-        if finish.len() else pl.DataFrame({"h": pl.repeat(0, rows.height, eager=True)})
-    ids = rows.select(pl.format("cap-{}", pl.col("pos") + 1 + before["h"].cast(pl.Int64)))
-    per_window = rows.group_by("w").len().sort("w")
-    counts = dict(per_window.iter_rows())
-    handoff_rows = []
-    for k, (s, t, text) in enumerate(handoffs.select("session", "finish_ns", "handoff").iter_rows()):
+    rows = []
+    for k, (session, t, text) in enumerate(
+            handoffs.select("session", "finish_ns", "handoff").iter_rows()):
         w = min((t - start) // width, windows - 1)
         earlier = sum(counts.get(i, 0) for i in range(w))
-        handoff_rows.append((s, f"cap-{earlier + k + 1}", t // 1000 * 1000, text))
-    return ids.to_series().rename("id"), pl.DataFrame(
-        handoff_rows, orient="row",
-        schema={"session": pl.Int64, "id": pl.String, "created_ns": pl.Int64,
-                "content": pl.String})
+        rows.append((session, f"cap-{earlier + k + 1}", t // 1000 * 1000, text))
+    return pl.DataFrame(rows, orient="row", schema={
+        "session": pl.Int64, "id": pl.String, "created_ns": pl.Int64, "content": pl.String})
+
+
+def _plan_ids(plan: pl.DataFrame, sessions: pl.DataFrame, start: int, end: int,
+              chunk_rows: int) -> tuple[pl.Series, pl.DataFrame]:
+    """The id each planned capsule gets (in plan order), and the handoff capsules."""
+    windows, width = _windows(plan, start, end, chunk_rows)
+    handoffs = _handoff_plan(plan, sessions, start, end, chunk_rows)
+    # a planned capsule's id: its place in the plan, after the handoffs of earlier windows
+    finish = sessions.filter(pl.col("handoff").is_not_null())["finish_ns"].drop_nulls().sort()
+    w_end = start + (((pl.col("arrive_ns") - start) // width).clip(0, windows - 1) + 1) * width
+    ends = plan.select(w_end.alias("w_end"))["w_end"]
+    before = finish.search_sorted(ends, side="left").cast(pl.Int64)
+    ids = pl.select(pl.format("cap-{}", pl.lit(plan["pos"]) + 1 + pl.lit(before))).to_series()
+    return ids.rename("id"), handoffs
 
 
 def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
                    absorbed: set[str], superseded: set[str], recalled: pl.Series,
-                   misses: pl.DataFrame, start: int, end: int) -> dict[str, pl.DataFrame]:
+                   popular: pl.DataFrame, misses: pl.DataFrame, start: int,
+                   end: int) -> dict[str, pl.DataFrame]:
     """The v21 rows with known answers: ``recall_receipts`` (with ids, in write order),
     ``event_times``, ``epistemics``, and ``dead`` (the planted dead weight: live plain
     capsules that no recall and no receipt names)."""
@@ -1431,12 +1448,10 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
             .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
                     & ~pl.col("id").is_in(recalled.implode()) & (pl.col("u") < _DEAD_SHARE))
             .select("id"))
-    # what receipts return: every capsule not forgotten and not planted dead, by created
-    pool = (plan.filter(~pl.col("id").is_in(list(gone)) & ~pl.col("id").is_in(dead["id"].implode()))
-            .select("id", "created_ns", "project_id", "w1").sort("created_ns", "id"))
-    order = list(range(pool.height))
-    rng.shuffle(order)  # popularity is independent of age and project
-    popular = pool.gather(order)
+    # what receipts return: every capsule not forgotten and not planted dead, in the
+    # popularity order of the usage rows (by created, for the planted resolutions)
+    popular = popular.filter(~pl.col("id").is_in(dead["id"].implode()))
+    pool = popular.sort("created_ns", "id")
     lanes = list(RECALL_LANES)
 
     # receipts that ran when a recall missed: the miss's terms, nothing returned
@@ -1464,35 +1479,40 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     ).filter(pl.col("n_before") > 0).with_columns(
         (pl.col("v") * pl.col("n_before")).cast(pl.Int64).alias("k"))
     answer = pool.gather(planted["k"])
+    answer_project = plan["project_id"].gather(answer["pos"])
     resolved = planted.select(
         "at_ns",
         pl.concat_list(pl.when(pl.col("c") < 0.3).then(pl.col("term").str.to_titlecase())
                        .otherwise(pl.col("term"))).alias("terms"),
         pl.concat_list(pl.lit(answer["id"])).alias("returned_ids"),
         pl.lit("grounded").alias("outcome"), pl.lit("term").alias("lane"),
-        pl.lit(answer["project_id"]).alias("project_id"),
+        pl.lit(answer_project).alias("project_id"),
         pl.lit(2, dtype=pl.Int64).alias("source"))
     # the rest: recalls that answered, Zipf over the pool, after the capsule was written
     n_hits = max(0, params.receipts - abstains.height - resolved.height)
     cdf = _zipf_cdf(max(1, popular.height), 1.1)
-    u1, u2, u_at, u_two, u_lane, u_pre = (_uniform(rng, n_hits) for _ in range(6))
+    u1, u2, u_at, u_x = (_uniform(rng, n_hits) for _ in range(4))
     first = popular.gather(_zipf_index(u1, cdf))
     second = popular.gather(_zipf_index(u2, cdf))
+    words = plan.select("project_id", "w1")
+    a_words = words.gather(first["pos"])
     hits = pl.DataFrame({
-        "a": first["id"], "a_ns": first["created_ns"], "project_id": first["project_id"],
-        "w": first["w1"], "b": second["id"], "b_ns": second["created_ns"], "w2": second["w1"],
+        "a": first["id"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
+        "w": a_words["w1"], "b": second["id"], "b_ns": second["created_ns"],
+        "w2": plan["w1"].gather(second["pos"]), "x": u_x,
     }).with_columns(
         (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns"))).cast(pl.Int64)).alias("at_ns"))
-    two = (pl.lit(u_two) < 0.3) & (pl.col("b_ns") <= pl.col("at_ns")) & (pl.col("b") != pl.col("a"))
+    # one uniform picks the lane, whether a second capsule came back, whether a prefix fenced
+    two = ((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
+           & (pl.col("b") != pl.col("a")))
+    returned = pl.when(two).then(2).otherwise(1)
     hits = hits.select(
-        "at_ns",
-        pl.when(two).then(pl.concat_list("w", "w2")).otherwise(pl.concat_list("w")).alias("terms"),
-        pl.when(two).then(pl.concat_list("a", "b")).otherwise(pl.concat_list("a"))
-        .alias("returned_ids"),
+        "at_ns", pl.concat_list("w", "w2").list.head(returned).alias("terms"),
+        pl.concat_list("a", "b").list.head(returned).alias("returned_ids"),
         pl.lit("grounded").alias("outcome"),
-        _lookup(lanes, _pick(u_lane, _RECEIPT_LANE_W)).alias("lane"),
+        _lookup(lanes, _pick(pl.col("x"), _RECEIPT_LANE_W)).alias("lane"),
         "project_id",
-        pl.when(pl.lit(u_pre) < 0.2).then(pl.col("project_id").str.split("/").list.first())
+        pl.when(pl.col("x") * 53 % 1 < 0.2).then(pl.col("project_id").str.split("/").list.first())
         .alias("project_prefix"),
         pl.lit(0, dtype=pl.Int64).alias("source"))
     receipts = (pl.concat([hits, abstains, resolved], how="diagonal")
@@ -1504,12 +1524,12 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         pl.lit(None, dtype=pl.String).alias("session_id"), "source")
 
     # event times and epistemics on a share of the plain capsules
-    u_ev, u_kind, u_len, u_back = (_uniform(rng, plain.height) for _ in range(4))
-    u_epi, u_hint, u_stale = (_uniform(rng, plain.height) for _ in range(3))
-    facts = plain.with_columns(
-        pl.lit(u_ev).alias("u"), pl.lit(u_kind).alias("k"), pl.lit(u_len).alias("l"),
-        pl.lit(u_back).alias("b"), pl.lit(u_epi).alias("e"), pl.lit(u_hint).alias("h"),
-        pl.lit(u_stale).alias("s"))
+    u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    facts = plain.with_columns(pl.lit(u_ev).alias("u"), pl.lit(u_epi).alias("e")).with_columns(
+        # sub-draws of the two uniforms (their fractional digits further down)
+        (pl.col("u") * 97 % 1).alias("k"), (pl.col("u") * 89 % 1).alias("l"),
+        (pl.col("u") * 83 % 1).alias("b"), (pl.col("e") * 79 % 1).alias("h"),
+        (pl.col("e") * 73 % 1).alias("s"))
     timed = facts.filter(pl.col("u") < 0.08).with_columns(
         (pl.col("created_ns") - (pl.col("b") * 30 * _DAY_NS).cast(pl.Int64)).alias("t0"))
     event_times = timed.select(
@@ -1578,7 +1598,7 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     end = start + params.span_days * _DAY_NS
     plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
     sessions = _session_plan(seed, params, clock_start)
-    ids, handoffs = _plan_ids(plan, sessions, params, start, end, chunk_rows)
+    ids, handoffs = _plan_ids(plan, sessions, start, end, chunk_rows)
     plan = plan.with_columns(ids)
     plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
                                           "source", "authority_class", "kind")
@@ -1587,10 +1607,11 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     _uniform(rng, plain.height), _uniform(rng, plain.height)  # classifications, tiers
     u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
     superseded = set(_revisions(plain, u_rev, u_back)["to_id"].to_list())
-    recalls = _recalls(seed, plan, gone, params, end)
+    recalls, popular = _recalls(seed, plan, gone, params, end)
     miss = _miss_plan(seed, params, clock_start, noise)
     tables = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
-                            superseded, recalls["capsule_id"].unique(), miss, start, end)
+                            superseded, recalls["capsule_id"].unique(), popular, miss, start,
+                            end)
     receipts_frame = tables["recall_receipts"]
     recalled = (pl.concat([recalls.select(pl.col("capsule_id").alias("id")),
                            receipts_frame.select(pl.col("returned_ids").alias("id"))
