@@ -1558,7 +1558,6 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
             "dead": dead}
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RecallTruth:
     """What a synthetic store's recall receipts mean, known by construction.
