@@ -16,6 +16,11 @@ written through the store in bulk commits (``Store.ingest`` with large frames,
 
 `miss_truth` returns the generator's ground truth for the recall-miss ledger (which
 typo came from which word), so an offline miss audit can be scored against it.
+`recall_truth` returns the ground truth of the recall receipts (nMEMORY 0.3.0) it writes
+with event times and epistemics: the planted dead weight (capsules nothing ever recalled
+or returned) and, for every missed term, what answered it after its last miss (receipts
+planted for that, or capsules that hold the word), for the recall-coverage audit and the
+life of a miss to be scored against.
 `sample_store_path` finds the bundled sample store (``data/sample-store``).
 """
 
