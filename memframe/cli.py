@@ -613,6 +613,38 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_report(args: argparse.Namespace, audit: Any) -> int:
+    """Print an audit, or write it to ``--out``, in ``--format`` (text, JSON, HTML)."""
+    fmt = _format(args, file_out=args.out is not None)
+    text = {"json": audit.to_json, "html": audit.to_html}.get(fmt, audit.to_text)()
+    if args.out is None:
+        _emit(text, fmt)
+    else:
+        _say(args, f"wrote {_write_file(Path(args.out), text, fmt)}")
+    return 0
+
+
+def _cmd_audit_recalls(args: argparse.Namespace) -> int:
+    from memframe.audit import recall_coverage
+
+    _check_out(args.out, directory=False)
+    store = _open(args.store)
+    _STATUS.stage(f"recall-coverage audit of {store.path}")
+    _STATUS.clear()
+    return _audit_report(args, recall_coverage(store, since=args.since, until=args.until,
+                                               project_prefix=args.project_prefix))
+
+
+def _cmd_audit_trust(args: argparse.Namespace) -> int:
+    from memframe.audit import trust
+
+    _check_out(args.out, directory=False)
+    store = _open(args.store)
+    _STATUS.stage(f"trust audit of {store.path}")
+    _STATUS.clear()
+    return _audit_report(args, trust(store))
+
+
 def _cmd_import_nmemory(args: argparse.Namespace) -> int:
     from memframe.importers import import_nmemory
 
@@ -679,7 +711,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     start = _synth_start(args)
     _STATUS.clear()
     store = synthesize(args.out, capsules=args.capsules, seed=args.seed, progress=_progress(args),
-                       noise=args.noise, misses=args.misses, clock_start=start)
+                       noise=args.noise, misses=args.misses, clock_start=start,
+                       receipts=args.receipts)
     _say(args, f"wrote a synthetic store of {store.row_count('capsules'):,} capsules to "
                f"{args.out}")
     return 0
@@ -865,6 +898,30 @@ def _sub(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     return p
 
 
+def _register_recall_audits(audit_sub: Any) -> None:
+    """``memframe audit recalls`` and ``memframe audit trust``."""
+    p = _sub(audit_sub, "recalls", "recall coverage: receipts, hits, never-recalled capsules")
+    _store_arg(p)
+    _format_arg(p, ("text", "json", "html"))
+    p.add_argument("--since", default=None, metavar="T",
+                   help="first instant or day, inclusive (default: the first receipt or miss)")
+    p.add_argument("--until", default=None, metavar="T",
+                   help="last instant or day, exclusive (default: now)")
+    p.add_argument("--project-prefix", default=None, metavar="P",
+                   help="only receipts and capsules of projects under P (default: all)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the report to FILE (default: print to stdout)")
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_audit_recalls)
+    p = _sub(audit_sub, "trust", "recalled capsules on drifted, missing or weak evidence")
+    _store_arg(p)
+    _format_arg(p, ("text", "json", "html"))
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the report to FILE (default: print to stdout)")
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_audit_trust)
+
+
 def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     if required:
         p.add_argument("store", metavar="STORE", help="the store directory")
@@ -978,6 +1035,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the report to FILE (default: print to stdout)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_audit_misses)
+    _register_recall_audits(audit_sub)
 
     imp = _sub(sub, "import", "import another engine's store")
     imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE",
@@ -1000,6 +1058,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "diacritics into the content (default: off)")
     p.add_argument("--misses", type=_positive, default=None, metavar="M",
                    help="how many recall-miss rows to write (default: 4%% of N, at most 20,000)")
+    p.add_argument("--receipts", type=_positive, default=None, metavar="R",
+                   help="how many recall receipts to write (default: N/2)")
     p.add_argument("--end", default=None, metavar="T",
                    help="the instant the synthetic timeline ends at, ISO 8601 "
                         "(default: now, the time of synthesis)")

@@ -92,6 +92,15 @@ ARCHIVE_AFTER_DAYS = 180
 STALE_AFTER_NS = (ARCHIVE_AFTER_DAYS + 1) * 86_400 * 1_000_000_000
 #: review verdicts (reference 2.1 / 6): a capsule is staged while its latest is not ratified
 REVIEW_VERDICTS: tuple[str, ...] = ("proposed", "ratified", "rejected")
+#: what a recall answered (nMEMORY 0.3.0's receipts): grounded in returned capsules, or a
+#: miss of either kind
+RECEIPT_OUTCOMES: tuple[str, ...] = ("grounded", *MISS_OUTCOMES)
+#: recall lanes a receipt names (the router's picks)
+RECALL_LANES: tuple[str, ...] = ("term", "vector", "fused")
+#: how a claim relates to observation (nMEMORY 0.3.0's epistemic sidecar, a closed set)
+EVIDENCE_STATES: tuple[str, ...] = ("observed", "inferred", "unverified")
+#: a receipt's id: ``rcpt-<n>``, n from 1, counted per store as the engine issues them
+RECEIPT_PATTERN = r"^rcpt-[1-9][0-9]*$"
 
 Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 TIMESTAMP = pl.Datetime("ns", "UTC")
@@ -120,6 +129,10 @@ CANONICAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "source_cursors": ("seq", "at", "source_key", "cursor"),
     "reviews": ("seq", "at", "capsule_id", "verdict", "reason", "actor"),
     "pins": ("seq", "at", "capsule_id", "pinned", "reason", "actor"),
+    "recall_receipts": ("seq", "at", "id", "terms", "returned_ids", "outcome", "lane",
+                        "project_id", "project_prefix", "session_id"),
+    "event_times": ("seq", "at", "capsule_id", "event_at", "event_from", "event_to"),
+    "epistemics": ("seq", "at", "capsule_id", "evidence_state", "proof_hint", "stale_if"),
 }
 CANONICAL_TABLES: tuple[str, ...] = tuple(CANONICAL_COLUMNS)
 
@@ -129,7 +142,8 @@ _MODEL_NAMES = {
     "brackets": "Brackets", "processing": "Processing", "summaries": "Summaries",
     "journal": "Journal", "recall_misses": "RecallMisses", "lane_overrides": "LaneOverrides",
     "corroborations": "Corroborations", "source_cursors": "SourceCursors",
-    "reviews": "Reviews", "pins": "Pins",
+    "reviews": "Reviews", "pins": "Pins", "recall_receipts": "RecallReceipts",
+    "event_times": "EventTimes", "epistemics": "Epistemics",
 }
 
 
@@ -275,6 +289,37 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
         reason: pl.String = pa.Field(nullable=True)
         actor: pl.String = pa.Field(str_length={"min_value": 1})
 
+
+
+    class RecallReceipts(_Canonical):
+        at: Timestamp
+        id: pl.String = pa.Field(str_matches=RECEIPT_PATTERN, unique=True)
+        # pandera's polars backend takes a dtype instance as the annotation of a nested
+        # column; the type checker knows only classes there
+        terms: pl.List(pl.String)  # type: ignore[valid-type]
+        returned_ids: pl.List(pl.String)  # type: ignore[valid-type]
+        outcome: pl.String = pa.Field(isin=list(RECEIPT_OUTCOMES))
+        lane: pl.String = pa.Field(nullable=True, isin=list(RECALL_LANES))
+        project_id: pl.String = pa.Field(nullable=True)
+        project_prefix: pl.String = pa.Field(nullable=True)
+        session_id: pl.String = pa.Field(nullable=True, str_matches=SESSION_PATTERN)
+
+
+    class EventTimes(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String = pa.Field(str_startswith="cap-")
+        event_at: Timestamp = pa.Field(nullable=True)
+        event_from: Timestamp = pa.Field(nullable=True)
+        event_to: Timestamp = pa.Field(nullable=True)
+
+
+    class Epistemics(_Canonical):
+        at: Timestamp
+        capsule_id: pl.String = pa.Field(str_startswith="cap-")
+        evidence_state: pl.String = pa.Field(nullable=True, isin=list(EVIDENCE_STATES))
+        proof_hint: pl.String = pa.Field(nullable=True)
+        stale_if: pl.String = pa.Field(nullable=True)
+
     declared = locals()
     return {table: declared[name] for table, name in _MODEL_NAMES.items()}
 
@@ -310,12 +355,16 @@ _DTYPES: dict[str, pl.DataType] = {
     "instruction_taint": pl.Boolean(),
     "pinned": pl.Boolean(),
 }
-_TIME_COLUMNS = {"created_at", "valid_from", "valid_to", "at"}
+_TIME_COLUMNS = {"created_at", "valid_from", "valid_to", "at", "event_at", "event_from",
+                 "event_to"}
+_LIST_COLUMNS = {"terms", "returned_ids"}
 
 
 def _column_dtype(name: str) -> pl.DataType:
     if name in _TIME_COLUMNS:
         return TIMESTAMP
+    if name in _LIST_COLUMNS:
+        return pl.List(pl.String)
     return _DTYPES.get(name, pl.String())
 
 
@@ -517,6 +566,20 @@ _REVIEW_REASON = pl.when(_REVIEW_PROPOSED).then(pl.lit("staged proposed")).other
                    .then(pl.lit(" ") + pl.col("reason")).otherwise(pl.lit(""))]))
 
 
+#: an epistemics row's journal reason (nMEMORY 0.3.0 audits an ingest's epistemic sidecar
+#: as ``memory_classify`` naming exactly the fields the row sets, e.g.
+#: ``epistemics evidence_state=observed +proof_hint +stale_if via-ingest``)
+_EPISTEMICS_REASON = pl.concat_str([
+    pl.lit("epistemics"),
+    pl.when(pl.col("evidence_state").is_not_null())
+    .then(pl.lit(" evidence_state=") + pl.col("evidence_state")).otherwise(pl.lit("")),
+    pl.when(pl.col("proof_hint").is_not_null()).then(pl.lit(" +proof_hint"))
+    .otherwise(pl.lit("")),
+    pl.when(pl.col("stale_if").is_not_null()).then(pl.lit(" +stale_if")).otherwise(pl.lit("")),
+    pl.lit(" via-ingest"),
+])
+
+
 MAX_RECALL_COUNT = 2**31 - 1  # per row: recall_count sums can never overflow int64
 
 RULES: dict[str, TableRules] = {
@@ -556,5 +619,26 @@ RULES: dict[str, TableRules] = {
         defaults={"pinned": True, "reason": None, "actor": WRITER_ACTOR},
         capsule_refs=("capsule_id",), accepts_tombstoned=False, optional_text=("reason",),
         journal=("memory_pin", "capsule_id", pl.col("reason")),
+    ),
+    # a receipt per recall (nMEMORY 0.3.0): usage telemetry, not journaled, like recalls;
+    # ``id`` defaults to the store's next ``rcpt-<n>`` and ``outcome`` to what the returned
+    # ids say (grounded when any, else abstain); returned ids may name forgotten capsules
+    # (the recall happened), unknown ones are refused
+    "recall_receipts": TableRules(
+        defaults={"id": None, "outcome": None, "lane": None, "project_id": None,
+                  "project_prefix": None, "session_id": None},
+        optional_text=("project_id", "project_prefix"),
+    ),
+    # when a fact was true: an instant or an interval (latest by seq per capsule)
+    "event_times": TableRules(
+        defaults={"event_at": None, "event_from": None, "event_to": None},
+        capsule_refs=("capsule_id",),
+    ),
+    # the epistemic sidecar: merged per field (latest non-null by seq), audited like the
+    # engine audits it at ingest
+    "epistemics": TableRules(
+        defaults={"evidence_state": None, "proof_hint": None, "stale_if": None},
+        capsule_refs=("capsule_id",), optional_text=("proof_hint", "stale_if"),
+        journal=("memory_classify", "capsule_id", _EPISTEMICS_REASON),
     ),
 }

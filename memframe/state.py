@@ -68,6 +68,29 @@ def latest_by_seq(frame: pl.LazyFrame, *keys: str) -> pl.LazyFrame:
     return frame.filter(pl.col("seq") == pl.col("seq").max().over(list(keys)))
 
 
+def current_sidecar(table: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The current value per capsule of ``event_times`` (the latest row by seq) or
+    ``epistemics`` (per field, the latest non-null value by seq: an annotation never
+    erases a field it leaves out, as nMEMORY 0.3.0 merges it), with the latest ``at``.
+
+    Examples:
+        >>> import polars as pl
+        >>> f = pl.LazyFrame({"seq": [1, 2], "at": [1, 2], "capsule_id": ["cap-1"] * 2,
+        ...                   "evidence_state": ["observed", None], "proof_hint": [None, "ls"],
+        ...                   "stale_if": [None, None]})
+        >>> current_sidecar("epistemics", f).collect().row(0)
+        ('cap-1', 2, 'observed', 'ls', None)
+    """
+    if table == "event_times":
+        return latest_by_seq(frame, "capsule_id").select(
+            "capsule_id", "at", "event_at", "event_from", "event_to")
+    if table != "epistemics":
+        raise KeyError(f"{table!r} is not a sidecar table (event_times, epistemics)")
+    fields = ("evidence_state", "proof_hint", "stale_if")
+    return frame.sort("seq").group_by("capsule_id", maintain_order=True).agg(
+        pl.col("at").last(), *[pl.col(f).drop_nulls().last() for f in fields])
+
+
 #: the canonical tables folded into the state, and the columns read from each
 SOURCES: dict[str, tuple[str, ...]] = {
     "capsules": ("seq", "id", "created_at", "project_id", "source", "valid_to",

@@ -16,6 +16,11 @@ written through the store in bulk commits (``Store.ingest`` with large frames,
 
 `miss_truth` returns the generator's ground truth for the recall-miss ledger (which
 typo came from which word), so an offline miss audit can be scored against it.
+`recall_truth` returns the ground truth of the recall receipts (nMEMORY 0.3.0) it writes
+with event times and epistemics: the planted dead weight (capsules nothing ever recalled
+or returned) and, for every missed term, what answered it after its last miss (receipts
+planted for that, or capsules that hold the word), for the recall-coverage audit and the
+life of a miss to be scored against.
 `sample_store_path` finds the bundled sample store (``data/sample-store``).
 """
 
@@ -35,12 +40,15 @@ from typing import Any
 import polars as pl
 
 from memframe.errors import InvalidInputError, MemframeError
+from memframe.schema import RECALL_LANES
 from memframe.store import Store
-from memframe.text import fold_term, rfc3339
+from memframe.text import fold_expr, fold_term, rfc3339
 
 __all__ = [
     "synthesize",
     "miss_truth",
+    "recall_truth",
+    "RecallTruth",
     "sample_store_path",
     "SynthParams",
     "VOCABULARY",
@@ -166,6 +174,7 @@ class SynthParams:
     misses: int
     lane_overrides: int
     rollups: int = 2
+    receipts: int = 0
 
     @classmethod
     def for_capsules(cls, capsules: int) -> SynthParams:
@@ -185,6 +194,7 @@ class SynthParams:
             tasks=_clamp(n // 40, 12, 5000),
             misses=_clamp(n // 25, 40, 20000),
             lane_overrides=_clamp(n // 200, 5, 5000),
+            receipts=n // 2,
         )
 
 
@@ -340,13 +350,15 @@ _NOISE_LITERALS = (
 _CONTENT_TYPOS_PER_WORD = 2
 
 
-def _params(capsules: int, misses: int | None) -> SynthParams:
+def _params(capsules: int, misses: int | None, receipts: int | None = None) -> SynthParams:
     params = SynthParams.for_capsules(capsules)
-    if misses is None:
-        return params
-    if not isinstance(misses, int) or isinstance(misses, bool) or misses < 0:
-        raise InvalidInputError(f"misses must be a non-negative integer, got {misses!r}")
-    return dataclasses.replace(params, misses=misses)
+    for name, value in (("misses", misses), ("receipts", receipts)):
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+        params = dataclasses.replace(params, **{name: value})
+    return params
 
 
 def _plural(word: str) -> str:
@@ -855,7 +867,7 @@ def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: in
         "pos", "role", "no", "project", "parent_epic", "thread", "step", "conv",
         "created_ns", "arrive_ns", "content", "source", "anchor", "project_id", "kind",
         "confidence", "created_at", "valid_to", "authority_class", "instruction_taint",
-        "conversation_id", pl.col("author_name").alias("author"),
+        "conversation_id", pl.col("author_name").alias("author"), "w1",
     )
 
 
@@ -917,6 +929,8 @@ def synthesize(
     progress: bool = False,
     noise: bool = False,
     misses: int | None = None,
+    receipts: int | None = None,
+    recall_tables: bool = True,
 ) -> Store:
     """Write a realistic synthetic store of exactly ``capsules`` capsules at ``path``.
 
@@ -936,6 +950,11 @@ def synthesize(
             below); off by default, so existing seeds keep their stores.
         misses: how many recall-miss rows to write (default: a share of ``capsules``,
             see `SynthParams`).
+        receipts: about how many recall receipts to write (default: one per two
+            capsules).
+        recall_tables: write the nMEMORY 0.3.0 tables (recall receipts, event times,
+            epistemics) with known answers (see `recall_truth`); off, the store is the one
+            this function wrote before it planted them.
 
     Noisy content: plain capsules gain UUID and commit-hash references, id-like tokens
     (``cap-12``, ``sess-3``, ``PR #40``, ``node_7``, versions), numbers and units, code
@@ -955,7 +974,7 @@ def synthesize(
     """
     if clock_start.tzinfo is None:
         raise InvalidInputError("clock_start must be an aware datetime (e.g. tzinfo=UTC)")
-    params = _params(capsules, misses)
+    params = _params(capsules, misses, receipts)
     start = _ns(clock_start)
     end = start + params.span_days * _DAY_NS
     plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
@@ -1015,6 +1034,11 @@ def synthesize(
     if len(ids) != plan.height or len(set(ids)) != len(ids):
         raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
     plan = plan.with_columns(pl.Series("id", ids))
+    if recall_tables and dict(_handoff_plan(plan, sessions, start, end, chunk_rows)
+                              .select("session", "id").iter_rows()) != handoff_ids:
+        # recall_truth finds every id from the plan: the handoffs are where ids interleave
+        raise MemframeError("synthetic handoff ids differ from the timeline's; this is a bug "
+                            "in memframe.synth")
     clock.set(end)
     def stage(text: str) -> None:
         # the capsules are written; the bar says which table it is on while the events go
@@ -1023,7 +1047,7 @@ def synthesize(
             bar.set_description(f"synth: {text}")
 
     _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise,
-                  stage)
+                  recall_tables, stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
         bar.close()
@@ -1046,20 +1070,10 @@ def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
     return plan.filter(pl.col("role") == role)
 
 
-def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
-                  handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
-                  end: int, clock: _Clock, noise: bool = False,
-                  stage: Any = lambda text: None) -> None:
-    rng = _rng(seed, "events")
-    stage("choosing what is forgotten and absorbed")
-    at_of = plan.select("id", "created_ns")
-    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
-                                          "source", "authority_class", "kind")
-    epics = _ids_of(plan, "epic").sort("no")
-    tasks = _ids_of(plan, "task").sort("no")
-    threads = plan.filter(pl.col("role").is_in(["thread", "close"])).sort("thread", "step")
-
-    # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
+def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
+           tasks: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame, set[str]]:
+    """Who is absorbed into a rollup (``members``), who is forgotten and how (``forgets``),
+    and the forgotten ids (``gone``): the first draws of the ``events`` stream."""
     n_plain = plain.height
     u_forget = _uniform(rng, n_plain)
     conv_sizes = (plain.filter(pl.col("conv").is_not_null())
@@ -1088,6 +1102,26 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
             "id", "pos", "created_ns", pl.lit("tombstone").alias("mode"))
         forgets = pl.concat([forgets, dropped])
     gone = set(forgets["id"].to_list())
+
+    return members, forgets, gone
+
+
+def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
+                  handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
+                  end: int, clock: _Clock, noise: bool = False,
+                  recall_tables: bool = False, stage: Any = lambda text: None) -> None:
+    rng = _rng(seed, "events")
+    stage("choosing what is forgotten and absorbed")
+    at_of = plan.select("id", "created_ns")
+    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
+                                          "source", "authority_class", "kind")
+    epics = _ids_of(plan, "epic").sort("no")
+    tasks = _ids_of(plan, "task").sort("no")
+    threads = plan.filter(pl.col("role").is_in(["thread", "close"])).sort("thread", "step")
+
+    # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
+    n_plain = plain.height
+    members, forgets, gone = _fates(rng, params, plain, tasks)
 
     # -- classifications: epics, tasks, later labels, re-labels ----------------------------
     stage("classifications")
@@ -1134,12 +1168,14 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
 
     # -- relations -------------------------------------------------------------------------
     stage("relations")
-    store.append("relations", _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
-                                         handoff_ids, at_of, end))
+    relations = _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
+                           handoff_ids, at_of, end)
+    store.append("relations", relations)
 
     # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
     stage("recalls")
-    store.append("recalls", _recalls(seed, plan, gone, params, end))
+    recalls, popular = _recalls(seed, plan, gone, params, end)
+    store.append("recalls", recalls)
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
     stage("recall misses")
@@ -1183,8 +1219,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     project_of = dict(plan.filter(pl.col("id").is_in(firsts)).select("id", "project_id").iter_rows())
     for r, ms in enumerate(members):
         store.memory.abstract(
-            ms, f"Rollup {r + 1}: {len(ms)} notes on "
-                f"{VOCABULARY[(r * 37) % len(VOCABULARY)]} folded into one",
+            ms, _rollup_text(r, len(ms)),
             source="abstract", anchor=f"rollup:{ms[0]}", project_id=project_of[ms[0]])
 
     # -- forgets last ----------------------------------------------------------------------
@@ -1199,6 +1234,37 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         .otherwise(_lookup(erase_reasons, pl.col("pos") % erase_reasons.len())).alias("reason"),
     ).sort("at", "capsule_id"))
 
+    # -- the nMEMORY 0.3.0 tables, with known answers (recall_truth) -----------------------
+    if recall_tables:
+        stage("recall receipts, event times, epistemics")
+        superseded = relations.filter(pl.col("kind") == "supersedes")["to_id"]
+        extra = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
+                               set(superseded.to_list()), recalls["capsule_id"].unique(),
+                               popular, misses, start, end)
+        store.append("recall_receipts", extra["recall_receipts"].drop("source"))
+        store.append("event_times", extra["event_times"])
+        store.append("epistemics", extra["epistemics"])
+
+
+def _revisions(plain: pl.DataFrame, u_rev: pl.Series, u_back: pl.Series) -> pl.DataFrame:
+    """Supersede edges among plain capsules of one project (``from_id``, ``to_id``): about
+    one in twenty-two revises a note up to 30 places back."""
+    ranked = plain.with_columns(
+        pl.int_range(pl.len()).over("project").alias("rank"),
+        pl.lit(u_rev).alias("u"), (pl.lit(u_back) * 30 + 1).cast(pl.Int64).alias("back"),
+    )
+    revisions = ranked.filter(pl.col("u") < 0.045).with_columns(
+        (pl.col("rank") - pl.col("back")).alias("target_rank"))
+    return (revisions.join(ranked.select("project", pl.col("rank").alias("target_rank"),
+                                         pl.col("id").alias("to_id")),
+                           on=["project", "target_rank"], how="inner", maintain_order="left")
+            .rename({"id": "from_id"}))
+
+
+def _rollup_text(r: int, members: int) -> str:
+    return (f"Rollup {r + 1}: {members} notes on {VOCABULARY[(r * 37) % len(VOCABULARY)]} "
+            f"folded into one")
+
 
 def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plain: pl.DataFrame,
                epics: pl.DataFrame, tasks: pl.DataFrame, threads: pl.DataFrame,
@@ -1211,16 +1277,7 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
 
     # supersede chains among plain capsules of one project: revisions of earlier notes
     u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
-    ranked = plain.with_columns(
-        pl.int_range(pl.len()).over("project").alias("rank"),
-        pl.lit(u_rev).alias("u"), (pl.lit(u_back) * 30 + 1).cast(pl.Int64).alias("back"),
-    )
-    revisions = ranked.filter(pl.col("u") < 0.045).with_columns(
-        (pl.col("rank") - pl.col("back")).alias("target_rank"))
-    add(revisions.join(ranked.select("project", pl.col("rank").alias("target_rank"),
-                                     pl.col("id").alias("to_id")),
-                       on=["project", "target_rank"], how="inner", maintain_order="left")
-        .rename({"id": "from_id"}), "supersedes")
+    add(_revisions(plain, u_rev, u_back), "supersedes")
     # thread handoffs: each update supersedes the previous one (one thread forgot to)
     th = threads.with_columns(pl.col("id").shift(1).over("thread").alias("prev"))
     chained = th.filter(pl.col("prev").is_not_null() & ~((pl.col("thread") == 1)
@@ -1293,9 +1350,11 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
 
 
 def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
-             end: int) -> pl.DataFrame:
+             end: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten in
+    order of popularity (``id``, ``created_ns``, ``pos``), which receipts share."""
     rng = _rng(seed, "recalls")
-    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns")
+    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns", "pos")
     order = list(range(pool.height))
     rng.shuffle(order)  # popularity is independent of age and project
     pool = pool.gather(order)
@@ -1311,7 +1370,7 @@ def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
            .group_by("id", "day").agg(pl.col("at_ns").max(), pl.len().cast(pl.Int64).alias("count"))
            .sort("at_ns", "id"))
     return agg.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
-                      "count")
+                      "count"), pool
 
 
 def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.DataFrame:
@@ -1348,6 +1407,277 @@ def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.Dat
 def _verdict(u: pl.Expr) -> pl.Expr:
     return (pl.when(u < 0.75).then(pl.lit("corroborated"))
             .when(u < 0.9).then(pl.lit("drifted")).otherwise(pl.lit("missing")))
+
+
+# ---- recall receipts, event times, epistemics (nMEMORY 0.3.0), with their truth --------
+
+_RECEIPT_LANE_W = (0.5, 0.2, 0.3)  # term, vector, fused (reference order of RECALL_LANES)
+_RESOLVED_SHARE = 0.3  # of the typo and absent miss terms: a later receipt answers them
+_DEAD_SHARE = 0.5  # of the live plain capsules no recall names: planted never returned
+
+
+def _windows(plan: pl.DataFrame, start: int, end: int, chunk_rows: int) -> tuple[int, int]:
+    """How many windows `synthesize`'s timeline has, and their width in nanoseconds."""
+    windows = max(6, math.ceil(plan.height / chunk_rows))
+    return windows, (end - start) // windows + 1
+
+
+def _handoff_plan(plan: pl.DataFrame, sessions: pl.DataFrame, start: int, end: int,
+                  chunk_rows: int) -> pl.DataFrame:
+    """The handoff capsules (``session``, ``id``, ``created_ns``, ``content``) as
+    `synthesize`'s timeline writes them: windows of capsules, with the sessions finished
+    before each window in between."""
+    windows, width = _windows(plan, start, end, chunk_rows)
+    per_window = (plan.select(((pl.col("arrive_ns") - start) // width).clip(0, windows - 1)
+                              .alias("w")).group_by("w").len())
+    counts = dict(per_window.iter_rows())
+    handoffs = (sessions.filter(pl.col("handoff").is_not_null() & pl.col("finish_ns").is_not_null())
+                .sort("finish_ns", "session"))
+    rows = []
+    for k, (session, t, text) in enumerate(
+            handoffs.select("session", "finish_ns", "handoff").iter_rows()):
+        w = min((t - start) // width, windows - 1)
+        earlier = sum(counts.get(i, 0) for i in range(w))
+        rows.append((session, f"cap-{earlier + k + 1}", t // 1000 * 1000, text))
+    return pl.DataFrame(rows, orient="row", schema={
+        "session": pl.Int64, "id": pl.String, "created_ns": pl.Int64, "content": pl.String})
+
+
+def _plan_ids(plan: pl.DataFrame, sessions: pl.DataFrame, start: int, end: int,
+              chunk_rows: int) -> tuple[pl.Series, pl.DataFrame]:
+    """The id each planned capsule gets (in plan order), and the handoff capsules."""
+    windows, width = _windows(plan, start, end, chunk_rows)
+    handoffs = _handoff_plan(plan, sessions, start, end, chunk_rows)
+    # a planned capsule's id: its place in the plan, after the handoffs of earlier windows
+    finish = sessions.filter(pl.col("handoff").is_not_null())["finish_ns"].drop_nulls().sort()
+    w_end = start + (((pl.col("arrive_ns") - start) // width).clip(0, windows - 1) + 1) * width
+    ends = plan.select(w_end.alias("w_end"))["w_end"]
+    before = finish.search_sorted(ends, side="left").cast(pl.Int64)
+    ids = pl.select(pl.format("cap-{}", pl.lit(plan["pos"]) + 1 + pl.lit(before))).to_series()
+    return ids.rename("id"), handoffs
+
+
+def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
+                   absorbed: set[str], superseded: set[str], recalled: pl.Series,
+                   popular: pl.DataFrame, misses: pl.DataFrame, start: int,
+                   end: int) -> dict[str, pl.DataFrame]:
+    """The v21 rows with known answers: ``recall_receipts`` (with ids, in write order),
+    ``event_times``, ``epistemics``, and ``dead`` (the planted dead weight: live plain
+    capsules that no recall and no receipt names)."""
+    rng = _rng(seed, "receipts")
+    plain = plan.filter(pl.col("role") == "plain")
+    u_dead = _uniform(rng, plain.height)
+    dead = (plain.with_columns(pl.lit(u_dead).alias("u"))
+            .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
+                    & ~pl.col("id").is_in(recalled.implode()) & (pl.col("u") < _DEAD_SHARE))
+            .select("id"))
+    # what receipts return: every capsule not forgotten and not planted dead, in the
+    # popularity order of the usage rows (by created, for the planted resolutions)
+    popular = popular.filter(~pl.col("id").is_in(dead["id"].implode()))
+    pool = popular.sort("created_ns", "id")
+    lanes = list(RECALL_LANES)
+
+    # receipts that ran when a recall missed: the miss's terms, nothing returned
+    u_ab, u_lane_ab, u_proj = (_uniform(rng, misses.height) for _ in range(3))
+    projects = [p for p, _, _ in PROJECTS]
+    abstains = misses.with_columns(
+        pl.lit(u_ab).alias("u"), _lookup(lanes, _pick(u_lane_ab, _RECEIPT_LANE_W)).alias("lane"),
+        _lookup(projects, (pl.lit(u_proj) * len(projects)).cast(pl.Int64)).alias("project_id"),
+    ).filter(pl.col("u") < 0.5).select(
+        pl.col("at").cast(pl.Int64).alias("at_ns"), pl.concat_list(pl.col("term")).alias("terms"),
+        pl.lit([], dtype=pl.List(pl.String)).alias("returned_ids"), "outcome", "lane",
+        "project_id", pl.lit(1, dtype=pl.Int64).alias("source"))
+    # planted resolutions: a later receipt for a typo or absent term returned a capsule
+    last = (misses.filter(pl.col("edit") != "exact").group_by("term")
+            .agg(pl.col("at").max().cast(pl.Int64).alias("last_ns")).sort("term"))
+    u_res, u_delay, u_pick, u_case = (_uniform(rng, last.height) for _ in range(4))
+    created = pool["created_ns"]
+    planted = last.with_columns(
+        pl.lit(u_res).alias("u"), pl.lit(u_pick).alias("v"), pl.lit(u_case).alias("c"),
+        (pl.col("last_ns") + 60 * _NS
+         + (-(1.0 - pl.lit(u_delay)).log() * 2 * _DAY_NS).cast(pl.Int64)).alias("at_ns"),
+    ).filter((pl.col("u") < _RESOLVED_SHARE) & (pl.col("at_ns") < end))
+    planted = planted.with_columns(
+        pl.lit(created).search_sorted(pl.col("at_ns"), side="right").alias("n_before")
+    ).filter(pl.col("n_before") > 0).with_columns(
+        (pl.col("v") * pl.col("n_before")).cast(pl.Int64).alias("k"))
+    answer = pool.gather(planted["k"])
+    answer_project = plan["project_id"].gather(answer["pos"])
+    resolved = planted.select(
+        "at_ns",
+        pl.concat_list(pl.when(pl.col("c") < 0.3).then(pl.col("term").str.to_titlecase())
+                       .otherwise(pl.col("term"))).alias("terms"),
+        pl.concat_list(pl.lit(answer["id"])).alias("returned_ids"),
+        pl.lit("grounded").alias("outcome"), pl.lit("term").alias("lane"),
+        pl.lit(answer_project).alias("project_id"),
+        pl.lit(2, dtype=pl.Int64).alias("source"))
+    # the rest: recalls that answered, Zipf over the pool, after the capsule was written
+    n_hits = max(0, params.receipts - abstains.height - resolved.height)
+    cdf = _zipf_cdf(max(1, popular.height), 1.1)
+    u1, u2, u_at, u_x = (_uniform(rng, n_hits) for _ in range(4))
+    first = popular.gather(_zipf_index(u1, cdf))
+    second = popular.gather(_zipf_index(u2, cdf))
+    words = plan.select("project_id", "w1")
+    a_words = words.gather(first["pos"])
+    hits = pl.DataFrame({
+        "a": first["id"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
+        "w": a_words["w1"], "b": second["id"], "b_ns": second["created_ns"],
+        "w2": plan["w1"].gather(second["pos"]), "x": u_x,
+    }).with_columns(
+        (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns"))).cast(pl.Int64)).alias("at_ns"))
+    # one uniform picks the lane, whether a second capsule came back, whether a prefix fenced
+    two = ((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
+           & (pl.col("b") != pl.col("a")))
+    returned = pl.when(two).then(2).otherwise(1)
+    hits = hits.select(
+        "at_ns", pl.concat_list("w", "w2").list.head(returned).alias("terms"),
+        pl.concat_list("a", "b").list.head(returned).alias("returned_ids"),
+        pl.lit("grounded").alias("outcome"),
+        _lookup(lanes, _pick(pl.col("x"), _RECEIPT_LANE_W)).alias("lane"),
+        "project_id",
+        pl.when(pl.col("x") * 53 % 1 < 0.2).then(pl.col("project_id").str.split("/").list.first())
+        .alias("project_prefix"),
+        pl.lit(0, dtype=pl.Int64).alias("source"))
+    receipts = (pl.concat([hits, abstains, resolved], how="diagonal")
+                .with_row_index("n").sort("at_ns", "source", "n")
+                .with_columns(pl.format("rcpt-{}", pl.int_range(1, pl.len() + 1)).alias("id")))
+    receipts = receipts.select(
+        pl.col("at_ns").cast(_TS).alias("at"), "id", "terms", "returned_ids", "outcome",
+        "lane", "project_id", pl.col("project_prefix").cast(pl.String),
+        pl.lit(None, dtype=pl.String).alias("session_id"), "source")
+
+    # event times and epistemics on a share of the plain capsules
+    u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    facts = plain.with_columns(pl.lit(u_ev).alias("u"), pl.lit(u_epi).alias("e")).with_columns(
+        # sub-draws of the two uniforms (their fractional digits further down)
+        (pl.col("u") * 97 % 1).alias("k"), (pl.col("u") * 89 % 1).alias("l"),
+        (pl.col("u") * 83 % 1).alias("b"), (pl.col("e") * 79 % 1).alias("h"),
+        (pl.col("e") * 73 % 1).alias("s"))
+    timed = facts.filter(pl.col("u") < 0.08).with_columns(
+        (pl.col("created_ns") - (pl.col("b") * 30 * _DAY_NS).cast(pl.Int64)).alias("t0"))
+    event_times = timed.select(
+        (pl.col("created_ns") + _NS).clip(None, end).cast(_TS).alias("at"),
+        pl.col("id").alias("capsule_id"),
+        pl.when(pl.col("k") < 0.5).then(pl.col("t0")).cast(_TS).alias("event_at"),
+        pl.when(pl.col("k") >= 0.5).then(pl.col("t0")).cast(_TS).alias("event_from"),
+        pl.when(pl.col("k") >= 0.7)
+        .then(pl.col("t0") + (1 + pl.col("l") * 59).cast(pl.Int64) * _DAY_NS).cast(_TS)
+        .alias("event_to"),
+    ).sort("at", "capsule_id")
+    state = (pl.when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed"))
+             .when(pl.col("authority_class") == "agent-inferred").then(pl.lit("inferred"))
+             .otherwise(pl.lit("unverified")))
+    epistemics = facts.filter(pl.col("e") < 0.12).select(
+        (pl.col("created_ns") + 2 * _NS).clip(None, end).cast(_TS).alias("at"),
+        pl.col("id").alias("capsule_id"), state.alias("evidence_state"),
+        pl.when(pl.col("h") < 0.5)
+        .then(pl.concat_str([pl.lit("grep -rn "), pl.col("w1").str.to_lowercase(),
+                             pl.lit(" "), pl.col("anchor")])).alias("proof_hint"),
+        pl.when(pl.col("s") < 0.3)
+        .then(pl.concat_str([pl.lit("the "), pl.col("w1").str.to_lowercase(),
+                             pl.lit(" setup changes")])).alias("stale_if"),
+    ).sort("at", "capsule_id")
+    return {"recall_receipts": receipts, "event_times": event_times, "epistemics": epistemics,
+            "dead": dead}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallTruth:
+    """What a synthetic store's recall receipts mean, known by construction.
+
+    Attributes:
+        dead_weight: ``id``: the planted dead weight, live plain capsules that no recall
+            (usage row) and no receipt names.
+        recalled: ``id``: every capsule a usage row or a receipt's ``returned_ids`` names
+            (any other capsule was never recalled).
+        resolutions: one row per missed term (folded): ``term``, ``first_miss``,
+            ``last_miss``, ``repeats``, and the first event strictly after the last miss
+            that answers it (``resolved_at``, ``resolved_by``, ``resolution``:
+            ``receipt``, a receipt for the term that returned a capsule, or ``capsule``,
+            a capsule written whose words hold the term; all null while open), and
+            ``planted`` (a receipt planted to answer a typo or an absent word).
+    """
+
+    dead_weight: pl.DataFrame
+    recalled: pl.DataFrame
+    resolutions: pl.DataFrame
+
+
+def recall_truth(seed: int = 0, *, capsules: int = 3000,
+                 clock_start: datetime.datetime = DEFAULT_CLOCK_START, noise: bool = False,
+                 misses: int | None = None, receipts: int | None = None,
+                 dag_cycle: bool = False, chunk_rows: int = 100_000) -> RecallTruth:
+    """The ground truth of a synthetic store's recall receipts, from the same plan
+    `synthesize` writes (give it the same arguments).
+
+    Examples:
+        >>> truth = recall_truth(0, capsules=400)
+        >>> truth.dead_weight.height > 0 and truth.resolutions["planted"].any()
+        True
+    """
+    params = _params(capsules, misses, receipts)
+    start = _ns(clock_start)
+    end = start + params.span_days * _DAY_NS
+    plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
+    sessions = _session_plan(seed, params, clock_start)
+    ids, handoffs = _plan_ids(plan, sessions, start, end, chunk_rows)
+    plan = plan.with_columns(ids)
+    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
+                                          "source", "authority_class", "kind")
+    rng = _rng(seed, "events")  # the draws of `_write_events`, in its order
+    members, forgets, gone = _fates(rng, params, plain, _ids_of(plan, "task").sort("no"))
+    _uniform(rng, plain.height), _uniform(rng, plain.height)  # classifications, tiers
+    u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    superseded = set(_revisions(plain, u_rev, u_back)["to_id"].to_list())
+    recalls, popular = _recalls(seed, plan, gone, params, end)
+    miss = _miss_plan(seed, params, clock_start, noise)
+    tables = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
+                            superseded, recalls["capsule_id"].unique(), popular, miss, start,
+                            end)
+    receipts_frame = tables["recall_receipts"]
+    recalled = (pl.concat([recalls.select(pl.col("capsule_id").alias("id")),
+                           receipts_frame.select(pl.col("returned_ids").alias("id"))
+                           .explode("id").drop_nulls()])
+                .unique().sort("id"))
+    # every missed term: when it was missed, and the first answer after its last miss
+    terms = miss.group_by("term").agg(
+        pl.col("at").min().alias("first_miss"), pl.col("at").max().alias("last_miss"),
+        pl.len().cast(pl.Int64).alias("repeats"))
+    erased = forgets.filter(pl.col("mode") != "tombstone")["id"]
+    n_before = plan.height + handoffs.height
+    written = pl.concat([
+        plan.filter(~pl.col("id").is_in(erased.implode())).select("id", "created_ns", "content"),
+        handoffs.select("id", "created_ns", "content"),
+        pl.DataFrame({"id": [f"cap-{n_before + r + 1}" for r in range(len(members))],
+                      "created_ns": [end] * len(members),
+                      "content": [_rollup_text(r, len(ms)) for r, ms in enumerate(members)]},
+                     schema={"id": pl.String, "created_ns": pl.Int64, "content": pl.String}),
+    ])
+    by_capsule = (written.select("id", pl.col("created_ns").cast(_TS).alias("at"),
+                                 fold_expr(pl.col("content")).str.extract_all(r"\w+")
+                                 .alias("term"))
+                  .explode("term").filter(pl.col("term").str.contains(r"^\D"))
+                  .unique(["id", "term"])
+                  .select("term", "at", pl.col("id").alias("by"),
+                          pl.lit("capsule").alias("resolution")))
+    answered = receipts_frame.filter(pl.col("returned_ids").list.len() > 0)
+    by_receipt = (answered.select("at", "id", "source", pl.col("terms").alias("term"))
+                  .explode("term").with_columns(fold_expr(pl.col("term")).alias("term"))
+                  .unique(["id", "term"])
+                  .select("term", "at", pl.col("id").alias("by"),
+                          pl.lit("receipt").alias("resolution"),
+                          (pl.col("source") == 2).alias("planted")))
+    events = (pl.concat([by_capsule.with_columns(pl.lit(False).alias("planted")), by_receipt])
+              .join(terms.select("term", "last_miss"), on="term")
+              .filter(pl.col("at") > pl.col("last_miss"))
+              .sort("at", "resolution", "by").group_by("term", maintain_order=True).first())
+    resolutions = (terms.join(events.select("term", pl.col("at").alias("resolved_at"),
+                                            pl.col("by").alias("resolved_by"), "resolution",
+                                            "planted"),
+                              on="term", how="left")
+                   .with_columns(pl.col("planted").fill_null(False)).sort("term"))
+    return RecallTruth(dead_weight=tables["dead"].sort("id"), recalled=recalled,
+                       resolutions=resolutions)
 
 
 # ---- the bundled sample store -------------------------------------------------------------

@@ -84,6 +84,50 @@ def test_exact_capsule_count_and_every_table_non_empty(tables: dict[str, pl.Data
     assert empty == ["reviews", "pins"]
 
 
+def test_receipts_event_times_and_epistemics(tables: dict[str, pl.DataFrame],
+                                             state: pl.DataFrame) -> None:
+    receipts = tables["recall_receipts"]
+    # one receipt per two capsules by default, ids in write order, never before what they
+    # return
+    assert receipts.height == N // 2
+    assert receipts["id"].to_list() == [f"rcpt-{i}" for i in range(1, N // 2 + 1)]
+    assert receipts["at"].is_sorted()
+    hit = receipts["returned_ids"].list.len() > 0
+    assert set(receipts.filter(hit)["outcome"]) == {"grounded"}
+    assert set(receipts.filter(~hit)["outcome"]) <= {"abstain", "missing_evidence"}
+    assert 0 < (~hit).sum() < hit.sum()
+    created = dict(tables["capsules"].select("id", "created_at").iter_rows())
+    for at, ids in receipts.filter(hit).select("at", "returned_ids").iter_rows():
+        assert all(created[i] <= at for i in ids)
+    # the abstaining receipts repeat recorded misses, at their instants
+    misses = set(tables["recall_misses"].select("at", "term").iter_rows())
+    assert {(at, terms[0]) for at, terms in receipts.filter(~hit).select("at", "terms")
+            .iter_rows()} <= misses
+    # planted dead weight: some live capsules nothing ever names
+    named = set(tables["recalls"]["capsule_id"]) | set(receipts["returned_ids"].explode()
+                                                       .drop_nulls())
+    live = set(state.filter(pl.col("status") == "live")["id"])
+    assert len(live - named) > N // 20
+    times = tables["event_times"]
+    assert times.height > 0 and times["event_at"].null_count() > 0
+    assert (times["event_at"].is_null() == times["event_from"].is_not_null()).all()
+    assert (times["event_to"] >= times["event_from"]).all()
+    epi = tables["epistemics"]
+    assert set(epi["evidence_state"]) == {"observed", "inferred", "unverified"}
+    assert epi["proof_hint"].null_count() > 0 and epi["stale_if"].null_count() > 0
+
+
+def test_recall_tables_can_be_left_out(tmp_path: Path, tables: dict[str, pl.DataFrame]) -> None:
+    bare = _tables(synth.synthesize(tmp_path / "bare", capsules=N, seed=0, recall_tables=False))
+    for name in S.CANONICAL_TABLES:
+        if name in ("recall_receipts", "event_times", "epistemics"):
+            assert bare[name].height == 0
+        elif name == "journal":  # epistemics are journaled (memory_classify), after the rest
+            assert tables[name].head(bare[name].height).equals(bare[name])
+        else:
+            assert bare[name].equals(tables[name]), name
+
+
 def test_project_tree_and_conversations(tables: dict[str, pl.DataFrame]) -> None:
     caps = tables["capsules"]
     projects = set(caps["project_id"].unique())
@@ -345,8 +389,11 @@ def test_sample_store_path_teaches_when_missing(tmp_path: Path,
 
 def test_committed_sample_store_is_what_synth_makes(tmp_path: Path) -> None:
     committed = _tables(_as_synthesized(mf.Store.open(synth.sample_store_path())))
+    # a sample written before synth planted the nMEMORY 0.3.0 tables is what synth makes
+    # without them (test_recall_tables_can_be_left_out: the other tables are the same)
+    planted = committed["recall_receipts"].height > 0
     fresh = _tables(synth.synthesize(tmp_path / "fresh", capsules=synth.SAMPLE_CAPSULES,
-                                     seed=synth.SAMPLE_SEED))
+                                     seed=synth.SAMPLE_SEED, recall_tables=planted))
     for name in S.CANONICAL_TABLES:
         assert committed[name].equals(fresh[name]), (
             f"{name} differs: regenerate with `python scripts/make_sample_store.py`")

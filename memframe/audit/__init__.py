@@ -8,6 +8,7 @@ Examples:
     0
 """
 
+from memframe.audit.coverage import RecallCoverage, recall_coverage
 from memframe.audit.misses import (
     AliasRules,
     MissAudit,
@@ -16,7 +17,9 @@ from memframe.audit.misses import (
     recall_misses,
     vocabulary,
 )
-from memframe.audit.score import AliasScore, score_aliases
+from memframe.audit.score import AliasScore, RecallScore, score_aliases, score_recall
+from memframe.audit.trust import TrustAudit, trust
 
-__all__ = ["recall_misses", "MissAudit", "AliasRules", "alias_proposals", "vocabulary",
-           "id_like", "score_aliases", "AliasScore"]
+__all__ = ["recall_misses", "MissAudit", "recall_coverage", "RecallCoverage",
+           "trust", "TrustAudit", "AliasRules", "alias_proposals", "vocabulary",
+           "id_like", "score_aliases", "AliasScore", "score_recall", "RecallScore"]

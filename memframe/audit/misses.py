@@ -52,6 +52,7 @@ __all__ = [
     "ALIAS_SCHEMA",
     "VOCABULARY_SCHEMA",
     "PREFIX",
+    "LIFECYCLE_SCHEMA",
 ]
 
 _TS = pl.Datetime("ns", "UTC")
@@ -540,6 +541,60 @@ def _lane_daily(overrides: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# ---- the life of a miss ------------------------------------------------------------------
+
+LIFECYCLE_SCHEMA: dict[str, pl.DataType] = {
+    "term": pl.String(), "first_miss": _TS, "last_miss": _TS, "repeats": pl.Int64(),
+    "resolved_at": _TS, "resolved_by": pl.String(), "resolution": pl.String(),
+    "time_to_resolution": pl.Duration("ns"),
+}
+
+
+def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
+    """One row per missed term: first and last miss, repeats, and the first event strictly
+    after the last miss that answers it: a receipt for the term that returned a capsule
+    (``receipt``, by its id), or a capsule created whose folded words hold every word of
+    the term (``capsule``, by its id). Still open: ``resolved_at`` null."""
+    from memframe.audit.coverage import folded_receipt_terms
+
+    base = terms.select("term", pl.col("first_seen").alias("first_miss"),
+                        pl.col("last_seen").alias("last_miss"),
+                        pl.col("misses").alias("repeats"))
+    if base.is_empty():
+        return pl.DataFrame(schema=LIFECYCLE_SCHEMA)
+    wanted = base.select("term", "last_miss").lazy()
+    by_receipt = (folded_receipt_terms(
+        view.table("recall_receipts").filter(pl.col("returned_ids").list.len() > 0)
+        .select("id", "at", "terms"))
+        .join(wanted, on="term").filter(pl.col("at") > pl.col("last_miss"))
+        .select("term", "at", pl.col("id").alias("by"), pl.lit("receipt").alias("resolution")))
+    words = base.select("term", pl.col("term").str.split(" ").alias("word")).explode("word")         .filter(pl.col("word") != "").unique()
+    need = words.group_by("term").agg(pl.len().alias("need"))
+    earliest = base["first_miss"].min()
+    capsules = (view.table("capsules").filter(pl.col("content").is_not_null()
+                                              & (pl.col("created_at") > earliest))
+                .select("id", "created_at", fold_expr(pl.col("content")).alias("text")))
+    tokens = (capsules.select("id", "created_at", pl.concat_list(
+        pl.col("text").str.extract_all(_WORD), pl.col("text").str.extract_all(_COMPOUND))
+        .list.unique().alias("word")).explode("word")
+        .join(words.lazy(), on="word"))
+    by_capsule = (tokens.group_by("term", "id", "created_at").agg(pl.len().alias("have"))
+                  .join(need.lazy(), on="term").filter(pl.col("have") == pl.col("need"))
+                  .join(wanted, on="term").filter(pl.col("created_at") > pl.col("last_miss"))
+                  .select("term", pl.col("created_at").alias("at"), pl.col("id").alias("by"),
+                          pl.lit("capsule").alias("resolution")))
+    events = pl.concat([by_receipt, by_capsule]).collect()
+    first = (events.sort("at", "resolution", "by")
+             .group_by("term", maintain_order=True).first()
+             .rename({"at": "resolved_at", "by": "resolved_by"}))
+    return (base.join(first, on="term", how="left", maintain_order="left")
+            .with_columns((pl.col("resolved_at") - pl.col("first_miss"))
+                          .alias("time_to_resolution"))
+            .select(list(LIFECYCLE_SCHEMA)).cast(LIFECYCLE_SCHEMA)  # type: ignore[arg-type]
+            .sort(["resolved_at", "repeats", "term"], descending=[False, True, False],
+                  nulls_last=True))
+
+
 # ---- the audit ---------------------------------------------------------------------------
 
 def _records(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -608,6 +663,27 @@ class MissAudit:
     vocabulary_size: int = 0
     rules: AliasRules = field(default_factory=AliasRules)
     recurring_days: int = 2
+    lifecycle: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LIFECYCLE_SCHEMA))
+
+    def open_misses(self) -> pl.DataFrame:
+        """The missed terms nothing answered since their last miss, most repeated first."""
+        return (self.lifecycle.filter(pl.col("resolved_at").is_null())
+                .select("term", "repeats", "first_miss", "last_miss")
+                .sort(["repeats", "term"], descending=[True, False]))
+
+    def resolution_times(self) -> pl.DataFrame:
+        """How long resolved misses stayed open (first miss to resolution): count per
+        bucket (``< 1 hour``, ``< 1 day``, ``< 7 days``, ``< 30 days``, ``>= 30 days``)."""
+        buckets = [("< 1 hour", 3_600), ("< 1 day", 86_400), ("< 7 days", 7 * 86_400),
+                   ("< 30 days", 30 * 86_400)]
+        secs = self.lifecycle["time_to_resolution"].drop_nulls().dt.total_seconds()
+        rows, lower = [], -1
+        for name, upper in buckets:
+            rows.append((name, int(((secs > lower) & (secs < upper)).sum())))
+            lower = upper - 1
+        rows.append((">= 30 days", int((secs >= 30 * 86_400).sum())))
+        return pl.DataFrame(rows, schema={"bucket": pl.String, "terms": pl.Int64},
+                            orient="row")
 
     # -- summaries -------------------------------------------------------------------------
     @property
@@ -832,6 +908,7 @@ def recall_misses(
             vocabulary_size=vocab.height,
             rules=rules,
             recurring_days=recurring_days,
+            lifecycle=_lifecycle(view, terms),
         )
         steps.step("trends")
         return audit

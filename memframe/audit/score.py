@@ -13,13 +13,14 @@ audit's proposals with that record, term by term:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import polars as pl
 
 from memframe.errors import InvalidInputError
 
-__all__ = ["AliasScore", "score_aliases", "TYPO_EDITS"]
+__all__ = ["AliasScore", "score_aliases", "TYPO_EDITS", "RecallScore", "score_recall"]
 
 #: The ``edit`` values of typo rows in a ground truth (one edit from ``word``).
 TYPO_EDITS: tuple[str, ...] = ("transpose", "delete", "substitute", "insert")
@@ -148,4 +149,133 @@ def score_aliases(aliases: pl.DataFrame, truth: pl.DataFrame) -> AliasScore:
         correct_at_1=int(typos.get_column("correct_at_1").sum()),
         found=int(typos.get_column("found").sum()),
         by_edit=by_edit,
+    )
+
+
+@dataclass(frozen=True)
+class RecallScore:
+    """How well the recall-coverage audit and the life of a miss match a ground truth.
+
+    Attributes:
+        planted_dead: planted dead-weight capsules (never recalled nor returned).
+        dead_found: of those, the ones ``never_recalled`` lists.
+        listed: capsules ``never_recalled`` lists.
+        listed_right: of those, the ones the truth never recalled nor returned.
+        terms: missed terms in the truth.
+        terms_right: terms whose ``resolved_at`` and ``resolved_by`` are the truth's (both
+            null for an open term).
+        planted_resolutions: terms the truth says a planted receipt answered.
+        planted_right: of those, the ones the lifecycle resolves the same way.
+
+    Examples:
+        >>> s = RecallScore(planted_dead=10, dead_found=10, listed=20, listed_right=19,
+        ...                 terms=4, terms_right=4, planted_resolutions=2, planted_right=2)
+        >>> s.dead_weight_recall, s.never_recalled_precision, s.resolution_accuracy
+        (1.0, 0.95, 1.0)
+    """
+
+    planted_dead: int
+    dead_found: int
+    listed: int
+    listed_right: int
+    terms: int
+    terms_right: int
+    planted_resolutions: int
+    planted_right: int
+
+    @property
+    def dead_weight_recall(self) -> float:
+        """Share of the planted dead weight that ``never_recalled`` lists (1.0 when none)."""
+        return self.dead_found / self.planted_dead if self.planted_dead else 1.0
+
+    @property
+    def never_recalled_precision(self) -> float:
+        """Share of the listed capsules truly never recalled nor returned (1.0 when none)."""
+        return self.listed_right / self.listed if self.listed else 1.0
+
+    @property
+    def resolution_accuracy(self) -> float:
+        """Share of missed terms resolved (or left open) as the truth says (1.0 when none)."""
+        return self.terms_right / self.terms if self.terms else 1.0
+
+    @property
+    def planted_resolution_recall(self) -> float:
+        """Share of the planted resolutions the lifecycle finds (1.0 when none)."""
+        return self.planted_right / self.planted_resolutions if self.planted_resolutions else 1.0
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The counts and the four rates (rounded to 4 places) as plain data."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "dead_weight_recall": round(self.dead_weight_recall, 4),
+                "never_recalled_precision": round(self.never_recalled_precision, 4),
+                "resolution_accuracy": round(self.resolution_accuracy, 4),
+                "planted_resolution_recall": round(self.planted_resolution_recall, 4)}
+
+    def __repr__(self) -> str:
+        return (f"<RecallScore dead_weight_recall={self.dead_weight_recall:.3f} "
+                f"never_recalled_precision={self.never_recalled_precision:.3f} "
+                f"resolution_accuracy={self.resolution_accuracy:.3f} "
+                f"planted_resolution_recall={self.planted_resolution_recall:.3f}>")
+
+
+def score_recall(never_recalled: pl.DataFrame, lifecycle: pl.DataFrame, truth: Any) -> RecallScore:
+    """Score the recall-coverage audit's ``never_recalled`` and a miss audit's
+    ``lifecycle`` against a ground truth.
+
+    Args:
+        never_recalled: :attr:`memframe.audit.RecallCoverage.never_recalled` (``id``).
+        lifecycle: :attr:`memframe.audit.MissAudit.lifecycle` (``term``, ``resolved_at``,
+            ``resolved_by``).
+        truth: a :class:`memframe.synth.RecallTruth` (``dead_weight``, ``recalled``,
+            ``resolutions``), as :func:`memframe.synth.recall_truth` returns it.
+
+    Returns:
+        A :class:`RecallScore`.
+
+    Raises:
+        InvalidInputError: a frame lacks a needed column.
+
+    Examples:
+        >>> import datetime as dt
+        >>> from types import SimpleNamespace
+        >>> t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        >>> truth = SimpleNamespace(
+        ...     dead_weight=pl.DataFrame({"id": ["cap-1", "cap-2"]}),
+        ...     recalled=pl.DataFrame({"id": ["cap-3"]}),
+        ...     resolutions=pl.DataFrame({"term": ["kafka", "retreival"],
+        ...                               "resolved_at": [t0, None],
+        ...                               "resolved_by": ["rcpt-4", None],
+        ...                               "planted": [True, False]}))
+        >>> life = pl.DataFrame({"term": ["kafka", "retreival"], "resolved_at": [t0, t0],
+        ...                      "resolved_by": ["rcpt-4", "cap-9"]})
+        >>> s = score_recall(pl.DataFrame({"id": ["cap-1", "cap-3"]}), life, truth)
+        >>> (s.dead_found, s.listed_right, s.terms_right, s.planted_right)
+        (1, 1, 1, 1)
+    """
+    for name, frame, needed in (
+            ("never_recalled", never_recalled, ("id",)),
+            ("lifecycle", lifecycle, ("term", "resolved_at", "resolved_by")),
+            ("truth.resolutions", truth.resolutions,
+             ("term", "resolved_at", "resolved_by", "planted"))):
+        missing = [c for c in needed if c not in frame.columns]
+        if missing:
+            raise InvalidInputError(f"{name} lacks column(s) {missing}; it needs {list(needed)}")
+    listed = never_recalled.select("id").unique()
+    dead = truth.dead_weight.select("id").unique()
+    want = truth.resolutions.select("term", "resolved_at", "resolved_by", "planted")
+    got = lifecycle.select("term", pl.col("resolved_at").alias("got_at"),
+                           pl.col("resolved_by").alias("got_by"))
+    joined = want.join(got, on="term", how="left").with_columns(
+        (pl.col("got_at").eq_missing(pl.col("resolved_at"))
+         & pl.col("got_by").eq_missing(pl.col("resolved_by"))).alias("right"))
+    planted = joined.filter("planted")
+    return RecallScore(
+        planted_dead=dead.height,
+        dead_found=dead.join(listed, on="id", how="semi").height,
+        listed=listed.height,
+        listed_right=listed.join(truth.recalled.select("id"), on="id", how="anti").height,
+        terms=joined.height,
+        terms_right=int(joined["right"].sum()),
+        planted_resolutions=planted.height,
+        planted_right=int(planted["right"].sum()),
     )

@@ -20,7 +20,13 @@ from memframe.errors import (
     TombstonedContentError,
     UnknownCapsuleError,
 )
-from memframe.ids import SESSION_ID_RULE, capsule_number, capsule_number_expr, session_number
+from memframe.ids import (
+    SESSION_ID_RULE,
+    SESSION_PATTERN,
+    capsule_number,
+    capsule_number_expr,
+    session_number,
+)
 from memframe.store import derived
 from memframe.store.log import TABLE_NAME_RE, watermark_problem
 from memframe.store.tables import constant
@@ -49,9 +55,16 @@ INGEST_COLUMNS = (
     "instruction_taint",
     "conversation_id",
     "author",
+    # nMEMORY 0.3.0's sidecars, written to event_times and epistemics (not to capsules)
+    "event_at",
+    "event_from",
+    "event_to",
+    "evidence_state",
+    "proof_hint",
+    "stale_if",
 )
 _STRING_COLUMNS = ("content", "source", "anchor", "project_id", "kind", "authority_class",
-                   "conversation_id", "author")
+                   "conversation_id", "author", "evidence_state", "proof_hint", "stale_if")
 _TIME_COLUMNS = ("created_at", "valid_from", "valid_to")
 
 
@@ -531,6 +544,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
             f"capsule row {_first_bad(bad)} has valid_to before valid_from; a capsule cannot "
             f"expire before it becomes valid"
         )
+    sidecars = _ingest_sidecars(frame)
     if "instruction_taint" in frame.columns:
         if frame["instruction_taint"].dtype not in (pl.Boolean, pl.Null):
             raise InvalidInputError(
@@ -578,6 +592,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     ids = assigned.select(
         pl.coalesce("existing", pl.format("cap-{}", pl.col("num"))).alias("id"))["id"]
     if not n_new:
+        _write_sidecars(c, sidecars, ids)
         return ids.to_list()
     c.capsules += n_new
     new_ids = ids.gather(take)
@@ -611,8 +626,60 @@ def ingest(c: Commit, rows: Any) -> list[str]:
         given = kinds.filter(classified)
         append_events(c, "classifications", pl.DataFrame({"capsule_id": cids, "kind": given}),
                       operation=None)
+    _write_sidecars(c, sidecars, ids)
     c.operations.append("ingest")
     return ids.to_list()
+
+
+def _ingest_sidecars(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The event times and epistemics that ingest rows carry, checked before anything is
+    written (rows without them give none); the capsule ids are filled in later."""
+    out: dict[str, pl.DataFrame] = {}
+    n = frame.height
+    times = [name for name in _EVENT_COLUMNS if name in frame.columns]
+    if times:
+        cols = {name: (_time_column(frame, name) if name in frame.columns
+                       else constant(None, n, S.TIMESTAMP)).alias(name) for name in _EVENT_COLUMNS}
+        rows = pl.DataFrame(cols).with_row_index("_row")
+        rows = rows.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in _EVENT_COLUMNS))
+        _check_rows("capsule", rows, _check_event_times)
+        out["event_times"] = rows
+    facts = [name for name in _EPISTEMIC_COLUMNS if name in frame.columns]
+    if facts:
+        cols = {name: (frame[name].cast(pl.String) if name in frame.columns
+                       else constant(None, n, pl.String)).alias(name)
+                for name in _EPISTEMIC_COLUMNS}
+        rows = pl.DataFrame(cols).with_row_index("_row")
+        rows = rows.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in _EPISTEMIC_COLUMNS))
+        for name in ("proof_hint", "stale_if"):
+            blank = rows[name].str.strip_chars() == ""
+            if blank.any():
+                raise InvalidInputError(f"capsule row {rows['_row'][_first_bad(blank)]}: {name} "
+                                        f"is blank; give text or leave it out")
+        _check_rows("capsule", rows, _check_epistemics)
+        out["epistemics"] = rows
+    return out
+
+
+def _check_rows(what: str, rows: pl.DataFrame, check: Callable[[pl.DataFrame], None]) -> None:
+    """Run a table's check on ingest rows, naming the ingest row in the error."""
+    try:
+        check(rows)
+    except InvalidInputError as exc:
+        text = str(exc)
+        for i, row in enumerate(rows["_row"].to_list()):
+            for table in ("event_times", "epistemics"):
+                text = text.replace(f"{table} row {i} ", f"{what} row {row} ")
+        raise InvalidInputError(text) from None
+
+
+def _write_sidecars(c: Commit, sidecars: dict[str, pl.DataFrame], ids: pl.Series) -> None:
+    """Stage the ingest rows' event times and epistemics for their capsules (new or
+    already stored: the engine annotates a deduplicated capsule too)."""
+    for table, rows in sidecars.items():
+        if rows.height:
+            cids = ids.gather(rows["_row"]).alias("capsule_id")
+            append_events(c, table, rows.drop("_row").with_columns(cids), operation=None)
 
 
 def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "manual") -> bool:
@@ -695,19 +762,57 @@ def _id_list(value: Any, verb: str) -> list[str]:
     return list(value)
 
 
-def record_recall(c: Commit, capsule_ids: Sequence[str] | str) -> int:
+def record_recall(c: Commit, capsule_ids: Sequence[str] | str, *,
+                  terms: Sequence[str] | str | None = None, project_prefix: str | None = None,
+                  session_id: str | None = None) -> int:
     # usage is about the record: a capsule forgotten between retrieval and usage still
     # takes it, so the batch's other ids never lose theirs (as nMEMORY records it)
     ids = _id_list(capsule_ids, "record_recall")
-    if not ids:
-        return 0
+    if terms is None and (project_prefix is not None or session_id is not None):
+        raise InvalidInputError("record_recall: project_prefix and session_id describe a "
+                                "receipt, which needs the recall's terms (terms=[...])")
     counts: dict[str, int] = {}
     for cid in ids:
         c.require_capsule(cid, live=False)
         counts[cid] = counts.get(cid, 0) + 1
-    return append_events(c, "recalls", pl.DataFrame(
-        {"capsule_id": list(counts), "count": list(counts.values())},
-        schema={"capsule_id": pl.String, "count": pl.Int64}), operation="record_recall")
+    written = 0
+    if counts:
+        written = append_events(c, "recalls", pl.DataFrame(
+            {"capsule_id": list(counts), "count": list(counts.values())},
+            schema={"capsule_id": pl.String, "count": pl.Int64}), operation=None)
+    if terms is not None:
+        _record_receipt(c, ids, terms, project_prefix, session_id)
+    c.operations.append("record_recall")
+    return written
+
+
+def _record_receipt(c: Commit, ids: list[str], terms: Sequence[str] | str,
+                    project_prefix: str | None, session_id: str | None) -> None:
+    """One receipt for one recall: the caller's terms verbatim, the ids in the order
+    returned, the prefix and session it ran under (the session's project as the receipt's)."""
+    raw = [terms] if isinstance(terms, str) else terms
+    if not isinstance(raw, Sequence) or not all(isinstance(t, str) for t in raw):
+        raise InvalidInputError(f"record_recall: terms is a string or a list of strings; got "
+                                f"{terms!r:.60}")
+    if project_prefix is not None and not isinstance(project_prefix, str):
+        raise InvalidInputError(f"record_recall: project_prefix is text or None; got "
+                                f"{project_prefix!r:.60}")
+    project = None
+    if session_id is not None:
+        if not isinstance(session_id, str) or session_number(session_id) is None:
+            raise InvalidInputError(f"record_recall: session_id {session_id!r:.60} is not a "
+                                    f"session id; {SESSION_ID_RULE}")
+        state = c.session(session_id)
+        if state is None:
+            raise InvalidInputError(f"record_recall: session {session_id!r} was never started "
+                                    f"in this store")
+        project = state[0]
+    append_events(c, "recall_receipts", pl.DataFrame(
+        {"terms": [list(raw)], "returned_ids": [ids], "project_id": [project],
+         "project_prefix": [project_prefix], "session_id": [session_id]},
+        schema={"terms": pl.List(pl.String), "returned_ids": pl.List(pl.String),
+                "project_id": pl.String, "project_prefix": pl.String,
+                "session_id": pl.String}), operation=None)
 
 
 def record_miss(c: Commit, terms: Sequence[str] | str, outcome: str) -> list[str]:
@@ -973,6 +1078,9 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
     if "at" in frame.columns:  # a caller's instants are checked; the clock's are not
         frame = frame.with_columns(
             _time_column(frame, "at").fill_null(pl.lit(c.now, dtype=S.TIMESTAMP)).alias("at"))
+    if table == "event_times":
+        frame = frame.with_columns([_time_column(frame, n).alias(n) for n in _EVENT_COLUMNS
+                                    if n in frame.columns])
     fill = []
     for name, value in defaults.items():
         if name not in frame.columns:
@@ -984,6 +1092,7 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
             continue
         have, want = frame[name].dtype, schema[name]
         fits = (have == want or have == pl.Null
+                or (want == pl.List(pl.String) and have in (pl.List(pl.Null), pl.List(pl.String)))
                 or (want == pl.Int64 and have.is_integer())
                 or (want == pl.Float64 and have.is_numeric()))
         if not fits:
@@ -1017,6 +1126,12 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
                 f"(a recall batch counts how often one capsule was returned; bounded so that "
                 f"recall_count sums can never overflow)"
             )
+    if table == "recall_receipts":
+        frame = _receipt_rows(c, frame)
+    if table == "event_times":
+        _check_event_times(frame)
+    if table == "epistemics":
+        _check_epistemics(frame)
     if table == "relations":  # the verb's order: vocabulary, self edge, then the ids
         bad = ~frame["kind"].is_in(S.RELATION_KINDS)
         if bad.any():
@@ -1098,6 +1213,108 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
     if operation is not None:
         c.operations.append(operation or f"append:{table}")
     return staged.height
+
+
+# ---- recall receipts, event times, epistemics (nMEMORY 0.3.0, schema v21) -----------------
+
+_EVENT_COLUMNS = ("event_at", "event_from", "event_to")
+_EPISTEMIC_COLUMNS = ("evidence_state", "proof_hint", "stale_if")
+
+
+def receipt_count(c: Commit) -> int:
+    """Receipts the store holds at the commit's snapshot plus those it stages: the next
+    receipt is ``rcpt-<count + 1>`` (receipts are never removed, so ids are never reused)."""
+    return (sum(p.rows for p in c.snapshot.parts("recall_receipts"))
+            + sum(f.height for f in c.frames.get("recall_receipts", [])))
+
+
+def _receipt_rows(c: Commit, frame: pl.DataFrame) -> pl.DataFrame:
+    """Check receipt rows and fill their ids and outcomes (the rules of `append_events`)."""
+    n = frame.height
+    for name in ("terms", "returned_ids"):
+        if frame[name].null_count():
+            raise InvalidInputError(f"recall_receipts row {_first_bad(frame[name].is_null())}: "
+                                    f"{name} is missing; give a list (empty for no ids)")
+    terms = frame["terms"]
+    no_terms = terms.list.len() == 0
+    if no_terms.any():
+        raise InvalidInputError(f"recall_receipts row {_first_bad(no_terms)}: no terms; a "
+                                f"receipt records the query text of the recall it answers")
+    blank = terms.list.eval(pl.element().fill_null("").str.strip_chars() == "").list.any()
+    if blank.any():
+        raise InvalidInputError(f"recall_receipts row {_first_bad(blank)}: a term is blank; "
+                                f"every term must hold text")
+    returned = frame["returned_ids"]
+    flat = returned.explode().drop_nulls()
+    if returned.list.eval(pl.element().is_null()).list.any().any():
+        raise InvalidInputError("recall_receipts: a returned id is null; list capsule ids")
+    if flat.len():
+        nums = pl.select(capsule_number_expr(pl.lit(flat))).to_series()
+        ok = (nums.is_not_null() & (nums <= c.capsules)).fill_null(False)
+        if not ok.all():
+            bad = flat[_first_bad(~ok)]
+            raise UnknownCapsuleError(f"recall_receipts: returned id {bad!r} is not in this "
+                                      f"store (ids run cap-1..cap-{c.capsules})")
+    hit = returned.list.len() > 0
+    frame = frame.with_columns(pl.col("outcome").fill_null(
+        pl.when(pl.lit(hit)).then(pl.lit("grounded")).otherwise(pl.lit("abstain"))))
+    outcome = frame["outcome"]
+    bad = ~outcome.is_in(S.RECEIPT_OUTCOMES)
+    if bad.any():
+        raise _vocab_error("receipt outcome", outcome[_first_bad(bad)], S.RECEIPT_OUTCOMES)
+    empty_ground = (outcome == "grounded") & ~hit
+    if empty_ground.any():
+        raise InvalidInputError(f"recall_receipts row {_first_bad(empty_ground)}: outcome "
+                                f"grounded with no returned id; a grounded recall returns "
+                                f"at least one capsule")
+    lane = frame["lane"]
+    bad = lane.is_not_null() & ~lane.is_in(S.RECALL_LANES)
+    if bad.any():
+        raise _vocab_error("recall lane", lane[_first_bad(bad)], S.RECALL_LANES)
+    sid = frame["session_id"]
+    bad = sid.is_not_null() & ~sid.str.contains(SESSION_PATTERN)
+    if bad.any():
+        raise InvalidInputError(f"recall_receipts row {_first_bad(bad)}: session_id "
+                                f"{sid[_first_bad(bad)]!r} is not a session id (sess-<n>)")
+    start = receipt_count(c) + 1
+    expected = pl.Series([f"rcpt-{i}" for i in range(start, start + n)], dtype=pl.String)
+    given = frame["id"]
+    wrong = given.is_not_null() & (given != expected)
+    if wrong.any():
+        row = _first_bad(wrong)
+        raise InvalidInputError(
+            f"recall_receipts row {row}: id {given[row]!r} out of turn; receipt ids count per "
+            f"store and the next one is {expected[row]!r} (leave id out to have it assigned)")
+    return frame.with_columns(pl.lit(expected).alias("id"))
+
+
+def _check_event_times(frame: pl.DataFrame) -> None:
+    """An event time is an instant (``event_at``) or an interval (``event_from`` and an
+    optional ``event_to`` no earlier than it), never both and never nothing."""
+    at, lo, hi = (frame[n] for n in _EVENT_COLUMNS)
+    rules = [
+        (at.is_null() & lo.is_null() & hi.is_null(),
+         "holds no time; give event_at, or event_from (and event_to)"),
+        (at.is_not_null() & (lo.is_not_null() | hi.is_not_null()),
+         "gives both event_at and an interval; a fact happened at an instant or over an "
+         "interval, give one"),
+        (hi.is_not_null() & lo.is_null(), "has event_to without event_from"),
+        ((hi < lo).fill_null(False), "has event_to before event_from"),
+    ]
+    for bad, what in rules:
+        if bad.any():
+            raise InvalidInputError(f"event_times row {_first_bad(bad)} {what}")
+
+
+def _check_epistemics(frame: pl.DataFrame) -> None:
+    state = frame["evidence_state"]
+    bad = state.is_not_null() & ~state.is_in(S.EVIDENCE_STATES)
+    if bad.any():
+        raise _vocab_error("evidence_state", state[_first_bad(bad)], S.EVIDENCE_STATES)
+    empty = state.is_null() & frame["proof_hint"].is_null() & frame["stale_if"].is_null()
+    if empty.any():
+        raise InvalidInputError(f"epistemics row {_first_bad(empty)} sets nothing; give "
+                                f"evidence_state, proof_hint or stale_if")
 
 
 # ---- review and pin (reference 2.1, 2.2, 4.17) ---------------------------------------------

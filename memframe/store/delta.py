@@ -79,7 +79,9 @@ def schema_string(table: str) -> str:
     """
     fields = []
     for name, dtype in S.table_schema(table).items():
-        kind = _DELTA_TYPES.get(dtype.base_type())
+        kind: Any = _DELTA_TYPES.get(dtype.base_type())
+        if isinstance(dtype, pl.List) and dtype.inner == pl.String:  # receipts' terms and ids
+            kind = {"type": "array", "elementType": "string", "containsNull": True}
         if kind is None:  # a column type memframe does not write today
             raise CorruptStoreError(f"column {table}.{name} has type {dtype}, which has no "
                                     f"Delta Lake type here")

@@ -780,9 +780,28 @@ class Store(StoreView):
         """Tombstone a capsule; ``redact``/``purge`` also erase its content bytes."""
         self.commit(lambda c: capture.forget(c, capsule_id, mode, reason), operation="forget")
 
-    def record_recall(self, capsule_ids: Sequence[str] | str) -> None:
-        """Record that these capsules were returned by a recall (usage)."""
-        self.commit(lambda c: capture.record_recall(c, capsule_ids), operation="record_recall")
+    def record_recall(self, capsule_ids: Sequence[str] | str, *,
+                      terms: Sequence[str] | str | None = None,
+                      project_prefix: str | None = None, session_id: str | None = None) -> None:
+        """Record that these capsules were returned by a recall (usage).
+
+        With ``terms`` (the caller's query text, kept verbatim) the recall also gets a
+        receipt in ``recall_receipts``: its terms, the ids returned in order (none: a recall
+        that answered nothing), the project prefix and the session it ran under, and its
+        instant. Receipts are telemetry, as in nMEMORY 0.3.0: no journal row.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> a = store.ingest({"content": "deploys run on fridays", "source": "s", "anchor": "a"})[0]
+            >>> store.record_recall([a], terms=["deploy day"])
+            >>> store.record_recall([], terms=["rollback"])
+            >>> store.table("recall_receipts").select("id", "outcome").collect().rows()
+            [('rcpt-1', 'grounded'), ('rcpt-2', 'abstain')]
+        """
+        self.commit(lambda c: capture.record_recall(
+            c, capsule_ids, terms=terms, project_prefix=project_prefix, session_id=session_id),
+            operation="record_recall")
 
     def record_miss(self, terms: Sequence[str] | str, outcome: str) -> list[str]:
         """Record missed recall terms (folded per reference 4.7); returns the folded terms."""

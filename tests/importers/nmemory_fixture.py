@@ -486,6 +486,41 @@ class Builder:
             "at) VALUES (?, ?, ?, 'grounded', 'term', NULL, ?)",
             (f"rcpt-{self.receipts}", json.dumps(terms or ["q"]), json.dumps(ids), at))
 
+    def receipt(self, terms: list[str], ids: list[str], *, at: str, outcome: str | None = None,
+                lane: str = "term", project: str | None = None) -> str:
+        """A recall receipt of its own (schema v21 side table); usage rows for its ids."""
+        for cid in ids:
+            self.con.execute(
+                "INSERT INTO usage VALUES (?, 1, ?) ON CONFLICT (capsule_id) DO UPDATE SET "
+                "recall_count = recall_count + 1, last_recalled_at = excluded.last_recalled_at",
+                (cid, at))
+        self.receipts += 1
+        rid = f"rcpt-{self.receipts}"
+        self.con.execute(
+            "INSERT INTO recall_receipts (id, terms, returned_ids, outcome, lane, project_id, "
+            "at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (rid, json.dumps(terms), json.dumps(ids),
+             outcome or ("grounded" if ids else "abstain"), lane, project, at))
+        return rid
+
+    def event_time(self, cid: str, event_at: str, *, at: str) -> None:
+        self.con.execute("INSERT INTO event_time VALUES (?, ?, ?) ON CONFLICT (capsule_id) DO "
+                         "UPDATE SET event_at = excluded.event_at, at = excluded.at",
+                         (cid, event_at, at))
+
+    def epistemics(self, cid: str, *, at: str, state: str | None = None,
+                   proof_hint: str | None = None, stale_if: str | None = None) -> None:
+        """The per-field merge the engine does, audited as it audits an ingest's sidecar."""
+        self.con.execute(
+            "INSERT INTO epistemics VALUES (?, ?, ?, ?, ?) ON CONFLICT (capsule_id) DO UPDATE "
+            "SET evidence_state = COALESCE(excluded.evidence_state, evidence_state), "
+            "proof_hint = COALESCE(excluded.proof_hint, proof_hint), "
+            "stale_if = COALESCE(excluded.stale_if, stale_if), at = excluded.at",
+            (cid, state, proof_hint, stale_if, at))
+        note = "epistemics" + (f" evidence_state={state}" if state else "") + (
+            " +proof_hint" if proof_hint else "") + (" +stale_if" if stale_if else "")
+        self.audit(at, "memory_classify", cid, f"{note} via-ingest")
+
     def miss(self, terms: list[str], outcome: str, *, at: str) -> None:
         seen: list[str] = []
         for raw in terms:
@@ -749,4 +784,39 @@ def grow_curated(path: str | Path) -> Path:
 def build_empty(path: str | Path, version: int = 20) -> Path:
     """An nMEMORY file with the schema and no rows."""
     Builder(path, version=version).close()
+    return Path(path)
+
+
+def build_recall(path: str | Path, version: int = 21) -> Path:
+    """Fixture R: receipts (hits and misses), event times and epistemics at schema v21."""
+    b = Builder(path, version=version)
+    r = "2026-07-23T10:{}Z".format
+    c1 = b.ingest("Deploys run on Fridays", at=r("00:00"), project="ops")
+    c2 = b.ingest("Rollback uses the blue slot", at=r("00:01"), project="ops")
+    c3 = b.ingest("Never recalled note", at=r("00:02"), project="ops/web")
+    b.receipt(["deploy day"], [c1], at=r("01:00"), project="ops")
+    b.receipt(["rollback", "slot"], [c2, c1], at=r("02:00"), lane="fused")
+    b.receipt(["canary"], [], at=r("03:00"))
+    b.miss(["canary"], "abstain", at=r("03:00"))
+    b.event_time(c1, "2026-01-02T00:00:00Z", at=r("04:00"))
+    b.epistemics(c1, at=r("05:00"), state="observed", proof_hint="grep friday ops.md")
+    b.epistemics(c2, at=r("06:00"), state="unverified", stale_if="the blue slot is retired")
+    b.forget(c3, "purged", at=r("07:00"), reason="wrong")
+    b.close()
+    return Path(path)
+
+
+def grow_recall(path: str | Path, step: int) -> Path:
+    """Two later rounds of fixture R: new receipts, a changed event time, merged epistemics."""
+    b = Builder(path, fresh=False)
+    g = f"2026-07-2{3 + step}T12:{{}}Z".format
+    c = b.ingest(f"Canary deploys go first (round {step})", at=g("00:00"), project="ops")
+    b.receipt(["canary"], [c], at=g("01:00"), project="ops")
+    b.receipt(["freeze"], [], at=g("02:00"), outcome="missing_evidence")
+    b.miss(["freeze"], "missing_evidence", at=g("02:00"))
+    b.event_time("cap-1", f"2026-02-0{step}T00:00:00Z", at=g("03:00"))
+    b.event_time(c, "2026-03-01T00:00:00Z", at=g("03:30"))
+    b.epistemics("cap-2", at=g("04:00"), proof_hint=f"kubectl get slots # {step}")
+    b.epistemics(c, at=g("05:00"), state="inferred")
+    b.close()
     return Path(path)

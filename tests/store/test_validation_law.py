@@ -17,8 +17,10 @@ T = dt.datetime(2026, 7, 23, tzinfo=dt.UTC)
 VOCABULARIES = (S.RELATION_KINDS, S.RELATION_ORIGINS, S.CLASSIFICATION_KINDS,
                 S.CLASSIFICATION_SCOPES, S.TIERS, S.AUTHORITY_CLASSES, S.FORGET_MODES,
                 S.MISS_OUTCOMES, S.BRACKET_EVENTS, S.CORROBORATION_SOURCES,
-                S.CORROBORATION_KINDS, S.CORROBORATION_VERDICTS, S.REVIEW_VERDICTS)
-TEXT = ["", " ", "x", "cap-1", "cap-", "sess-2", "0" * 64, "f" * 64, "g" * 64, None,
+                S.CORROBORATION_KINDS, S.CORROBORATION_VERDICTS, S.REVIEW_VERDICTS,
+                S.RECEIPT_OUTCOMES, S.RECALL_LANES, S.EVIDENCE_STATES)
+TEXT = ["", " ", "x", "cap-1", "cap-", "sess-2", "rcpt-3", "rcpt-03", "0" * 64, "f" * 64,
+        "g" * 64, None,
         *sorted({v for vocabulary in VOCABULARIES for v in vocabulary})]
 
 
@@ -31,6 +33,8 @@ def candidates(dtype: pl.DataType) -> list:
         return [-0.5, 0.0, 0.6, 1.0, 1.5, float("nan"), None]
     if dtype == pl.Boolean:
         return [True, False, None]
+    if dtype == pl.List(pl.String):
+        return [[], ["x"], ["cap-1", "cap-2"], [None], None]
     return [T, None]
 
 

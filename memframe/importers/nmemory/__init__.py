@@ -54,12 +54,12 @@ from memframe.errors import (
 )
 from memframe.importers.nmemory.common import (
     _NO_MARK,
-    _SEQ_TABLES,
+    _SEQ_TABLES,  # noqa: F401  (the package's names, patched together by tests)
     DEFAULT_BATCH_ROWS,
     OPERATION,
     SCHEMA_VERSION,
     SCHEMA_VERSIONS,
-    SOURCE_TABLES,
+    SOURCE_TABLES,  # noqa: F401
     WATERMARK,
 )
 from memframe.importers.nmemory.convert import (
@@ -208,7 +208,7 @@ def import_nmemory(
         mark = store.watermarks.get(WATERMARK) if store is not None else None
         identity = src.identity()
         marks = _seq_marks(src)
-        counts = {t: (marks[t]["rows"] if t in marks else src.count(t)) for t in SOURCE_TABLES}
+        counts = {t: (marks[t]["rows"] if t in marks else src.count(t)) for t in src.tables}
         if store is not None and mark is None and int(store.counters.get("seq", 0)):
             raise ImportSourceError(
                 f"{target} is a memframe store with rows no nMEMORY import wrote; import "
@@ -239,9 +239,9 @@ def import_nmemory(
                     f"{target} was written to since its last nMEMORY import; an incremental "
                     f"import needs the store as that import left it: import into a new path"
                 )
-            todo = sum(counts[t] for t in SOURCE_TABLES if t not in _SEQ_TABLES) + sum(
+            todo = sum(counts[t] for t in src.tables if t not in src.seq_tables) + sum(
                 max(0, counts[t] - mark["tables"].get(t, _NO_MARK)["rows"])
-                for t in _SEQ_TABLES)
+                for t in src.seq_tables)
         else:
             todo = sum(counts.values())
         bar = _Progress(progress, todo, "nmemory import: reading")
@@ -261,7 +261,7 @@ def import_nmemory(
             "source": str(src.path.resolve()),
             "schema_version": src.version,
             "identity": identity,
-            "tables": {t: marks[t] for t in _SEQ_TABLES},
+            "tables": {t: marks[t] for t in src.seq_tables},
             "imports": (mark["imports"] + 1) if mark is not None else 1,
         }
         skipped = src.skipped_tables()
@@ -290,7 +290,7 @@ def import_nmemory(
             mode=mode,
             generation=generation,
             source_rows=counts,
-            read={t: src.read_rows.get(t, 0) for t in SOURCE_TABLES},
+            read={t: src.read_rows.get(t, 0) for t in src.tables},
             added=plan.added() if mode != "unchanged" else {},
             erased=len(plan.erase),
             skipped=skipped,

@@ -45,6 +45,33 @@ SOURCE_TABLES: dict[str, dict[str, pl.DataType]] = {
     "pin_events": {"seq": _I, "capsule_id": _S, "pinned": _I, "reason": _S, "actor": _S,
                    "at": _S},
 }
+#: the side tables schema v21 (nMEMORY 0.3.0) adds to what is read: recall receipts, event
+#: times and the epistemic sidecar (a v20 file holds them too, but the engine before 0.3.0
+#: never exposed them, so they are read from v21 files only)
+V21_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "recall_receipts": {"seq": _I, "id": _S, "terms": _S, "returned_ids": _S, "outcome": _S,
+                        "lane": _S, "project_id": _S, "at": _S},
+    "event_time": {"capsule_id": _S, "event_at": _S, "at": _S},
+    "epistemics": {"capsule_id": _S, "evidence_state": _S, "proof_hint": _S, "stale_if": _S,
+                   "at": _S},
+}
+#: columns read when the file has them (a receipt's prefix and session, an event interval)
+OPTIONAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "recall_receipts": {"project_prefix": _S, "session_id": _S},
+    "event_time": {"event_from": _S, "event_to": _S},
+}
+
+
+def tables_for(version: int) -> dict[str, dict[str, pl.DataType]]:
+    """The source tables read from a file of schema ``version``."""
+    return {**SOURCE_TABLES, **(V21_TABLES if version >= 21 else {})}
+
+
+def seq_tables_for(version: int) -> tuple[str, ...]:
+    """The append-only tables read from a file of schema ``version``."""
+    return _SEQ_TABLES + (("recall_receipts",) if version >= 21 else ())
+
+
 #: append-only source tables keyed by seq: a re-import reads only rows past the watermark
 _SEQ_TABLES = ("capsules", "audit_events", "recall_misses", "lane_overrides", "corroborations",
                "review_events", "pin_events")
@@ -58,6 +85,7 @@ _TAIL_COLUMNS = {
     "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict", "detail", "at"),
     "review_events": ("seq", "capsule_id", "verdict", "reason", "actor", "at"),
     "pin_events": ("seq", "capsule_id", "pinned", "reason", "actor", "at"),
+    "recall_receipts": ("seq", "id", "terms", "returned_ids", "outcome", "lane", "at"),
 }
 #: the watermark of a seq table an earlier import did not read yet (nothing imported)
 _NO_MARK = {"seq": 0, "rows": 0, "tail": None}

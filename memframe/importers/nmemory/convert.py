@@ -13,7 +13,7 @@ from memframe import schema as S
 from memframe.errors import (
     ImportSourceError,
 )
-from memframe.ids import SESSION_ID_RULE, session_number_expr
+from memframe.ids import SESSION_ID_RULE, capsule_number_expr, session_number_expr
 from memframe.importers.nmemory.common import (
     _CANONICAL,
     _CAPSULE_V1,
@@ -446,12 +446,102 @@ def _pin_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
                        "reason", "actor")
 
 
+def _json_lists(rows: pl.DataFrame, column: str, t: str, k: str) -> pl.Series:
+    """A TEXT column of JSON arrays of strings as a list column, refusing anything else."""
+    try:
+        out = rows[column].str.json_decode(pl.List(pl.String))
+    except pl.exceptions.PolarsError:
+        out = pl.Series(column, [_json_list(v) for v in rows[column].to_list()],
+                        dtype=pl.List(pl.String))
+    _fail(t, k, rows, out.is_null() | out.list.eval(pl.element().is_null()).list.any(),
+          f"{column} is not a JSON array of strings")
+    return out
+
+
+def _json_list(text: str | None) -> list[str] | None:
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
+
+
+def _receipt_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
+    t, k = "recall_receipts", "seq"
+    _fail(t, k, rows, ~rows["id"].str.contains(S.RECEIPT_PATTERN), "id is not rcpt-<n>")
+    _vocab(rows, "outcome", S.RECEIPT_OUTCOMES, t, k, "receipt outcome")
+    _vocab(rows, "lane", S.RECALL_LANES, t, k, "recall lane")
+    terms = _json_lists(rows, "terms", t, k)
+    returned = _json_lists(rows, "returned_ids", t, k)
+    _fail(t, k, rows, terms.list.len() == 0, "terms is an empty array")
+    _fail(t, k, rows, (rows["outcome"] == "grounded") & (returned.list.len() == 0),
+          "outcome grounded with no returned id")
+    at = _times(rows, "at", t, k, notes=notes)
+    extra = {c: rows[c] if c in rows.columns else pl.Series(c, [None] * rows.height, pl.String)
+             for c in ("project_prefix", "session_id")}
+    return pl.DataFrame({"at": at, "id": rows["id"], "terms": terms, "returned_ids": returned,
+                         "outcome": rows["outcome"], "lane": rows["lane"],
+                         "project_id": rows["project_id"], **extra})
+
+
+def _check_returned_ids(rows: pl.DataFrame, capsules: int) -> None:
+    flat = rows.select("id", pl.col("returned_ids")).explode("returned_ids").drop_nulls()
+    num = flat.select(capsule_number_expr("returned_ids")).to_series()
+    _fail("recall_receipts", "id", flat, num.is_null() | (num > capsules),
+          f"a returned id names no capsule of the source (capsules run cap-1..cap-{capsules})")
+
+
+def _keyed_refs(table: str, rows: pl.DataFrame, capsules: int) -> None:
+    num = rows.select(capsule_number_expr("capsule_id")).to_series()
+    _fail(table, "capsule_id", rows, num.is_null() | (num > capsules),
+          f"names no capsule of the source (capsules run cap-1..cap-{capsules})")
+
+
+def _event_time_rows(rows: pl.DataFrame, notes: _Notes, capsules: int) -> pl.DataFrame:
+    t, k = "event_time", "capsule_id"
+    _keyed_refs(t, rows, capsules)
+    out = {"at": _times(rows, "at", t, k, notes=notes), "capsule_id": rows["capsule_id"]}
+    for name in ("event_at", "event_from", "event_to"):
+        out[name] = (_times(rows, name, t, k, nullable=True, notes=notes)
+                     if name in rows.columns
+                     else pl.Series(name, [None] * rows.height, S.TIMESTAMP))
+    frame = pl.DataFrame(out)
+    lo, hi, at = frame["event_from"], frame["event_to"], frame["event_at"]
+    _fail(t, k, frame, at.is_null() & lo.is_null(), "holds no event time")
+    _fail(t, k, frame, at.is_not_null() & (lo.is_not_null() | hi.is_not_null()),
+          "holds an instant and an interval")
+    _fail(t, k, frame, (hi < lo).fill_null(False), "event_to is before event_from")
+    return frame
+
+
+def _epistemic_rows(rows: pl.DataFrame, notes: _Notes, capsules: int) -> pl.DataFrame:
+    t, k = "epistemics", "capsule_id"
+    _keyed_refs(t, rows, capsules)
+    state = rows["evidence_state"]
+    _fail(t, k, rows, state.is_not_null() & ~state.is_in(S.EVIDENCE_STATES),
+          f"unknown evidence_state; allowed: {', '.join(S.EVIDENCE_STATES)}")
+    _fail(t, k, rows, state.is_null() & rows["proof_hint"].is_null()
+          & rows["stale_if"].is_null(), "sets nothing")
+    at = _times(rows, "at", t, k, notes=notes)
+    return rows.select(at.alias("at"), "capsule_id", "evidence_state", "proof_hint", "stale_if")
+
+
+#: the v21 side tables keyed by capsule: source table -> (memframe table, conversion)
+_KEYED_SIDECARS: dict[str, tuple[str, Callable[[pl.DataFrame, _Notes, int], pl.DataFrame]]] = {
+    "event_time": ("event_times", _event_time_rows),
+    "epistemics": ("epistemics", _epistemic_rows),
+}
+
+
 _SEQ_ROWS: dict[str, tuple[str, Callable[[pl.DataFrame, _Notes], pl.DataFrame]]] = {
     "recall_misses": ("recall_misses", _miss_rows),
     "lane_overrides": ("lane_overrides", _override_rows),
     "corroborations": ("corroborations", _corroboration_rows),
     "review_events": ("reviews", _review_rows),
     "pin_events": ("pins", _pin_rows),
+    "recall_receipts": ("recall_receipts", _receipt_rows),
 }
 #: seq tables whose rows name a capsule of the source (checked against the capsule count)
 _CAPSULE_TABLES = ("review_events", "pin_events")

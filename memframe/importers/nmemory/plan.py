@@ -19,14 +19,15 @@ from memframe.ids import capsule_number_expr
 from memframe.importers.nmemory.common import (
     _IN_CHUNK,
     _NO_MARK,
-    _SEQ_TABLES,
 )
 from memframe.importers.nmemory.convert import (
     _CAPSULE_TABLES,
+    _KEYED_SIDECARS,
     _SEQ_ROWS,
     _bracket_rows,
     _capsule_rows,
     _check_capsule_refs,
+    _check_returned_ids,
     _classification_rows,
     _cursor_rows,
     _fail,
@@ -43,7 +44,7 @@ from memframe.importers.nmemory.convert import (
 from memframe.importers.nmemory.source import (
     _Source,
 )
-from memframe.state import latest_by_seq
+from memframe.state import current_sidecar, latest_by_seq
 from memframe.store import StoreView
 
 # ---- planning ----------------------------------------------------------------------------
@@ -102,7 +103,7 @@ class _Progress:
 def _seq_marks(src: _Source) -> dict[str, dict[str, Any]]:
     """For each append-only table: highest seq, row count, fingerprint of the last row."""
     marks: dict[str, dict[str, Any]] = {}
-    for table in _SEQ_TABLES:
+    for table in src.seq_tables:
         top = src.scalar(f'SELECT MAX(seq) FROM "{table}"')
         top = int(top) if top is not None else 0
         marks[table] = {"seq": top, "rows": src.count(table),
@@ -150,12 +151,21 @@ def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Pro
     plan.sessions = as_int(_session_number(sessions["session_id"]).max() or 0)
     plan.journal = _read_journal(src, 0, progress, batch_rows)
     for table, (target, convert) in _SEQ_ROWS.items():
+        if table not in src.tables:
+            continue
         rows = src.read(table, order="seq")
         progress.update(rows.height)
         if table in _CAPSULE_TABLES:
             _check_capsule_refs(table, rows, plan.capsules)
-        plan.add(target, convert(rows, notes), table)
+        plan.add(target, _converted(convert, rows, notes, plan.capsules), table)
     return plan
+
+
+def _converted(convert: Any, rows: pl.DataFrame, notes: _Notes, capsules: int) -> pl.DataFrame:
+    out = convert(rows, notes)
+    if "returned_ids" in out.columns:  # a receipt names capsules of the source only
+        _check_returned_ids(out, capsules)
+    return out
 
 
 def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -> None:
@@ -174,6 +184,11 @@ def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -
         rows = src.read(table, order=order)
         progress.update(rows.height)
         plan.add(table, convert(rows, notes), table)
+    for source, (table, keyed_rows) in _KEYED_SIDECARS.items():
+        if source in src.tables:
+            rows = keyed_rows(src.read(source, order="capsule_id"), notes, plan.capsules)
+            progress.update(rows.height)
+            plan.add(table, rows.sort("at", capsule_number_expr("capsule_id")), source)
 
 
 def _read_relations(src: _Source, capsules: int, notes: _Notes) -> pl.DataFrame:
@@ -208,7 +223,7 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     plan = _Plan(view.generation)
     old = mark["tables"]
     # append-only tables: the rows up to the watermark must be exactly what was imported
-    for table in _SEQ_TABLES:
+    for table in src.seq_tables:
         seen = old.get(table, _NO_MARK)
         seq, rows, tail = seen["seq"], seen["rows"], seen["tail"]
         if src.count(table, "seq <= ?", [seq]) != rows:
@@ -252,11 +267,13 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     audit = old["audit_events"]["seq"]
     plan.journal = _read_journal(src, audit, progress, batch_rows)
     for table, (target, convert) in _SEQ_ROWS.items():
+        if table not in src.tables:
+            continue
         rows = src.read(table, "seq > ?", [old.get(table, _NO_MARK)["seq"]], order="seq")
         progress.update(rows.height)
         if table in _CAPSULE_TABLES:
             _check_capsule_refs(table, rows, plan.capsules)
-        plan.add(target, convert(rows, notes), table)
+        plan.add(target, _converted(convert, rows, notes, plan.capsules), table)
     return plan
 
 
@@ -322,6 +339,22 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
         if gone.height:
             rows = pl.concat([rows, gone.select(new.columns)])
         plan.add(table, rows, table)
+    # event times and epistemics (v21): one row per capsule in the source; a changed or new
+    # one becomes a new row, so the fold (latest by seq; per field for epistemics) equals it
+    for source, (table, keyed_rows) in _KEYED_SIDECARS.items():
+        if source not in src.tables:
+            continue
+        new = keyed_rows(src.read(source), notes, plan.capsules)
+        progress.update(new.height)
+        cur = current_sidecar(table, view.table(table)).collect()
+        values = [c for c in new.columns if c != "capsule_id"]
+        gone = cur.join(new, on="capsule_id", how="anti")
+        if gone.height:
+            raise _refuse(f"the {source} row of {gone['capsule_id'][0]} disappeared")
+        diff = new.join(cur, on="capsule_id", how="left", suffix="_old").filter(
+            pl.any_horizontal([pl.col(v).ne_missing(pl.col(f"{v}_old")) for v in values]))
+        plan.add(table, diff.select(new.columns).sort("at", capsule_number_expr("capsule_id")),
+                 source)
     # sessions: new ones start (and maybe finish); open ones may finish
     sessions = _sessions(src.read("sessions"), notes)
     progress.update(sessions.height)

@@ -19,10 +19,12 @@ from memframe.importers.nmemory.common import (
     _TAIL_COLUMNS,
     DEFAULT_BATCH_ROWS,
     MIGRATING_RELEASE,
+    OPTIONAL_COLUMNS,
     SCHEMA_VERSION,
     SCHEMA_VERSIONS,
-    SOURCE_TABLES,
     SQLITE_HEADER,
+    seq_tables_for,
+    tables_for,
 )
 
 # ---- the source --------------------------------------------------------------------------
@@ -75,6 +77,8 @@ class _Source:
             if version not in SCHEMA_VERSIONS:
                 raise ImportSourceError(version_advice(self.path, version))
             self.version: int = int(version)
+            self.tables = tables_for(self.version)
+            self.seq_tables = seq_tables_for(self.version)
             self.objects = {
                 name: (kind, sql or "")
                 for name, kind, sql in self.con.execute(
@@ -94,15 +98,22 @@ class _Source:
         with contextlib.suppress(sqlite3.Error):
             self.con.close()
 
+    def columns(self, table: str) -> dict[str, pl.DataType]:
+        """The columns read from ``table``: the required ones and the optional ones it has."""
+        return {**self.tables[table], **self._optional.get(table, {})}
+
     def _check_tables(self) -> None:
-        missing = [t for t in SOURCE_TABLES if t not in self.objects]
+        self._optional: dict[str, dict[str, pl.DataType]] = {}
+        missing = [t for t in self.tables if t not in self.objects]
         if missing:
             raise ImportSourceError(
                 f"{self.path} lacks table(s) {', '.join(missing)} of the schema v"
                 f"{self.version} layout; it is damaged or not an nMEMORY store"
             )
-        for table, columns in SOURCE_TABLES.items():
+        for table, columns in self.tables.items():
             have = {row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")')}
+            self._optional[table] = {c: t for c, t in OPTIONAL_COLUMNS.get(table, {}).items()
+                                     if c in have}
             lacking = [c for c in columns if c not in have]
             if lacking:
                 raise ImportSourceError(
@@ -118,7 +129,7 @@ class _Source:
         return None if row is None else row[0]
 
     def _sql(self, table: str, where: str, order: str) -> str:
-        cols = ", ".join(f'"{c}"' for c in SOURCE_TABLES[table])
+        cols = ", ".join(f'"{c}"' for c in self.columns(table))
         sql = f'SELECT {cols} FROM "{table}"'
         if where:
             sql += f" WHERE {where}"
@@ -131,14 +142,14 @@ class _Source:
         """One source table (columns of SOURCE_TABLES) as a frame."""
         frames = list(self.batches(table, where, params, order, batch_rows=None))
         if not frames:
-            return pl.DataFrame(schema=SOURCE_TABLES[table])
+            return pl.DataFrame(schema=self.columns(table))
         return pl.concat(frames) if len(frames) > 1 else frames[0]
 
     def batches(self, table: str, where: str = "", params: Sequence[Any] = (), order: str = "",
                 *, batch_rows: int | None = DEFAULT_BATCH_ROWS) -> Iterator[pl.DataFrame]:
         """A source table in batches of ``batch_rows`` rows (all at once when None)."""
         sql = self._sql(table, where, order)
-        schema = SOURCE_TABLES[table]
+        schema = self.columns(table)
         self.read_rows.setdefault(table, 0)
         try:
             if batch_rows is None:
@@ -177,7 +188,7 @@ class _Source:
                    if sql.upper().startswith("CREATE VIRTUAL TABLE")]
         out: dict[str, int | None] = {}
         for name in sorted(self.objects):
-            if name in SOURCE_TABLES or name.startswith("sqlite_"):
+            if name in self.tables or name.startswith("sqlite_"):
                 continue
             if any(name != v and name.startswith(v + "_") for v in virtual):
                 continue  # a virtual table's shadow table (FTS5 data, index, ...)

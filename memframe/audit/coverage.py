@@ -1,0 +1,308 @@
+"""Recall coverage: how often recall answers, what it answers with, and what never surfaces.
+
+Everything is computed from one pinned generation of the store: the recall receipts
+(nMEMORY 0.3.0's one row per retrieve, or ``store.record_recall(ids, terms=...)``), the
+recorded misses, the usage rows and the capsule state.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from memframe._scalars import as_date
+from memframe.audit.misses import _in_window, _records
+from memframe.errors import InvalidInputError
+from memframe.schema import MISS_OUTCOMES
+from memframe.text import fold_expr, parse_instant, rfc3339_text
+
+__all__ = ["RecallCoverage", "recall_coverage", "folded_receipt_terms"]
+
+_NS_PER_DAY = 86_400 * 1_000_000_000
+
+
+def folded_receipt_terms(receipts: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (receipt, folded term): the receipt's terms folded as miss terms are
+    (reference 4.7), those without an alphanumeric dropped, repeats within a receipt once.
+
+    Examples:
+        >>> import polars as pl
+        >>> r = pl.LazyFrame({"id": ["rcpt-1"], "terms": [["Café", "café", "--"]]})
+        >>> folded_receipt_terms(r).collect()["term"].to_list()
+        ['cafe']
+    """
+    return (receipts.explode("terms")
+            .with_columns(fold_expr(pl.col("terms")).alias("term"))
+            .drop("terms")
+            .filter(pl.col("term").str.contains(r"[[:alnum:]]"))
+            .unique(["id", "term"], maintain_order=True))
+
+
+@dataclass
+class RecallCoverage:
+    """The recall-coverage audit of one store generation.
+
+    Attributes:
+        daily: one row per UTC day (quiet days included): ``receipts``, ``hits``
+            (receipts that returned at least one id), ``misses`` (recorded miss terms) with
+            one column per outcome (``abstain``, ``missing_evidence``), ``hit_rate``
+            (hits / receipts, null on a day without receipts).
+        by_project: ``project_id`` (the receipt's; null when it named none),
+            ``receipts``, ``hits``, ``hit_rate``.
+        by_lane: the same per recall ``lane``.
+        never_recalled: live capsules no usage row and no receipt names: ``id``,
+            ``project_id``, ``created_at``, ``age_days`` (whole days at the generation's
+            instant), ``kind``, ``tier``.
+        answers: ``term`` (folded), ``capsule_id``, ``answers`` (receipts in which that
+            capsule was returned for that term).
+        concentration: per ``group`` (``all``, ``pinned``, ``unpinned``): ``capsules``
+            (live), ``recalls``, ``top1_share`` and ``top10_share`` (the share of recalls
+            taken by the most-recalled 1% and 10% of the group's capsules, rounded up).
+        generation, since, until, project_prefix: what was audited.
+    """
+
+    daily: pl.DataFrame
+    by_project: pl.DataFrame
+    by_lane: pl.DataFrame
+    never_recalled: pl.DataFrame
+    answers: pl.DataFrame
+    concentration: pl.DataFrame
+    generation: int
+    since: _dt.datetime | None = None
+    until: _dt.datetime | None = None
+    project_prefix: str | None = None
+
+    @property
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """Every frame of the audit by name."""
+        return {"daily": self.daily, "by_project": self.by_project, "by_lane": self.by_lane,
+                "never_recalled": self.never_recalled, "answers": self.answers,
+                "concentration": self.concentration}
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        """Headline numbers: receipts, hits, hit rate, misses, never-recalled capsules."""
+        receipts = int(self.daily["receipts"].sum())
+        hits = int(self.daily["hits"].sum())
+        return {"receipts": receipts, "hits": hits,
+                "hit_rate": round(hits / receipts, 4) if receipts else None,
+                "misses": int(self.daily["misses"].sum()),
+                "never_recalled": self.never_recalled.height,
+                "answered_terms": self.answers["term"].n_unique()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "audit": "recall_coverage", "generation": self.generation,
+            "window": {"since": rfc3339_text(self.since) if self.since else None,
+                       "until": rfc3339_text(self.until) if self.until else None},
+            "project_prefix": self.project_prefix, "totals": self.totals,
+            **{name: _records(frame) for name, frame in self.frames.items()},
+        }
+
+    def to_json(self) -> str:
+        """Deterministic JSON text (same generation and arguments -> same bytes)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    def to_text(self, limit: int = 20) -> str:
+        """A plain-text report for a terminal."""
+        from memframe._render.terminal import visible
+
+        t = self.totals
+        rate = "n/a" if t["hit_rate"] is None else f"{t['hit_rate']:.1%}"
+        lines = [f"recall coverage, generation {self.generation}: {t['receipts']} receipts, "
+                 f"{t['hits']} hits ({rate}), {t['misses']} recorded misses, "
+                 f"{t['never_recalled']} live capsules never recalled"]
+        for name in ("by_project", "by_lane", "concentration", "answers", "never_recalled"):
+            frame = self.frames[name]
+            lines.append("")
+            lines.append(f"{name} ({frame.height} rows)")
+            for row in frame.head(limit).iter_rows(named=True):
+                lines.append("  " + visible(", ".join(f"{k}={v}" for k, v in row.items())))
+        return "\n".join(lines)
+
+    def to_html(self, limit: int = 50, *, as_page: bool = True) -> str:
+        """One self-contained HTML page: the totals, the receipts chart, the tables."""
+        from memframe._render.html import cards, fragment, html_table, page
+        from memframe._render.svg import time_bar_chart
+
+        body = [f"<h1>recall coverage, generation {self.generation}</h1>",
+                cards([(k, "n/a" if v is None else v) for k, v in self.totals.items()])]
+        if self.daily.height:
+            bars = self.daily.select("day", "hits", (pl.col("receipts") - pl.col("hits"))
+                                     .alias("answered_nothing"))
+            body.append(time_bar_chart(
+                bars, [("hits", "hits", "#54a24b"),
+                       ("answered_nothing", "answered nothing", "#e45756")],
+                title="Recall receipts per {unit} (UTC)").inline)
+        for name, frame in self.frames.items():
+            if frame.height:
+                body.append(f"<h2>{name.replace('_', ' ')} ({frame.height:,})</h2>")
+                body.append(html_table(frame, limit=limit))
+        html = "".join(body)
+        return page("memframe recall coverage", html) if as_page else fragment(html)
+
+    def _repr_html_(self) -> str:
+        return self.to_html(20, as_page=False)
+
+    def __repr__(self) -> str:
+        t = self.totals
+        return (f"<RecallCoverage generation={self.generation} receipts={t['receipts']} "
+                f"hits={t['hits']} never_recalled={t['never_recalled']}>")
+
+
+def _rate(hits: pl.Expr, receipts: pl.Expr) -> pl.Expr:
+    return pl.when(receipts > 0).then(hits / receipts).otherwise(None).alias("hit_rate")
+
+
+def _group(receipts: pl.DataFrame, key: str) -> pl.DataFrame:
+    return (receipts.group_by(key).agg(pl.len().cast(pl.Int64).alias("receipts"),
+                                       pl.col("hit").sum().cast(pl.Int64).alias("hits"))
+            .with_columns(_rate(pl.col("hits"), pl.col("receipts")))
+            .sort("receipts", key, descending=[True, False], nulls_last=True))
+
+
+def _days(first: _dt.date | None, last: _dt.date | None) -> pl.DataFrame:
+    if first is None or last is None or first > last:
+        return pl.DataFrame(schema={"day": pl.Date()})
+    return pl.DataFrame({"day": pl.date_range(first, last, "1d", eager=True)})
+
+
+def _concentration(state: pl.DataFrame) -> pl.DataFrame:
+    rows = []
+    for group, members in (("all", state), ("pinned", state.filter(pl.col("pinned"))),
+                           ("unpinned", state.filter(~pl.col("pinned")))):
+        counts = members["recall_count"].sort(descending=True)
+        total = int(counts.sum()) if counts.len() else 0
+        n = counts.len()
+
+        def share(fraction: float, counts: pl.Series = counts, n: int = n,
+                  total: int = total) -> float | None:
+            if not total:
+                return None
+            return round(int(counts.head(math.ceil(n * fraction)).sum()) / total, 6)
+
+        rows.append({"group": group, "capsules": n, "recalls": total,
+                     "top1_share": share(0.01), "top10_share": share(0.10)})
+    return pl.DataFrame(rows, schema={"group": pl.String, "capsules": pl.Int64,
+                                      "recalls": pl.Int64, "top1_share": pl.Float64,
+                                      "top10_share": pl.Float64})
+
+
+def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None = None,
+                    until: _dt.datetime | _dt.date | str | None = None,
+                    project_prefix: str | None = None) -> RecallCoverage:
+    """Audit how recall answers, at one pinned generation of a store (or a frozen view).
+
+    Args:
+        store: a :class:`memframe.Store` or a view (``store.at(g)``, ``store.as_of(t)``).
+        since: keep receipts, misses and usage at or after this instant (a date means its
+            midnight UTC); the daily frame starts on its day.
+        until: keep those strictly before this instant; the daily frame ends on the day
+            before it (or its day, for an instant past midnight).
+        project_prefix: keep receipts whose project (or, when they name none, whose
+            prefix) starts with it, and capsules whose project does. Recorded misses carry
+            no project, so the ``misses`` columns stay store-wide.
+
+    Returns:
+        A :class:`RecallCoverage`. ``never_recalled`` is over the whole generation: a
+        live capsule that no usage row and no receipt's ``returned_ids`` names.
+
+    Examples:
+        >>> import datetime as dt, os, tempfile
+        >>> import memframe as mf
+        >>> days = iter(dt.datetime(2026, 7, d, tzinfo=dt.UTC) for d in range(1, 30))
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"),
+        ...                         clock=lambda: next(days))
+        >>> a, b = store.ingest([{"content": t, "source": "s", "anchor": t}
+        ...                      for t in ("deploys run on fridays", "unused note")])
+        >>> store.record_recall([a], terms=["Deploy"])
+        >>> _ = store.record_miss(["canary"], "abstain")
+        >>> store.record_recall([], terms=["canary"])
+        >>> cov = recall_coverage(store)
+        >>> cov.daily.select("day", "receipts", "hits", "misses").rows()[0]
+        (datetime.date(2026, 7, 2), 1, 1, 0)
+        >>> cov.never_recalled["id"].to_list(), cov.answers.rows()
+        (['cap-2'], [('deploy', 'cap-1', 1)])
+    """
+    since_at = parse_instant(since, "since")
+    until_at = parse_instant(until, "until")
+    if since_at is not None and until_at is not None and since_at > until_at:
+        raise InvalidInputError(f"since ({rfc3339_text(since_at)}) is after until "
+                                f"({rfc3339_text(until_at)}); the window is [since, until)")
+    if project_prefix is not None and not isinstance(project_prefix, str):
+        raise InvalidInputError(f"project_prefix is text or None; got {project_prefix!r:.60}")
+    view = store.pinned()
+    window = _in_window(since_at, until_at)
+    fence = pl.lit(True)
+    if project_prefix:
+        fence = pl.coalesce("project_id", "project_prefix").str.starts_with(project_prefix) \
+            .fill_null(False)
+    capsule_fence = (pl.col("project_id").str.starts_with(project_prefix) if project_prefix
+                     else pl.lit(True))
+    receipts_lf = (view.table("recall_receipts").filter(window & fence)
+                   .select("id", "at", "terms", "returned_ids", "lane", "project_id",
+                           (pl.col("returned_ids").list.len() > 0).alias("hit")))
+    returned_all = view.table("recall_receipts").select(
+        pl.col("returned_ids").explode().alias("capsule_id")).drop_nulls()
+    receipts, misses, state, recalled, answers = pl.collect_all([
+        receipts_lf.drop("terms", "returned_ids"),
+        view.table("recall_misses").filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
+        .select("at", "outcome"),
+        view.capsule_state().filter(capsule_fence).select(
+            "id", "project_id", "created_at", "status", "kind", "tier", "recall_count"),
+        pl.concat([view.table("recalls").select("capsule_id"), returned_all]).unique(),
+        folded_receipt_terms(receipts_lf.select("id", "terms", "returned_ids"))
+        .explode("returned_ids").drop_nulls("returned_ids")
+        .group_by("term", pl.col("returned_ids").alias("capsule_id"))
+        .agg(pl.len().cast(pl.Int64).alias("answers")),
+    ])
+    # daily: every day from the window's (or the data's) first to its last
+    dated = receipts.with_columns(pl.col("at").dt.date().alias("day"))
+    miss_days = misses.with_columns(pl.col("at").dt.date().alias("day"))
+    seen = pl.concat([dated.select("day"), miss_days.select("day")])
+    first = as_date(since_at.date()) if since_at is not None else as_date(seen["day"].min())
+    if until_at is not None:
+        end = until_at - _dt.timedelta(microseconds=1) if until_at.time() == _dt.time(0) \
+            else until_at
+        last = as_date(end.astimezone(_dt.UTC).date())
+    else:
+        last = as_date(seen["day"].max())
+    per_day = dated.group_by("day").agg(pl.len().cast(pl.Int64).alias("receipts"),
+                                        pl.col("hit").sum().cast(pl.Int64).alias("hits"))
+    per_miss = miss_days.group_by("day").agg(
+        pl.len().cast(pl.Int64).alias("misses"),
+        *[(pl.col("outcome") == o).sum().cast(pl.Int64).alias(o) for o in MISS_OUTCOMES])
+    daily = (_days(first, last)
+             .join(per_day, on="day", how="left").join(per_miss, on="day", how="left")
+             .with_columns(pl.exclude("day").fill_null(0))
+             .with_columns(_rate(pl.col("hits"), pl.col("receipts")))
+             .select("day", "receipts", "hits", "misses", *MISS_OUTCOMES, "hit_rate")
+             .sort("day"))
+    # never recalled: live capsules no usage row and no receipt names
+    pins = view.table("pins").sort("seq").group_by("capsule_id").agg(pl.col("pinned").last()) \
+        .collect()
+    live = state.filter(pl.col("status") == "live")
+    now = view.now()
+    never = (live.join(recalled.rename({"capsule_id": "id"}), on="id", how="anti")
+             .select("id", "project_id", "created_at",
+                     ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
+                      .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64).alias("age_days"),
+                     "kind", "tier")
+             .sort("created_at", pl.col("id").str.slice(4).cast(pl.Int64)))
+    live_recalls = live.join(pins.rename({"capsule_id": "id"}), on="id", how="left").select(
+        pl.col("pinned").fill_null(False), pl.col("recall_count").fill_null(0))
+    return RecallCoverage(
+        daily=daily,
+        by_project=_group(receipts, "project_id"),
+        by_lane=_group(receipts, "lane"),
+        never_recalled=never,
+        answers=answers.sort(["answers", "term", "capsule_id"], descending=[True, False, False]),
+        concentration=_concentration(live_recalls),
+        generation=view.generation, since=since_at, until=until_at,
+        project_prefix=project_prefix,
+    )

@@ -1,0 +1,133 @@
+"""Laws of the recall-coverage audit and the life of a miss, over random histories."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memframe as mf
+
+WORDS = ["deploy", "canary", "freeze", "rollback", "slot"]
+T0 = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
+
+op = st.one_of(
+    st.tuples(st.just("recall"), st.lists(st.integers(0, 5), max_size=3),
+              st.lists(st.sampled_from(WORDS), min_size=1, max_size=2)),
+    st.tuples(st.just("usage"), st.lists(st.integers(0, 5), min_size=1, max_size=2)),
+    st.tuples(st.just("miss"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=2),
+              st.sampled_from(["abstain", "missing_evidence"])),
+    st.tuples(st.just("ingest"), st.sampled_from(WORDS)),
+    st.tuples(st.just("forget"), st.integers(0, 5)),
+)
+
+
+def _run(ops, gaps) -> mf.Store:
+    steps = iter(T0 + dt.timedelta(hours=sum(gaps[: i + 1])) for i in range(len(gaps)))
+    store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"), clock=lambda: next(steps))
+    ids = store.ingest([{"content": f"note {i} on {w}", "source": "s", "anchor": str(i)}
+                        for i, w in enumerate(WORDS + ["misc"])])
+    n = 0
+    for o in ops:
+        n += 1
+        if o[0] == "recall":
+            store.record_recall([ids[i] for i in o[1]], terms=o[2])
+        elif o[0] == "usage":
+            store.record_recall([ids[i] for i in o[1]])
+        elif o[0] == "miss":
+            store.record_miss(o[1], o[2])
+        elif o[0] == "ingest":
+            store.ingest({"content": f"later {o[1]} {n}", "source": "s", "anchor": f"x{n}"})
+        else:
+            store.forget(ids[o[1]], mode="tombstone", reason="r")
+    return store
+
+
+histories = st.lists(op, max_size=12).flatmap(
+    lambda ops: st.tuples(st.just(ops), st.lists(st.integers(0, 40), min_size=len(ops) + 7,
+                                                 max_size=len(ops) + 7)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories)
+def test_coverage_laws(history):
+    ops, gaps = history
+    store = _run(ops, gaps)
+    cov = mf.audit.recall_coverage(store)
+    receipts = store.table("recall_receipts").collect()
+    # per day: hits + receipts that returned nothing == receipts; the column sums to the rows
+    empty = (receipts.filter(pl.col("returned_ids").list.len() == 0)
+             .group_by(pl.col("at").dt.date().alias("day")).len())
+    daily = cov.daily.join(empty, on="day", how="left").with_columns(pl.col("len").fill_null(0))
+    assert (daily["hits"] + daily["len"] == daily["receipts"]).all()
+    assert int(cov.daily["receipts"].sum()) == receipts.height
+    misses = store.table("recall_misses").collect()
+    assert int(cov.daily["misses"].sum()) == misses.height
+    assert (cov.daily["misses"] == cov.daily["abstain"] + cov.daily["missing_evidence"]).all()
+    if cov.daily.height:  # quiet days included: one row per day, no gap
+        days = cov.daily["day"].to_list()
+        assert days == [days[0] + dt.timedelta(days=i) for i in range(len(days))]
+    # never recalled = live minus any id in recalls or in a receipt's returned ids
+    state = store.capsule_state().collect()
+    live = set(state.filter(pl.col("status") == "live")["id"])
+    named = set(store.table("recalls").collect()["capsule_id"]) | {
+        i for ids in receipts["returned_ids"].to_list() for i in ids}
+    assert set(cov.never_recalled["id"]) == live - named
+    assert cov.never_recalled.height == len(live - named)
+    # answers count every (folded term, returned id) pair of the receipts
+    pairs = sum(len(set(t.lower() for t in terms)) * len(ids) for terms, ids in
+                zip(receipts["terms"].to_list(), receipts["returned_ids"].to_list(), strict=True))
+    assert int(cov.answers["answers"].sum()) == pairs
+    # the life of a miss: one row per term, repeats sum to the misses, resolution after
+    life = mf.audit.recall_misses(store, progress=False).lifecycle
+    assert life.height == misses["term"].n_unique()
+    assert int(life["repeats"].sum()) == misses.height
+    resolved = life.filter(pl.col("resolved_at").is_not_null())
+    assert (resolved["resolved_at"] > resolved["first_miss"]).all()
+    assert (resolved["resolved_at"] > resolved["last_miss"]).all()
+    for row in resolved.iter_rows(named=True):  # the receipt named answered the term
+        if row["resolution"] == "receipt":
+            r = receipts.filter(pl.col("id") == row["resolved_by"]).row(0, named=True)
+            assert row["term"] in {t.lower() for t in r["terms"]} and r["returned_ids"]
+
+
+def test_a_receipt_resolves_a_miss_and_an_open_miss_stays_open(tmp_path):
+    days = iter(T0 + dt.timedelta(days=d) for d in range(30))
+    store = mf.Store.create(tmp_path / "s", clock=lambda: next(days))
+    a = store.ingest({"content": "blue slot rollback", "source": "s", "anchor": "a"})[0]
+    for _ in range(3):
+        store.record_miss(["Rollback"], "abstain")
+    store.record_miss(["canary"], "missing_evidence")
+    store.record_recall([a], terms=["rollback"])
+    audit = mf.audit.recall_misses(store, progress=False)
+    row = audit.lifecycle.filter(pl.col("term") == "rollback").row(0, named=True)
+    assert (row["repeats"], row["resolved_by"], row["resolution"]) == (3, "rcpt-1", "receipt")
+    assert row["time_to_resolution"] == dt.timedelta(days=4)
+    assert audit.open_misses()["term"].to_list() == ["canary"]
+    assert audit.resolution_times().filter(pl.col("bucket") == "< 7 days")["terms"].item() == 1
+
+
+def test_receipts_survive_an_erasure_and_the_digest_ignores_the_new_tables(tmp_path):
+    def build(path, extra: bool) -> mf.Store:
+        days = iter(T0 + dt.timedelta(hours=h) for h in range(50))
+        store = mf.Store.create(path, clock=lambda: next(days))
+        rows = [{"content": f"fact {i}", "source": "s", "anchor": str(i)} for i in range(3)]
+        if extra:
+            rows[0]["event_at"] = "2026-01-01T00:00:00Z"
+            rows[1] |= {"event_from": "2026-01-01T00:00:00Z", "event_to": "2026-03-01T00:00:00Z"}
+        a, b, _ = store.ingest(rows)
+        store.record_recall([a, b], **({"terms": ["fact"]} if extra else {}))
+        store.record_recall([], **({"terms": ["nothing"]} if extra else {}))
+        store.forget(a, mode="purge", reason="gone")
+        return store
+
+    with_tables = build(tmp_path / "with", True)
+    without = build(tmp_path / "without", False)
+    assert with_tables.table("recall_receipts").collect().height == 2
+    assert with_tables.table("recall_receipts").collect()["returned_ids"].to_list()[0] == [
+        "cap-1", "cap-2"]  # the purge leaves the receipt as it was
+    assert mf.digest(with_tables).to_json() == mf.digest(without).to_json()
