@@ -2,7 +2,7 @@
 
 `DigestMachine` plays random sessions through the public API: ingests (threads, handoffs,
 imported and expiring rows, late ``created_at``), relations of every kind, forgets of every
-mode, recalls, misses, lane overrides, kinds and tiers, review verdicts in any order, pins
+mode, recalls (with and without a receipt), misses, lane overrides, kinds and tiers, review verdicts in any order, pins
 and unpins, session brackets, git scans, transactions of several verbs, compaction,
 vacuum, the cycle, the rebuild, and clock ticks past the archive (180 days) and stale
 (14 days) windows. After **every** step it checks, for several ``(headlines,
@@ -89,6 +89,9 @@ capsule_spec = st.fixed_dictionaries({
     "expires": st.booleans(),
     "imported": st.booleans(),
     "conversation": st.sampled_from([None, "c0", "c1"]),
+    # nMEMORY 0.3.0's side tables: the digest reads none of them
+    "evidence": st.sampled_from([None, "observed", "unverified"]),
+    "event": st.booleans(),
 })
 ref = st.integers(0, 10_000)
 
@@ -195,6 +198,10 @@ class DigestMachine(RuleBasedStateMachine):
             row.update(authority_class="externally-imported", instruction_taint=True)
         if spec["conversation"]:
             row["conversation_id"] = spec["conversation"]
+        if spec["evidence"]:
+            row["evidence_state"] = spec["evidence"]
+        if spec["event"]:
+            row["event_at"] = created
         return row
 
     def _do(self, verb: str, args: tuple) -> None:
@@ -207,7 +214,8 @@ class DigestMachine(RuleBasedStateMachine):
         elif verb == "forget":
             s.forget(self.cap(args[0]), mode=args[1])
         elif verb == "recall":
-            s.record_recall([self.cap(i) for i in args[0]])
+            s.record_recall([self.cap(i) for i in args[0]], terms=args[1] if len(args) > 1
+                            else None)
         elif verb == "classify":
             s.classify(self.cap(args[0]), kind=args[1], tier=args[2])
         elif verb == "review":
@@ -238,10 +246,11 @@ class DigestMachine(RuleBasedStateMachine):
         except REFUSED:
             pass
 
-    @rule(refs=st.lists(ref, min_size=1, max_size=3))
-    def recall(self, refs: list[int]) -> None:
+    @rule(refs=st.lists(ref, min_size=1, max_size=3),
+          terms=st.sampled_from([None, ["sqlite"], ["retrieval", "schema"]]))
+    def recall(self, refs: list[int], terms: list[str] | None) -> None:
         try:
-            self._do("recall", (refs,))
+            self._do("recall", (refs, terms))
         except REFUSED:
             pass
 
