@@ -26,7 +26,7 @@ def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
 
 def import_ray(*, data: bool = False) -> Any:
     """The ``ray`` module (with ``ray.data`` when asked), or a teaching error (Ray is
-    optional: ``pip install "memframe-store[ray]"``)."""
+    optional: ``pip install "ray[data]>=2.30"``, or ``pip install -e ".[ray]"`` from a checkout)."""
     try:
         import ray
 
@@ -35,7 +35,8 @@ def import_ray(*, data: bool = False) -> Any:
     except ImportError as exc:
         raise MemframeError(
             f'the Ray engine needs Ray, which is not installed ({exc}); install it with '
-            f'pip install "memframe-store[ray]", or use the local engine'
+            f'python3 -m pip install "ray[data]>=2.30" (or, from the checkout\'s root, '
+            f'python3 -m pip install -e ".[ray]"), or use the local engine'
         ) from None
     return ray
 
