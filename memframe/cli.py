@@ -673,7 +673,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def _cmd_delta_sync(args: argparse.Namespace) -> int:
-    report = _open(args.store).sync_delta_logs()
+    report = _open(args.store).sync_delta_logs(rebuild=args.rebuild)
     written = sum(report["versions"].values())
     lines = [f"delta sync: {args.store} keeps Delta logs, mirrored through generation "
              f"{report['generation']:,}; wrote {written:,} Delta version(s)"]
@@ -900,6 +900,9 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p, required=True)
     _format_arg(p, ("text", "json"))
     _quiet_arg(p)
+    p.add_argument("--rebuild", action="store_true",
+                   help="discard every table's Delta log and start them again at the newest "
+                        "generation (recovers logs ahead of _log/ or damaged by hand)")
     p.set_defaults(func=_cmd_delta_sync)
     p = _sub(delta_sub, "status", "whether the Delta logs are kept and how far they reach")
     _store_arg(p, required=True)

@@ -21,6 +21,8 @@ import math
 import os
 import re
 import secrets
+import shlex
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -141,8 +143,9 @@ def entry_problem(entry: Any, generation: int) -> str | None:
     if not isinstance(stamp, str) or not _STAMP_RE.match(stamp):
         return (f"field timestamp is {stamp!r:.40}; a commit stamp is UTC text such as "
                 f"2026-07-23T12:00:00.000000Z")
-    if "erases" in entry and not isinstance(entry["erases"], bool):
-        return f"field erases is {entry['erases']!r:.40}, not true or false"
+    for flag in ("erases", "compaction"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            return f"field {flag} is {entry[flag]!r:.40}, not true or false"
     if "operation" in entry and not isinstance(entry["operation"], str):
         return f"field operation is {entry['operation']!r:.40}, not text"
     if "verbs" in entry and not (isinstance(entry["verbs"], list)
@@ -616,7 +619,15 @@ class Log:
     # vacuum holds it exclusively while it deletes. So vacuum never removes the files of a
     # commit in flight, and a writer that died releases it with its process.
     def _lock_fd(self) -> int:
-        return os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.log_dir / LOCK_FILE
+        check_no_link(self.root, self.log_dir)
+        try:
+            # O_NOFOLLOW: a planted link never makes memframe create or open a file elsewhere
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CorruptStoreError(link_message(path, self.root)) from None
+            raise
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -702,6 +713,35 @@ class Lifetimes:
         return first
 
 
+def link_message(path: Path, root: Path) -> str:
+    """The teaching text for a symbolic link found where memframe writes."""
+    return (f"{path} is a symbolic link; memframe never writes through a link (it could "
+            f"lead into another store or anywhere writable), so nothing was written. Remove "
+            f"the link (`rm {shlex.quote(str(path))}`): memframe makes the file or directory "
+            f"again itself (for a table's _delta_log, run `memframe delta sync --rebuild "
+            f"{shlex.quote(str(root))}` afterwards)")
+
+
+def check_no_link(root: Path, path: Path) -> None:
+    """Refuse to write at ``path`` (inside ``root``) when it, or a directory between the
+    store root and it, is a symbolic link (`CorruptStoreError` naming it and the fix).
+    The store root itself may be a link: the user chose it."""
+    try:
+        rel = Path(path).relative_to(root)
+    except ValueError:
+        raise CorruptStoreError(f"{path} is outside the store {root}; nothing was written"
+                                ) from None
+    here = Path(root)
+    for name in rel.parts:
+        here = here / name
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return  # made by memframe below this point (mkdir does not follow links)
+        if stat.S_ISLNK(st.st_mode):
+            raise CorruptStoreError(link_message(here, root))
+
+
 def _remove_empty_tree(path: Path) -> None:
     """Remove directories that hold nothing but empty directories (never a file)."""
     for dirpath, _dirs, _files in os.walk(path, topdown=False, followlinks=False):
@@ -723,6 +763,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def _write_file(path: Path, data: bytes, *, fsync: bool) -> None:
+    # "x" is O_CREAT | O_EXCL: a link planted at the name fails the open, never followed
     with open(path, "xb") as fh:
         fh.write(data)
         if fsync:

@@ -704,10 +704,14 @@ class Store(StoreView):
                     "watermarks": marks,
                     "erases": commit.erases,  # vacuum never keeps erased bytes for time travel
                 }
+                if commit.compaction:  # what the commit did, never its operation name
+                    entry["compaction"] = True
                 why = log_module.entry_problem(entry, generation)
                 if why is not None:  # never link what every later open would refuse
                     raise InvalidInputError(f"{op} staged a generation the log would refuse "
                                             f"({why}); nothing was written")
+                # a generation number a Delta log already mirrors is never linked again
+                self._delta.before_link(generation)
                 won = self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
@@ -895,7 +899,7 @@ class Store(StoreView):
             tx.land()
 
     # -- Delta Lake ----------------------------------------------------------------------
-    def sync_delta_logs(self) -> dict[str, Any]:
+    def sync_delta_logs(self, *, rebuild: bool = False) -> dict[str, Any]:
         """Keep every canonical table readable as a Delta Lake table, and catch up now.
 
         The first call on a store starts its Delta logs: version 0 of each table
@@ -919,11 +923,19 @@ class Store(StoreView):
             >>> _ = store.ingest({"content": "y", "source": "s", "anchor": "b"})
             >>> store.delta_logs_status()["tables"]["capsules"]
             {'version': 1, 'generation': 2}
+
+        With ``rebuild=True`` (``memframe delta sync --rebuild``) every table's Delta log
+        is discarded and started again at the newest generation: the recovery when the
+        Delta logs are ahead of ``_log/`` (`DeltaLogsAheadError`), hold a file that is not
+        a Delta commit, or a ``_delta_log`` was planted as a link. It holds the commit
+        lock exclusively, waiting up to 30 s for commits in flight.
         """
-        with self._lock, log_module.storage_errors(self.path, "writing Delta logs"), \
-                self._log.writing():
+        if not isinstance(rebuild, bool):
+            raise InvalidInputError(f"rebuild is True or False; got {rebuild!r:.40}")
+        lock = self._log.exclusive(30.0) if rebuild else self._log.writing()
+        with self._lock, log_module.storage_errors(self.path, "writing Delta logs"), lock:
             snap = self._refresh()
-            report = self._delta.enable(snap)
+            report = self._delta.rebuild(snap) if rebuild else self._delta.enable(snap)
             return {**report, "tables": self._delta.status(snap.generation)["tables"]}
 
     def delta_logs_status(self) -> dict[str, Any]:
@@ -1166,6 +1178,9 @@ class _StaleSnapshot(ConcurrentCommitError):
 def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
     """memframe's own partition and temporary files under a store (no symlink followed)."""
     dirs = [root / name for name in S.CANONICAL_TABLES]
+    # a Delta version or checkpoint a crash left half written (only its temporary files)
+    dirs += [root / name / "_delta_log" for name in S.CANONICAL_TABLES
+             if not (root / name).is_symlink()]
     for top in ("projections", "derived"):
         base = root / top
         if base.is_dir() and not base.is_symlink():

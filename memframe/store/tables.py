@@ -19,7 +19,7 @@ import polars as pl
 
 from memframe.errors import CorruptStoreError, GenerationNotFoundError
 from memframe.store.footer import Footer, read_footer
-from memframe.store.log import Part, parse_json
+from memframe.store.log import Part, check_no_link, parse_json
 
 # Free text never goes into row-group statistics: a min/max in a file footer would
 # outlive the erasure of the row it came from.
@@ -62,6 +62,7 @@ def write_part(
 ) -> Part:
     """Write ``frame`` as one immutable Parquet file; return its log entry."""
     path = root / relpath
+    check_no_link(root, path.parent)  # a table directory planted as a link is refused
     path.parent.mkdir(parents=True, exist_ok=True)
     table = frame.to_arrow()
     stats = [name for name in table.column_names if name not in _NO_STATISTICS]
