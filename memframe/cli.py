@@ -20,6 +20,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -551,7 +552,8 @@ def _synth_target(out: str) -> None:
         if (target / MARKER).is_file():
             raise _UsageError(
                 f"{target} already holds a store (perhaps from an interrupted synth); "
-                f"memframe synth writes a new store: remove it first (rm -r {target}) or "
+                f"memframe synth writes a new store: remove it first "
+                f"(rm -r -- {shlex.quote(str(target))}) or "
                 f"name a new directory")
         raise _UsageError(f"{target} already holds files; memframe synth writes a new store "
                           f"into a new or empty directory")

@@ -57,6 +57,11 @@ class DeltaLogsAheadError(CorruptStoreError):
     file lost from ``_log/``): refused until ``memframe delta sync --rebuild``."""
 
 
+class DamagedDerivedError(CorruptStoreError):
+    """A derived file (a projection, the digest's kept state) cannot be read; the rebuild
+    writes it again from the canonical tables, and the cycle does so by itself."""
+
+
 class ReadOnlyStoreError(StoreError):
     """A write verb was called on a frozen view (`store.at(g)` / `store.as_of(t)`)."""
 

@@ -50,6 +50,9 @@ DEFAULT_RETENTION_HOURS = 168.0
 # the call again on the newer generation (`Store.read`, `Store.commit`); when the pinned
 # generation is still the newest, the file is really missing and the error stands.
 _VANISHED = (GenerationNotFoundError, CorruptStoreError, FileNotFoundError)
+# what a read of a damaged file raises from below memframe (a torn Parquet file, an OS
+# error): explained by `Store.explain_fault` as the file and the fix
+_READ_FAULTS = (pl.exceptions.ComputeError, OSError)
 
 
 def _system_clock() -> datetime.datetime:
@@ -459,11 +462,23 @@ class Store(StoreView):
             view = self.pinned()
             try:
                 return fn(view)
-            except _VANISHED:
+            except _VANISHED + _READ_FAULTS as exc:
                 if not self._moved_past(view.generation):
-                    raise
+                    found = self.explain_fault(exc, view.snapshot)
+                    if found is exc:
+                        raise
+                    raise found from exc
                 self._backoff(attempt)
         return fn(self.pinned())
+
+    def explain_fault(self, exc: BaseException, snap: Snapshot) -> BaseException:
+        """What to raise for a read that failed on the newest generation ``snap``: the
+        teaching error naming the first file of it that cannot be read (and the fix), or
+        ``exc`` itself when every file is whole (its own meaning stands)."""
+        if isinstance(exc, InvalidInputError):
+            return exc  # the caller's input, not a file
+        found = tables.diagnose(self._log.root, snap.tables)
+        return exc if found is None else found
 
     def _moved_past(self, generation: int) -> bool:
         """Whether a newer generation than ``generation`` has landed (so a file the older
@@ -503,6 +518,14 @@ class Store(StoreView):
 
     def readable(self) -> bool:
         return self.pinned().readable()
+
+    def damaged_derived(self) -> CorruptStoreError | None:
+        """The teaching error of the first derived file (projection, kept digest state) of
+        the newest generation that cannot be read, or None when all are whole: what the
+        cycle checks before it runs, to write them again (a few bytes read per file)."""
+        snap = self._refresh()
+        return tables.diagnose(self._log.root, {t: p for t, p in snap.tables.items()
+                                                if derived.is_derived(t)})
 
     def capsule_state(self) -> pl.LazyFrame:
         return self.read(lambda v: v.capsule_state())
@@ -568,9 +591,12 @@ class Store(StoreView):
                 except _StaleSnapshot:
                     self._backoff(attempt)
                     continue
-                except _VANISHED:
+                except _VANISHED + _READ_FAULTS as exc:
                     if not self._moved_past(snap.generation):
-                        raise
+                        found = self.explain_fault(exc, snap)
+                        if found is exc:
+                            raise
+                        raise found from exc
                     self._backoff(attempt)  # read a file a vacuum removed: run on the newer
                     continue
                 except UnicodeEncodeError as exc:
