@@ -46,6 +46,11 @@ LOG_DIR = "_log"
 CHECKPOINT_EVERY = 100
 
 LOCK_FILE = ".lock"
+#: the fairness ticket: held exclusively (flock) by one writer whose commit keeps losing
+#: the race (or by vacuum); every other commit waits at it, for a bound, before it starts
+PENDING_FILE = ".pending"
+#: how long a commit waits behind another writer's ticket before it goes ahead anyway
+TICKET_WAIT_SECONDS = 5.0
 
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
@@ -605,7 +610,7 @@ class Log:
                 _remove_empty_tree(Path(entry.path))
         (self.root / MARKER).unlink(missing_ok=True)
         for entry in os.scandir(self.log_dir):
-            if entry.name == LOCK_FILE or TEMP_NAME_RE.match(entry.name):
+            if entry.name in (LOCK_FILE, PENDING_FILE) or TEMP_NAME_RE.match(entry.name):
                 os.unlink(entry.path)
         with contextlib.suppress(OSError):
             self.log_dir.rmdir()
@@ -657,6 +662,58 @@ class Log:
                         ) from None
                     time.sleep(0.01)
             yield
+        finally:
+            os.close(fd)
+
+    # -- the fairness ticket (SQLite's PENDING lock, for optimistic commits) ---------------
+    # A writer that keeps losing the race for the next generation takes the ticket; every
+    # other commit waits behind it before starting an attempt, for at most
+    # TICKET_WAIT_SECONDS, so the holder's next attempt lands. A holder that dies releases
+    # it with its process (flock), and a store with no ticket file pays one failed open.
+    def take_ticket(self, wait_seconds: float = 0.0) -> int | None:
+        """The ticket's descriptor (held until `release_ticket`), or None when another
+        writer holds it past ``wait_seconds`` or the store cannot be written."""
+        path = self.log_dir / PENDING_FILE
+        try:
+            check_no_link(self.root, self.log_dir)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except (OSError, CorruptStoreError):
+            return None  # a read-only store, a planted link: commits go on without tickets
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.002)
+
+    @staticmethod
+    def release_ticket(fd: int | None) -> None:
+        if fd is not None:
+            os.close(fd)  # closing releases the flock
+
+    def wait_for_ticket(self, wait_seconds: float | None = None) -> None:
+        """Wait (at most ``wait_seconds``, default `TICKET_WAIT_SECONDS`) while another
+        writer holds the ticket."""
+        if wait_seconds is None:
+            wait_seconds = TICKET_WAIT_SECONDS
+        try:
+            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return  # no ticket was ever taken here (or it is no file of ours): no wait
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.001)
         finally:
             os.close(fd)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import io
 import os
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime.datetime]
 
 _MAX_ATTEMPTS = 200
+#: a commit that lost this many races takes the fairness ticket (`Log.take_ticket`)
+_TICKET_AFTER = 2
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
 #: vacuum's default retention: time travel keeps working for the last seven days
@@ -534,14 +537,25 @@ class Store(StoreView):
         return self.pinned()._summary_rows()
 
     # -- committing -----------------------------------------------------------------------
-    def _new_commit(self, snap: Snapshot) -> capture.Commit:
+    def _new_commit(self, snap: Snapshot,
+                    cache: dict[str, pl.DataFrame] | None = None) -> capture.Commit:
         self._indexes.refresh(snap)
+
+        def read_part(part: Part) -> pl.DataFrame:
+            # partitions are immutable: a retry of the same commit reads each one once
+            if cache is not None and part.path in cache:
+                return cache[part.path]
+            frame = self._read_pinned_part(snap, part)
+            if cache is not None:
+                cache[part.path] = frame
+            return frame
+
         return capture.Commit(
             snap,
             self._indexes,
             now=_checked_now(self._clock),
             actor=self._actor,
-            read_part=lambda part: self._read_pinned_part(snap, part),
+            read_part=read_part,
             view=lambda: StoreView(self._log, snap, self._clock),
         )
 
@@ -582,10 +596,33 @@ class Store(StoreView):
             raise InvalidInputError("commit(fn, operation=...) needs a non-blank operation name")
         if self._tx is not None:
             return self._tx.run(fn)
+        # Fair commits. A writer that loses the race re-runs ``fn`` on the newer generation
+        # (its reads of unchanged partitions come from ``cache``) and rebases what it
+        # staged: a file it wrote for a lost attempt whose rows come out the same (a
+        # rewrite of partitions the winners did not touch) is linked as it is, so a retry
+        # costs a small commit's time, not the rewrite's. Only a true conflict (the
+        # winners replaced what it read) writes again; after _TICKET_AFTER losses it takes
+        # the fairness ticket, and new commits wait behind it (bounded).
+        cache: dict[str, pl.DataFrame] = {}
+        kept: list[_Kept] = []
         with self._lock:
+            try:
+                return self._commit_fairly(fn, operation, cache, kept)
+            finally:
+                for k in kept:  # files of lost attempts no generation names
+                    k.path.unlink(missing_ok=True)
+
+    def _commit_fairly(self, fn: Callable[[capture.Commit], Any], operation: str,
+                       cache: dict[str, pl.DataFrame], kept: list[_Kept]) -> Any:
+        ticket: int | None = None
+        try:
             for attempt in range(_MAX_ATTEMPTS):
+                if attempt == _TICKET_AFTER:
+                    ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
+                if ticket is None:
+                    self._log.wait_for_ticket()  # another writer's turn first (bounded)
                 snap = self._refresh()
-                commit = self._new_commit(snap)
+                commit = self._new_commit(snap, cache)
                 try:
                     result = fn(commit)
                 except _StaleSnapshot:
@@ -603,19 +640,21 @@ class Store(StoreView):
                     raise _not_unicode(exc) from None
                 if commit.empty:
                     return result
-                if self._land(commit, operation):
+                if self._land(commit, operation, kept):
                     return result
                 self._backoff(attempt)
             raise ConcurrentCommitError(
                 f"gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing first; "
                 f"retry later or serialise the writers"
             )
+        finally:
+            self._log.release_ticket(ticket)
 
     @staticmethod
     def _backoff(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
 
-    def _land(self, commit: capture.Commit, op: str) -> bool:
+    def _land(self, commit: capture.Commit, op: str, kept: list[_Kept] | None = None) -> bool:
         """Write the commit's partitions and link its generation; False if another won.
 
         The files are written and made durable (file and directory fsync) before the
@@ -637,17 +676,27 @@ class Store(StoreView):
                 if staged_rows >= _PARALLEL_WRITE_ROWS else None)
         pending: list[concurrent.futures.Future[None]] = []
         counter = iter(range(1 << 30))
+        reused: list[_Kept] = []
+        fresh: list[_Kept] = []
 
         def put(table: str, frame: pl.DataFrame, *, validate: bool = False, **kwargs: Any
                 ) -> None:
             n = next(counter)
+            same = _reusable(kept, reused, table, frame, kwargs)
+            if same is not None:  # rebased: the file a lost attempt wrote holds these rows
+                reused.append(same)
+                adds.append((n, dict(same.add)))
+                return
             rel = tables.part_path(table, generation, n)
             written.append(root / rel)
 
             def write() -> None:
                 checked = S.validate_frame(table, frame) if validate else frame
                 part = tables.write_part(root, rel, checked, **kwargs)
-                adds.append((n, {"table": table, **part.to_json()}))
+                add = {"table": table, **part.to_json()}
+                adds.append((n, add))
+                if kept is not None:
+                    fresh.append(_Kept(root / rel, table, frame, dict(kwargs), add))
 
             if pool is None:
                 write()
@@ -747,9 +796,17 @@ class Store(StoreView):
                     path.unlink(missing_ok=True)
                 raise
             if not won:
-                for path in written:
-                    path.unlink(missing_ok=True)
+                if kept is None:
+                    for path in written:
+                        path.unlink(missing_ok=True)
+                else:  # kept for the next attempt: linked as they are if it stages the same
+                    kept.extend(fresh)
                 return False
+            if kept is not None:  # files of lost attempts this one did not link
+                for k in kept:
+                    if not any(k is r for r in reused):
+                        k.path.unlink(missing_ok=True)
+                kept.clear()
             self._snap = snap.apply(entry)
             # Delta versions only after the generation landed, still under the shared lock
             # so a vacuum never prunes a Delta log while this writer extends it
@@ -1033,7 +1090,8 @@ class Store(StoreView):
         # a dry run removes nothing: on a store it may not write (a read-only mount) it
         # reads without the lock
         lock = (contextlib.nullcontext() if dry_run and not os.access(lock_file, os.W_OK)
-                else self._log.exclusive(wait_seconds))
+                else self._log.exclusive(wait_seconds) if dry_run
+                else self._ticketed_exclusive(wait_seconds))
         with self._lock, log_module.storage_errors(self.path, "vacuum"), lock:
             snap = self._refresh()
             history = self._log.lifetimes(snap.generation)
@@ -1090,6 +1148,18 @@ class Store(StoreView):
                 "dry_run": dry_run,
             }
 
+    @contextlib.contextmanager
+    def _ticketed_exclusive(self, wait_seconds: float) -> Iterator[None]:
+        """The commit lock held exclusively, taken behind the fairness ticket: new commits
+        wait at the ticket while the ones in flight finish, so a stream of small commits
+        cannot keep the lock shared for ever."""
+        ticket = self._log.take_ticket(min(wait_seconds, log_module.TICKET_WAIT_SECONDS))
+        try:
+            with self._log.exclusive(wait_seconds):
+                yield
+        finally:
+            self._log.release_ticket(ticket)
+
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
         """Merge runs of small partitions of a table into one, changing no row.
 
@@ -1122,7 +1192,7 @@ class Store(StoreView):
                         run.append(part)
                         continue
                     if len(run) > 1:
-                        frame = pl.concat([self._read_pinned_part(w.snapshot, p) for p in run])
+                        frame = pl.concat([w._read_part(p) for p in run])
                         w.replace_parts(name, run, frame)
                         merged[name] = merged.get(name, 0) + len(run)
                     run = []
@@ -1187,6 +1257,32 @@ def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:
         f"a lone surrogate usually comes from decoding bytes with errors='surrogateescape': "
         f"decode as UTF-8 with errors='replace', or drop the character. Nothing was written"
     )
+
+
+@dataclasses.dataclass(eq=False)
+class _Kept:
+    """A partition file a lost attempt wrote: linked by a later attempt of the same commit
+    that stages the very same rows for the same table (a rebase), else removed."""
+
+    path: Path
+    table: str
+    frame: pl.DataFrame
+    kwargs: dict[str, Any]
+    add: dict[str, Any]
+
+
+def _reusable(kept: list[_Kept] | None, reused: list[_Kept], table: str, frame: pl.DataFrame,
+              kwargs: dict[str, Any]) -> _Kept | None:
+    """A kept file holding exactly ``frame`` for ``table`` (still there: the caller holds
+    the shared commit lock, so no vacuum removes it before the link), or None."""
+    if not kept:
+        return None
+    for k in kept:
+        if (k.table == table and k.kwargs == kwargs and not any(k is r for r in reused)
+                and k.frame.height == frame.height and k.frame.schema == frame.schema
+                and k.path.exists() and k.frame.equals(frame)):
+            return k
+    return None
 
 
 class _StaleSnapshot(ConcurrentCommitError):
