@@ -690,6 +690,27 @@ class Log:
                     return None
                 time.sleep(0.002)
 
+    def drain(self, wait_seconds: float) -> None:
+        """Wait (at most ``wait_seconds``) until no commit holds the commit lock: the ones
+        that passed the ticket before it was taken land first, so the holder's next
+        attempt does not lose to them."""
+        try:
+            fd = self._lock_fd()
+        except (OSError, CorruptStoreError):
+            return
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.001)
+        finally:
+            os.close(fd)  # releases it at once
+
     @staticmethod
     def release_ticket(fd: int | None) -> None:
         if fd is not None:

@@ -619,6 +619,8 @@ class Store(StoreView):
             for attempt in range(_MAX_ATTEMPTS):
                 if attempt == _TICKET_AFTER:
                     ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
+                    if ticket is not None:  # commits that passed before it land first
+                        self._log.drain(1.0)
                 if ticket is None:
                     self._log.wait_for_ticket()  # another writer's turn first (bounded)
                 snap = self._refresh()
