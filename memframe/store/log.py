@@ -690,6 +690,20 @@ class Log:
                     return None
                 time.sleep(0.002)
 
+    def ticket_taken(self) -> bool:
+        """Whether another writer holds the ticket now (no wait)."""
+        try:
+            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
     def drain(self, wait_seconds: float) -> None:
         """Wait (at most ``wait_seconds``) until no commit holds the commit lock: the ones
         that passed the ticket before it was taken land first, so the holder's next

@@ -382,6 +382,7 @@ class Store(StoreView):
         self._indexes = Indexes(log.root)
         self._lock = threading.RLock()
         self._tx: _Transaction | None = None
+        self._deferred = False  # the last _land stood aside for another writer's ticket
         self._delta = DeltaLogs(log)
         super().__init__(log, log.snapshot(), self._clock)
 
@@ -615,6 +616,7 @@ class Store(StoreView):
     def _commit_fairly(self, fn: Callable[[capture.Commit], Any], operation: str,
                        cache: dict[str, pl.DataFrame], kept: list[_Kept]) -> Any:
         ticket: int | None = None
+        deferred = False  # this commit stood aside for a ticket once (never more)
         try:
             for attempt in range(_MAX_ATTEMPTS):
                 if attempt == _TICKET_AFTER:
@@ -642,8 +644,10 @@ class Store(StoreView):
                     raise _not_unicode(exc) from None
                 if commit.empty:
                     return result
-                if self._land(commit, operation, kept):
+                defer = ticket is None and not deferred
+                if self._land(commit, operation, kept, defer=defer):
                     return result
+                deferred = deferred or (defer and self._deferred)
                 self._backoff(attempt)
             raise ConcurrentCommitError(
                 f"gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing first; "
@@ -656,7 +660,8 @@ class Store(StoreView):
     def _backoff(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
 
-    def _land(self, commit: capture.Commit, op: str, kept: list[_Kept] | None = None) -> bool:
+    def _land(self, commit: capture.Commit, op: str, kept: list[_Kept] | None = None, *,
+              defer: bool = False) -> bool:
         """Write the commit's partitions and link its generation; False if another won.
 
         The files are written and made durable (file and directory fsync) before the
@@ -664,6 +669,7 @@ class Store(StoreView):
         never remove them in between: a generation never names a missing file.
         """
         snap = commit.snapshot
+        self._deferred = False
         if commit.erased and not _stage_erased_text(self._log.root, commit):
             return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
@@ -789,7 +795,10 @@ class Store(StoreView):
                                             f"({why}); nothing was written")
                 # a generation number a Delta log already mirrors is never linked again
                 self._delta.before_link(generation)
-                won = self._log.try_commit(entry)
+                # a writer that took the ticket while this one staged goes first: this
+                # attempt stands aside (its files kept for the rebase), once per commit
+                self._deferred = defer and self._log.ticket_taken()
+                won = not self._deferred and self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
                     concurrent.futures.wait(pending)

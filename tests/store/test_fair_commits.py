@@ -129,3 +129,22 @@ def test_a_writer_that_keeps_losing_takes_the_ticket(tmp_path, monkeypatch):
 
     store.commit(compact_like, operation="forget")
     assert calls[0] == 4 and len(taken) == 1 and taken[0] is not None
+
+
+def test_a_commit_stands_aside_once_for_a_ticket_taken_while_it_staged(tmp_path):
+    store = _store(tmp_path)
+    holder = mf.Store.open(tmp_path / "s")
+    calls = [0]
+    tickets: list[int | None] = []
+
+    def ingest(w):
+        calls[0] += 1
+        if calls[0] == 1:  # a rewrite that kept losing takes the ticket now
+            tickets.append(holder._log.take_ticket())
+            threading.Timer(0.3, log_module.Log.release_ticket, [tickets[0]]).start()
+        return w.ingest({"content": "late", "source": "s", "anchor": "l"})
+
+    t0 = time.perf_counter()
+    assert store.commit(ingest, operation="ingest") == ["cap-51"]
+    assert calls[0] == 2 and tickets[0] is not None
+    assert time.perf_counter() - t0 >= 0.25  # it waited behind the ticket, then landed
