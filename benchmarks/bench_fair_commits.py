@@ -34,6 +34,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +172,7 @@ def _worker(args: argparse.Namespace) -> None:
         n = sum(1 for s in stamps if any(a <= s <= b for a, b in spans))
         return n / total if total else float("nan")
 
+    shutil.rmtree(base, ignore_errors=True)
     print(json.dumps({"idle": idle, "loaded": loaded, "failures": failures, "tries": tries,
                       "quiet_rate": rate([quiet]), "busy_rate": rate(busy),
                       "writer_errors": errors, "commits": len(stamps)}))
