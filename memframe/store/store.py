@@ -42,8 +42,11 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime.datetime]
 
 _MAX_ATTEMPTS = 200
-#: a commit that lost this many races takes the fairness ticket (`Log.take_ticket`)
+#: a commit that rewrites files (or derived state) and lost this many races takes the
+#: fairness ticket (`Log.take_ticket`); a commit that only appends, after _APPEND_TICKET
+#: losses (its retry is cheap, and tickets for every small commit would form a convoy)
 _TICKET_AFTER = 2
+_APPEND_TICKET = 8
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
 #: vacuum's default retention: time travel keeps working for the last seven days
@@ -617,9 +620,11 @@ class Store(StoreView):
                        cache: dict[str, pl.DataFrame], kept: list[_Kept]) -> Any:
         ticket: int | None = None
         deferred = False  # this commit stood aside for a ticket once (never more)
+        rewrites = False  # the last attempt rewrote files or derived state (a true conflict)
         try:
             for attempt in range(_MAX_ATTEMPTS):
-                if attempt == _TICKET_AFTER:
+                if ticket is None and attempt >= _TICKET_AFTER and (
+                        rewrites or attempt >= _APPEND_TICKET):
                     ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
                     if ticket is not None:  # commits that passed before it land first
                         self._log.drain(1.0)
@@ -644,6 +649,7 @@ class Store(StoreView):
                     raise _not_unicode(exc) from None
                 if commit.empty:
                     return result
+                rewrites = bool(commit.rewrites or commit.derived or commit.erased)
                 defer = ticket is None and not deferred
                 if self._land(commit, operation, kept, defer=defer):
                     return result

@@ -148,3 +148,23 @@ def test_a_commit_stands_aside_once_for_a_ticket_taken_while_it_staged(tmp_path)
     assert store.commit(ingest, operation="ingest") == ["cap-51"]
     assert calls[0] == 2 and tickets[0] is not None
     assert time.perf_counter() - t0 >= 0.25  # it waited behind the ticket, then landed
+
+
+def test_an_append_that_loses_twice_takes_no_ticket(tmp_path, monkeypatch):
+    """Appends never conflict with each other's rows: their retry is cheap, and a ticket
+    for every small commit would queue them all behind each other."""
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    taken: list[object] = []
+    monkeypatch.setattr(log_module.Log, "take_ticket",
+                        lambda self, *a, **k: taken.append(1))
+    calls = [0]
+
+    def append(w):
+        calls[0] += 1
+        if calls[0] <= 3:
+            other.ingest({"content": f"a{calls[0]}", "source": "s", "anchor": "a"})
+        return w.ingest({"content": "mine", "source": "s", "anchor": "m"})
+
+    store.commit(append, operation="ingest")
+    assert calls[0] == 4 and taken == []
