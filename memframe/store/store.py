@@ -45,7 +45,7 @@ _MAX_ATTEMPTS = 200
 #: a commit that rewrites files (or derived state) and lost this many races takes the
 #: fairness ticket (`Log.take_ticket`); a commit that only appends, after _APPEND_TICKET
 #: losses (its retry is cheap, and tickets for every small commit would form a convoy)
-_TICKET_AFTER = 2
+_TICKET_AFTER = 1
 _APPEND_TICKET = 8
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
