@@ -119,6 +119,8 @@ def test_a_writer_that_keeps_losing_takes_the_ticket(tmp_path, monkeypatch):
         return fd
 
     monkeypatch.setattr(log_module.Log, "take_ticket", spy)
+    # the other handle, in this process, waits behind the ticket for the bound: keep it short
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
     calls = [0]
 
     def compact_like(w):
