@@ -20,6 +20,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -672,7 +673,8 @@ def _synth_target(out: str) -> None:
         if (target / MARKER).is_file():
             raise _UsageError(
                 f"{target} already holds a store (perhaps from an interrupted synth); "
-                f"memframe synth writes a new store: remove it first (rm -r {target}) or "
+                f"memframe synth writes a new store: remove it first "
+                f"(rm -r -- {shlex.quote(str(target))}) or "
                 f"name a new directory")
         raise _UsageError(f"{target} already holds files; memframe synth writes a new store "
                           f"into a new or empty directory")
@@ -830,7 +832,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def _cmd_delta_sync(args: argparse.Namespace) -> int:
-    report = _open(args.store).sync_delta_logs()
+    report = _open(args.store).sync_delta_logs(rebuild=args.rebuild)
     written = sum(report["versions"].values())
     lines = [f"delta sync: {args.store} keeps Delta logs, mirrored through generation "
              f"{report['generation']:,}; wrote {written:,} Delta version(s)"]
@@ -1105,6 +1107,9 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arg(p, required=True)
     _format_arg(p, ("text", "json"))
     _quiet_arg(p)
+    p.add_argument("--rebuild", action="store_true",
+                   help="discard every table's Delta log and start them again at the newest "
+                        "generation (recovers logs ahead of _log/ or damaged by hand)")
     p.set_defaults(func=_cmd_delta_sync)
     p = _sub(delta_sub, "status", "whether the Delta logs are kept and how far they reach")
     _store_arg(p, required=True)

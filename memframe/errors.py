@@ -53,6 +53,16 @@ class CorruptStoreError(StoreError):
     """A log or partition file that cannot be read as the format says."""
 
 
+class DeltaLogsAheadError(CorruptStoreError):
+    """The Delta logs mirror a generation the store's own log no longer has (a generation
+    file lost from ``_log/``): refused until ``memframe delta sync --rebuild``."""
+
+
+class DamagedDerivedError(CorruptStoreError):
+    """A derived file (a projection, the digest's kept state) cannot be read; the rebuild
+    writes it again from the canonical tables, and the cycle does so by itself."""
+
+
 class ReadOnlyStoreError(StoreError):
     """A write verb was called on a frozen view (`store.at(g)` / `store.as_of(t)`)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -428,7 +429,7 @@ def test_synth_on_a_taken_directory_says_what_to_do(tmp_path, capsys):
     partial = mf.Store.create(tmp_path / "partial")  # what an interrupted synth leaves
     assert main(["synth", str(partial.path)]) == 2
     err = capsys.readouterr().err
-    assert "interrupted synth" in err and f"rm -r {partial.path}" in err
+    assert "interrupted synth" in err and f"rm -r -- {shlex.quote(str(partial.path))}" in err
 
 
 def test_synth_ends_at_the_time_of_synthesis(tmp_path):

@@ -63,3 +63,17 @@ def test_a_ray_that_will_not_start_is_a_message(tmp_path, two_stores, capsys, mo
     err = capsys.readouterr().err
     assert "could not start or reach the Ray cluster at '127.0.0.1:1'" in err
     assert "ConnectionError" in err and "Traceback" not in err and "long details" not in err
+
+
+def test_synth_over_a_store_suggests_a_quoted_removal(tmp_path, capsys):
+    """issue 38: a path with a space and a lone ``~`` must not paste into ``rm -r ~``."""
+    import shlex
+
+    from memframe.cli import main as cli_main
+
+    target = tmp_path / "syn dir" / "x ~"
+    mf.Store.create(target).ingest({"content": "x", "source": "s", "anchor": "a"})
+    assert cli_main(["synth", str(target), "--capsules", "3", "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"rm -r -- {shlex.quote(str(target))}" in err
+    assert shlex.split(err.split("(rm -r -- ", 1)[1].split(")", 1)[0]) == [str(target)]

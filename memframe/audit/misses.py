@@ -34,7 +34,14 @@ import polars as pl
 from memframe._scalars import as_date
 from memframe.errors import InvalidInputError
 from memframe.schema import LANE_PAIRS, MISS_OUTCOMES
-from memframe.text import fold_expr, parse_instant, rfc3339, rfc3339_text
+from memframe.text import (
+    INSTANT_MAX,
+    INSTANT_MIN,
+    fold_expr,
+    parse_instant,
+    rfc3339,
+    rfc3339_text,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from memframe.audit.score import AliasScore
@@ -187,10 +194,17 @@ class AliasRules:
 # ---- window ------------------------------------------------------------------------------
 
 def _in_window(since: _dt.datetime | None, until: _dt.datetime | None) -> pl.Expr:
+    """The window [since, until) over ``at``. A bound beyond the instants a store can hold
+    (`INSTANT_MIN`..`INSTANT_MAX`, nanoseconds since 1970 in an int64) is no bound on that
+    side, or an empty window when it lies past the other side of that range."""
     expr = pl.lit(True)
-    if since is not None:
+    if since is not None and since > INSTANT_MAX:
+        return pl.lit(False)
+    if until is not None and until < INSTANT_MIN:
+        return pl.lit(False)
+    if since is not None and since >= INSTANT_MIN:
         expr = expr & (pl.col("at") >= pl.lit(since).cast(_TS))
-    if until is not None:
+    if until is not None and until <= INSTANT_MAX:
         expr = expr & (pl.col("at") < pl.lit(until).cast(_TS))
     return expr
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import random
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +20,12 @@ from memframe.digest.params import (
     validate_verify,
 )
 from memframe.digest.result import Digest
-from memframe.errors import InvalidInputError
+from memframe.errors import (
+    DamagedDerivedError,
+    DigestParameterError,
+    InvalidInputError,
+    MemframeError,
+)
 from memframe.store import Store, StoreView
 
 __all__ = ["digest", "digest_tables", "read_pinned", "Digest", "HEADLINES_DEFAULT"]
@@ -101,8 +108,7 @@ def digest(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
-    inputs = read_pinned(store, now, verify, fast=True, sections=(n, prefix))
-    body = assemble(inputs, n, prefix)
+    inputs, body = _read_and_assemble(store, now, verify, n, prefix)
     if inputs.warm is not None:  # the rows its top-N readers read
         inputs.rows_visited += inputs.warm.rows_visited
     kept_graph = inputs.globals.get("graph")
@@ -116,6 +122,41 @@ def digest(
         project_prefix=prefix,
         headlines=n,
     )
+
+
+#: how often a digest runs again on a newer generation when files it read were removed
+_AGAIN = 20
+
+
+def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int,
+                       prefix: str | None) -> tuple[DigestInputs, dict[str, Any]]:
+    """Read and assemble on one pinned generation. On a `Store`, a generation whose files
+    were removed while the digest read them (another handle erased or compacted, then
+    vacuumed) is left for the newer one, and the digest runs again there; a damaged
+    derived file (the digest's kept state) is answered from the canonical tables
+    (``verify="full"`` reads no derived state) while the next cycle writes it again."""
+    if not isinstance(store, Store):
+        inputs = read_pinned(store, now, verify, fast=True, sections=(n, prefix))
+        return inputs, assemble(inputs, n, prefix)
+    for attempt in range(_AGAIN + 1):
+        view = store.pinned()
+        try:
+            inputs = read_pinned(view, now, verify, fast=True, sections=(n, prefix))
+            return inputs, assemble(inputs, n, prefix)
+        except (InvalidInputError, DigestParameterError):
+            raise
+        except (MemframeError, OSError, pl.exceptions.ComputeError) as exc:
+            found = store.explain_fault(exc, view.snapshot)
+            if found is exc:
+                raise  # every file of the pinned generation is whole: the error stands
+            if attempt < _AGAIN and store.generation != view.generation:
+                time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                continue  # removed under it: run again on the newer generation
+            if isinstance(found, DamagedDerivedError) and verify != "full":
+                inputs = read_pinned(view, now, "full", fast=True, sections=(n, prefix))
+                return inputs, assemble(inputs, n, prefix)
+            raise found from exc
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def digest_tables(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.errors import DamagedDerivedError
 from memframe.jobs import cycle as _cycle
 from memframe.jobs.cycle import CycleReport
 from memframe.jobs.registry import MEMORY_PROJECTION_NAMES, ProjectionRegistryError
@@ -63,7 +64,15 @@ class Memory:
         cycle with nothing new writes nothing. ``progress(done, total, stage)``, when
         given, is called before each stage (the command line shows them).
         """
-        return _cycle.run_cycle(self._store, progress)  # type: ignore[arg-type]
+        damaged = getattr(self._store, "damaged_derived", None)
+        if damaged is not None and damaged() is not None:
+            # a derived file is torn (a crash, a disk): it is derived, so it is written again
+            return _cycle.rebuild(self._store)  # type: ignore[arg-type]
+        try:
+            return _cycle.run_cycle(self._store, progress)  # type: ignore[arg-type]
+        except DamagedDerivedError:
+            # a derived file is torn: it is derived, so the rebuild writes it again
+            return _cycle.rebuild(self._store)  # type: ignore[arg-type]
 
     def rebuild_projections(self) -> CycleReport:
         """The rebuild door: fold every canonical row, replace the projections in one commit.

@@ -172,7 +172,7 @@ def _select(view: StoreView, conversation_id: str | Sequence[str] | None,
     rows = rows.sort(["last_at", KEY], descending=[True, False], nulls_last=True)
     total = rows.height
     if limit is not None:
-        rows = rows.head(limit)
+        rows = rows.head(min(limit, rows.height))  # a limit past any int64 cuts nothing
     # live counts by key for the rows named (a lookup, or a page cut by ``limit``)
     keys = None if conversation_id is None and limit is None else rows[KEY].to_list()
     rows, n = _live_counts(view, rows, keys)

@@ -150,6 +150,7 @@ class Commit:
         self.operations: list[str] = []
         self.erases = False  # whether this commit erases content (redact/purge)
         self.erased: set[int] = set()  # the numbers of the capsules it erases
+        self._merges: set[str] = set()  # rewrites that keep every row (replace_parts)
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -293,7 +294,28 @@ class Commit:
         changes, so nothing is validated or renumbered)."""
         if not old:
             return
-        self.rewrites["+".join(p.path for p in old)] = (list(old), table, frame)
+        key = "+".join(p.path for p in old)
+        self.rewrites[key] = (list(old), table, frame)
+        # a merge keeps every row: as many rows, the same seqs (each unique store-wide)
+        seqs = frame["seq"] if "seq" in frame.columns else None
+        lo = [p.seq_lo for p in old if p.seq_lo is not None]
+        hi = [p.seq_hi for p in old if p.seq_hi is not None]
+        if (seqs is not None and frame.height == sum(p.rows for p in old)
+                and seqs.n_unique() == frame.height and seqs.null_count() == 0
+                and (not frame.height or (seqs.min() == min(lo, default=None)
+                                          and seqs.max() == max(hi, default=None)))):
+            self._merges.add(key)
+        else:
+            self._merges.discard(key)
+
+    @property
+    def compaction(self) -> bool:
+        """Whether this commit only merges partitions (no row added, changed or erased):
+        mirrored to Delta as ``OPTIMIZE`` with ``dataChange: false``. Decided from what
+        it staged, never from the operation name its caller chose."""
+        return (bool(self.rewrites) and not self.frames and not self._journal
+                and not self.erases and not self.derived
+                and all(key in self._merges for key in self.rewrites))
 
     # -- finishing ------------------------------------------------------------------------
     def chain_journal(self, rows_per_part: int) -> Iterator[pl.DataFrame]:
@@ -741,6 +763,7 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
             return
     part = c.indexes.capsule_part(c.snapshot, number)
     key = part.path
+    c._merges.discard(key)
     if key in c.rewrites:
         frame = c.rewrites[key][2]
     else:

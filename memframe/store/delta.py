@@ -43,7 +43,7 @@ from typing import Any
 import polars as pl
 
 from memframe import schema as S
-from memframe.errors import ConcurrentCommitError, CorruptStoreError
+from memframe.errors import ConcurrentCommitError, CorruptStoreError, DeltaLogsAheadError
 from memframe.store import log as log_module
 from memframe.store.log import Log, Snapshot
 
@@ -171,6 +171,7 @@ class DeltaLogs:
         heads = {t: [h.version, h.generation] for t, h in sorted(known.items())}
         body = json.dumps({"delta_logs": 1, "synced_through": generation, "heads": heads},
                           separators=(",", ":")).encode()
+        log_module.check_no_link(self.root, self._log.log_dir)
         log_module._write_atomic(self.state_path, body)
 
     def discard(self) -> None:
@@ -194,6 +195,84 @@ class DeltaLogs:
     def table_dir(self, table: str) -> Path:
         return self.root / table / DELTA_LOG
 
+    def _writable_dir(self, table: str) -> Path:
+        """The table's ``_delta_log``, refused (`CorruptStoreError`) when it or the table
+        directory is a symbolic link: memframe would write its versions elsewhere."""
+        directory = self.table_dir(table)
+        log_module.check_no_link(self.root, directory)
+        return directory
+
+    # -- the Delta-ahead states ---------------------------------------------------------
+    def _ahead_error(self, newest: int, why: str) -> DeltaLogsAheadError:
+        return DeltaLogsAheadError(
+            f"the Delta logs of {self.root} are ahead of its generation log: {why}, but "
+            f"the newest generation in _log/ is {newest}. A generation file was lost from "
+            f"_log/ (a restored backup, a copy taken mid-commit), so the Delta logs hold a "
+            f"commit memframe no longer has; committing would reuse its number and Delta "
+            f"readers would keep the lost rows. Nothing was written. Recover with `memframe "
+            f"delta sync --rebuild {self.root}` (store.sync_delta_logs(rebuild=True)): it "
+            f"discards the Delta logs and starts them again at generation {newest}")
+
+    def check_ahead(self, newest: int) -> None:
+        """Refuse (`DeltaLogsAheadError`) when the Delta logs mirror a generation past the
+        newest one of ``_log/`` (``newest``, or a later one another writer linked since:
+        a version is mirrored only after its generation links, so a mirrored generation
+        the log does not have was lost from it)."""
+        synced = self.synced_through()
+        if synced is None:
+            return
+        marks = [(synced, f"_log/{STATE_FILE} says every table is mirrored through "
+                          f"generation {synced}")]
+        for table in S.CANONICAL_TABLES:
+            head = self._head(table)
+            if head is not None:
+                marks.append((head.generation, f"Delta version {head.version} of {table} "
+                                               f"mirrors generation {head.generation}"))
+        top, why = max(marks, key=lambda m: m[0])
+        if top > newest:
+            newest = self._log.latest_generation(known=newest)
+            if top > newest:
+                raise self._ahead_error(newest, why)
+
+    def before_link(self, generation: int) -> None:
+        """Refuse to link ``generation`` when a Delta log already mirrors it (the caller
+        holds the shared commit lock): a generation number Delta has mirrored is never
+        reused."""
+        if self._synced is not None and self._synced == generation - 1:
+            return  # this handle mirrored the previous generation itself: nothing is past it
+        self.check_ahead(generation - 1)
+
+    def rebuild(self, snap: Snapshot) -> dict[str, Any]:
+        """Discard every table's Delta log and start them again at ``snap`` (the recovery
+        from a Delta-ahead state or a damaged Delta log; the caller holds the commit lock
+        exclusively). A link planted as a ``_delta_log`` is removed, never followed."""
+        rebuilt = []
+        for table in S.CANONICAL_TABLES:
+            directory = self.table_dir(table)
+            log_module.check_no_link(self.root, directory.parent)
+            if directory.is_symlink():
+                directory.unlink()
+                rebuilt.append(table)
+                continue
+            if not directory.is_dir():
+                continue
+            for entry in os.scandir(directory):
+                if (_VERSION_RE.match(entry.name) or _CHECKPOINT_RE.match(entry.name)
+                        or entry.name == _LAST_CHECKPOINT
+                        or log_module.TEMP_NAME_RE.match(entry.name)):
+                    os.unlink(entry.path)
+            try:
+                directory.rmdir()
+            except OSError:  # files memframe did not write: kept aside, never deleted
+                directory.rename(directory.with_name(f"{DELTA_LOG}.old-{secrets.token_hex(4)}"))
+            rebuilt.append(table)
+        self.state_path.unlink(missing_ok=True)
+        self._heads.clear()
+        self._hints.clear()
+        self._synced = None
+        self._write_state(0)
+        return {**self.sync(snap), "rebuilt": rebuilt}
+
     # -- the commit path ----------------------------------------------------------------
     def after_land(self, entry: Mapping[str, Any], after: Snapshot) -> None:
         """Mirror a generation that just landed (the caller holds the shared commit lock).
@@ -209,7 +288,7 @@ class DeltaLogs:
         else:
             synced = self.synced_through()
         if synced is None or synced >= generation:
-            return
+            return  # (a state file past this generation was refused before the link)
         try:
             if synced == generation - 1:
                 for table in touched_tables(entry):
@@ -248,6 +327,7 @@ class DeltaLogs:
         """
         self._heads.clear()
         target = snap.generation
+        self.check_ahead(target)
         heads = {t: self._head(t) for t in S.CANONICAL_TABLES}
         written: dict[str, int] = {}
         synced = self.synced_through()
@@ -301,8 +381,7 @@ class DeltaLogs:
     def _mirrored(self, table: str, version: int) -> _Head:
         """Delta version ``version`` of ``table``: the generation it mirrors, its schema."""
         path = self.table_dir(table) / version_name(version)
-        for line in path.read_bytes().splitlines():
-            action = log_module.parse_json(line) if line.strip() else None
+        for action in _read_actions(path, self.root):
             if isinstance(action, dict) and "commitInfo" in action:
                 mark = (action["commitInfo"] or {}).get("memframe") or {}
                 if log_module.whole(mark.get("generation")):
@@ -347,7 +426,7 @@ class DeltaLogs:
         return False
 
     def _put_version(self, table: str, version: int, lines: Sequence[dict[str, Any]]) -> bool:
-        directory = self.table_dir(table)
+        directory = self._writable_dir(table)
         directory.mkdir(parents=True, exist_ok=True)
         data = b"".join(json.dumps(a, separators=(",", ":")).encode() + b"\n" for a in lines)
         tmp = directory / f".tmp-{secrets.token_hex(8)}"
@@ -366,7 +445,7 @@ class DeltaLogs:
     def _checkpoint(self, table: str, version: int, snap: Snapshot) -> None:
         """A checkpoint of ``table`` at ``version``, the state of ``snap`` (which that
         version mirrors)."""
-        directory = self.table_dir(table)
+        directory = self._writable_dir(table)
         metadata = self._metadata(table)
         if metadata is None:
             return  # no checkpoint: readers replay the JSON commits, as before
@@ -379,8 +458,9 @@ class DeltaLogs:
         neither version 0 nor a checkpoint is there to give the id."""
         directory = self.table_dir(table)
         metadata = None
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            metadata = next((a["metaData"] for a in _read_actions(directory / version_name(0))
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, CorruptStoreError):
+            metadata = next((a["metaData"] for a in _read_actions(directory / version_name(0),
+                                                                     self.root)
                              if "metaData" in a), None)
         if metadata is None:  # the commits before a vacuum's checkpoint are gone: it has it
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -419,7 +499,8 @@ class DeltaLogs:
         # carries the new schema (files written before it read the column as null)
         metadata = self._metadata(table) if head.schema != schema_hash(table) else None
         evolved = [{"metaData": metadata}] if metadata is not None else []
-        compaction = entry.get("operation") == "compact"
+        # from what the commit did (recorded by the writer), never from its operation name
+        compaction = entry.get("compaction") is True
         removes = sorted(p.split("/", 1)[1] for p in entry.get("remove", ())
                          if isinstance(p, str) and p.split("/", 1)[0] == table)
         adds = [a for a in entry.get("add", ()) if a["table"] == table]
@@ -445,8 +526,14 @@ class DeltaLogs:
         checkpoint there and removes the JSON commits (and checkpoints) before it, as
         Delta's own log cleanup does. Returns that version, or None when nothing was
         removed. A missing file the newest version still names is damage, and reported.
+
+        Crash-safe at every step: the checkpoint and ``_last_checkpoint`` are durable
+        before the first commit goes, and commits go oldest first, so every prefix of the
+        deletion leaves a log that opens at its checkpoint. A log left starting with no
+        checkpoint (a prune killed midway) is finished here: the commits before its first
+        readable checkpoint are removed.
         """
-        directory = self.table_dir(table)
+        directory = self._writable_dir(table)
         try:
             names = os.listdir(directory)
         except FileNotFoundError:
@@ -457,10 +544,17 @@ class DeltaLogs:
             return None
         oldest = versions[0]
         if oldest and oldest not in checkpoints:
-            raise CorruptStoreError(
-                f"{directory} starts at version {oldest} with no checkpoint there, so no "
-                f"reader can open it; move {directory} away and run `memframe delta sync "
-                f"{self.root}` to start it again")
+            resume = next((c for c in checkpoints if oldest < c <= versions[-1]
+                           and c in versions and _checkpoint_readable(directory, c)), None)
+            if resume is None:
+                raise CorruptStoreError(
+                    f"{directory} starts at version {oldest} with no checkpoint there or "
+                    f"after it, so no reader can open it; run `memframe delta sync --rebuild "
+                    f"{self.root}` to write the Delta logs again from the store")
+            self._drop_before(directory, resume, versions, checkpoints)
+            versions = [v for v in versions if v >= resume]
+            checkpoints = [c for c in checkpoints if c >= resume]
+            oldest = resume
         state = _TableState.from_checkpoint(directory, oldest) if oldest else _TableState()
         gone_at: dict[str, int] = {}  # every path named since the oldest version: removed when
         for path in state.adds:
@@ -468,7 +562,7 @@ class DeltaLogs:
         history: list[_TableState] = []
         for v in versions:
             if v != oldest or not oldest:
-                state = state.apply(_read_actions(directory / version_name(v)))
+                state = state.apply(_read_actions(directory / version_name(v), self.root))
             for path in state.adds:
                 gone_at.setdefault(path, -1)
             for path in state.removed_now:
@@ -487,6 +581,16 @@ class DeltaLogs:
             return None
         at = next(s for s in history if s.version == first)
         _write_checkpoint(directory, at)
+        log_module.fsync_dir(directory)  # the checkpoint's name is durable before any delete
+        self._drop_before(directory, first, versions, checkpoints)
+        self._heads.pop(table, None)
+        return first
+
+    @staticmethod
+    def _drop_before(directory: Path, first: int, versions: Sequence[int],
+                     checkpoints: Sequence[int]) -> None:
+        """Remove the commits and checkpoints before ``first`` (which has a durable
+        checkpoint), oldest first: a kill at any step leaves a log that opens there."""
         for v in versions:
             if v < first:
                 (directory / version_name(v)).unlink(missing_ok=True)
@@ -494,14 +598,13 @@ class DeltaLogs:
             if c < first:
                 (directory / f"{c:020d}.checkpoint.parquet").unlink(missing_ok=True)
         log_module.fsync_dir(directory)
-        self._heads.pop(table, None)
-        return first
 
     def status(self, newest: int) -> dict[str, Any]:
         """Whether Delta logs are kept, the generation every table is mirrored through
         (read from the log after the state file's mark), and per table the newest Delta
         version and the generation it mirrors (None: no Delta log)."""
         self._heads.clear()
+        self.check_ahead(newest)
         synced = self.synced_through()
         heads = {t: self._head(t) for t in S.CANONICAL_TABLES}
         if synced is not None:
@@ -517,8 +620,22 @@ class DeltaLogs:
                 "generation": newest, "tables": tables}
 
 
-def _read_actions(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+def _read_actions(path: Path, root: Path) -> list[dict[str, Any]]:
+    """The actions of one Delta commit; a file that is not Delta's JSON lines is a
+    `CorruptStoreError` naming it and the recovery."""
+    try:
+        actions = [log_module.parse_json(line) for line in path.read_bytes().splitlines()
+                   if line.strip()]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptStoreError(
+            f"{path} is not a Delta commit (its lines are not JSON: {exc}); memframe owns "
+            f"this table's Delta log: run `memframe delta sync --rebuild {root}` to write "
+            f"the Delta logs again from the store") from None
+    if not all(isinstance(a, dict) for a in actions):
+        raise CorruptStoreError(
+            f"{path} is not a Delta commit (a line is not a JSON object); run `memframe "
+            f"delta sync --rebuild {root}` to write the Delta logs again from the store")
+    return actions
 
 
 @dataclasses.dataclass
@@ -568,6 +685,15 @@ class _TableState:
                 add.pop("tags", None)
                 state.adds[add["path"]] = add
         return state
+
+
+def _checkpoint_readable(directory: Path, version: int) -> bool:
+    """Whether the checkpoint at ``version`` reads whole (a torn one is not used)."""
+    try:
+        state = _TableState.from_checkpoint(directory, version)
+    except Exception:  # noqa: BLE001 - any failure to read means: not a usable checkpoint
+        return False
+    return state.protocol is not None and state.metadata is not None
 
 
 @functools.cache

@@ -21,6 +21,8 @@ import math
 import os
 import re
 import secrets
+import shlex
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -44,6 +46,11 @@ LOG_DIR = "_log"
 CHECKPOINT_EVERY = 100
 
 LOCK_FILE = ".lock"
+#: the fairness ticket: held exclusively (flock) by one writer whose commit keeps losing
+#: the race (or by vacuum); every other commit waits at it, for a bound, before it starts
+PENDING_FILE = ".pending"
+#: how long a commit waits behind another writer's ticket before it goes ahead anyway
+TICKET_WAIT_SECONDS = 5.0
 
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
@@ -141,8 +148,9 @@ def entry_problem(entry: Any, generation: int) -> str | None:
     if not isinstance(stamp, str) or not _STAMP_RE.match(stamp):
         return (f"field timestamp is {stamp!r:.40}; a commit stamp is UTC text such as "
                 f"2026-07-23T12:00:00.000000Z")
-    if "erases" in entry and not isinstance(entry["erases"], bool):
-        return f"field erases is {entry['erases']!r:.40}, not true or false"
+    for flag in ("erases", "compaction"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            return f"field {flag} is {entry[flag]!r:.40}, not true or false"
     if "operation" in entry and not isinstance(entry["operation"], str):
         return f"field operation is {entry['operation']!r:.40}, not text"
     if "verbs" in entry and not (isinstance(entry["verbs"], list)
@@ -602,7 +610,7 @@ class Log:
                 _remove_empty_tree(Path(entry.path))
         (self.root / MARKER).unlink(missing_ok=True)
         for entry in os.scandir(self.log_dir):
-            if entry.name == LOCK_FILE or TEMP_NAME_RE.match(entry.name):
+            if entry.name in (LOCK_FILE, PENDING_FILE) or TEMP_NAME_RE.match(entry.name):
                 os.unlink(entry.path)
         with contextlib.suppress(OSError):
             self.log_dir.rmdir()
@@ -616,7 +624,15 @@ class Log:
     # vacuum holds it exclusively while it deletes. So vacuum never removes the files of a
     # commit in flight, and a writer that died releases it with its process.
     def _lock_fd(self) -> int:
-        return os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.log_dir / LOCK_FILE
+        check_no_link(self.root, self.log_dir)
+        try:
+            # O_NOFOLLOW: a planted link never makes memframe create or open a file elsewhere
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CorruptStoreError(link_message(path, self.root)) from None
+            raise
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -646,6 +662,93 @@ class Log:
                         ) from None
                     time.sleep(0.01)
             yield
+        finally:
+            os.close(fd)
+
+    # -- the fairness ticket (SQLite's PENDING lock, for optimistic commits) ---------------
+    # A writer that keeps losing the race for the next generation takes the ticket; every
+    # other commit waits behind it before starting an attempt, for at most
+    # TICKET_WAIT_SECONDS, so the holder's next attempt lands. A holder that dies releases
+    # it with its process (flock), and a store with no ticket file pays one failed open.
+    def take_ticket(self, wait_seconds: float = 0.0) -> int | None:
+        """The ticket's descriptor (held until `release_ticket`), or None when another
+        writer holds it past ``wait_seconds`` or the store cannot be written."""
+        path = self.log_dir / PENDING_FILE
+        try:
+            check_no_link(self.root, self.log_dir)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except (OSError, CorruptStoreError):
+            return None  # a read-only store, a planted link: commits go on without tickets
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.002)
+
+    def ticket_taken(self) -> bool:
+        """Whether another writer holds the ticket now (no wait)."""
+        try:
+            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def drain(self, wait_seconds: float) -> None:
+        """Wait (at most ``wait_seconds``) until no commit holds the commit lock: the ones
+        that passed the ticket before it was taken land first, so the holder's next
+        attempt does not lose to them."""
+        try:
+            fd = self._lock_fd()
+        except (OSError, CorruptStoreError):
+            return
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.001)
+        finally:
+            os.close(fd)  # releases it at once
+
+    @staticmethod
+    def release_ticket(fd: int | None) -> None:
+        if fd is not None:
+            os.close(fd)  # closing releases the flock
+
+    def wait_for_ticket(self, wait_seconds: float | None = None) -> None:
+        """Wait (at most ``wait_seconds``, default `TICKET_WAIT_SECONDS`) while another
+        writer holds the ticket."""
+        if wait_seconds is None:
+            wait_seconds = TICKET_WAIT_SECONDS
+        try:
+            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return  # no ticket was ever taken here (or it is no file of ours): no wait
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.001)
         finally:
             os.close(fd)
 
@@ -702,6 +805,35 @@ class Lifetimes:
         return first
 
 
+def link_message(path: Path, root: Path) -> str:
+    """The teaching text for a symbolic link found where memframe writes."""
+    return (f"{path} is a symbolic link; memframe never writes through a link (it could "
+            f"lead into another store or anywhere writable), so nothing was written. Remove "
+            f"the link (`rm {shlex.quote(str(path))}`): memframe makes the file or directory "
+            f"again itself (for a table's _delta_log, run `memframe delta sync --rebuild "
+            f"{shlex.quote(str(root))}` afterwards)")
+
+
+def check_no_link(root: Path, path: Path) -> None:
+    """Refuse to write at ``path`` (inside ``root``) when it, or a directory between the
+    store root and it, is a symbolic link (`CorruptStoreError` naming it and the fix).
+    The store root itself may be a link: the user chose it."""
+    try:
+        rel = Path(path).relative_to(root)
+    except ValueError:
+        raise CorruptStoreError(f"{path} is outside the store {root}; nothing was written"
+                                ) from None
+    here = Path(root)
+    for name in rel.parts:
+        here = here / name
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return  # made by memframe below this point (mkdir does not follow links)
+        if stat.S_ISLNK(st.st_mode):
+            raise CorruptStoreError(link_message(here, root))
+
+
 def _remove_empty_tree(path: Path) -> None:
     """Remove directories that hold nothing but empty directories (never a file)."""
     for dirpath, _dirs, _files in os.walk(path, topdown=False, followlinks=False):
@@ -723,6 +855,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def _write_file(path: Path, data: bytes, *, fsync: bool) -> None:
+    # "x" is O_CREAT | O_EXCL: a link planted at the name fails the open, never followed
     with open(path, "xb") as fh:
         fh.write(data)
         if fsync:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import io
 import os
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
 Clock = Callable[[], datetime.datetime]
 
 _MAX_ATTEMPTS = 200
+#: a commit that rewrites files (or derived state) and lost this many races takes the
+#: fairness ticket (`Log.take_ticket`); a commit that only appends, after _APPEND_TICKET
+#: losses (its retry is cheap, and tickets for every small commit would form a convoy)
+_TICKET_AFTER = 1
+_APPEND_TICKET = 8
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
 #: vacuum's default retention: time travel keeps working for the last seven days
@@ -51,6 +57,9 @@ DEFAULT_RETENTION_HOURS = 168.0
 # the call again on the newer generation (`Store.read`, `Store.commit`); when the pinned
 # generation is still the newest, the file is really missing and the error stands.
 _VANISHED = (GenerationNotFoundError, CorruptStoreError, FileNotFoundError)
+# what a read of a damaged file raises from below memframe (a torn Parquet file, an OS
+# error): explained by `Store.explain_fault` as the file and the fix
+_READ_FAULTS = (pl.exceptions.ComputeError, OSError)
 
 
 def _system_clock() -> datetime.datetime:
@@ -375,6 +384,7 @@ class Store(StoreView):
         self._indexes = Indexes(log.root)
         self._lock = threading.RLock()
         self._tx: _Transaction | None = None
+        self._deferred = False  # the last _land stood aside for another writer's ticket
         self._delta = DeltaLogs(log)
         super().__init__(log, log.snapshot(), self._clock)
 
@@ -458,11 +468,23 @@ class Store(StoreView):
             view = self.pinned()
             try:
                 return fn(view)
-            except _VANISHED:
+            except _VANISHED + _READ_FAULTS as exc:
                 if not self._moved_past(view.generation):
-                    raise
+                    found = self.explain_fault(exc, view.snapshot)
+                    if found is exc:
+                        raise
+                    raise found from exc
                 self._backoff(attempt)
         return fn(self.pinned())
+
+    def explain_fault(self, exc: BaseException, snap: Snapshot) -> BaseException:
+        """What to raise for a read that failed on the newest generation ``snap``: the
+        teaching error naming the first file of it that cannot be read (and the fix), or
+        ``exc`` itself when every file is whole (its own meaning stands)."""
+        if isinstance(exc, InvalidInputError):
+            return exc  # the caller's input, not a file
+        found = tables.diagnose(self._log.root, snap.tables)
+        return exc if found is None else found
 
     def _moved_past(self, generation: int) -> bool:
         """Whether a newer generation than ``generation`` has landed (so a file the older
@@ -503,6 +525,14 @@ class Store(StoreView):
     def readable(self) -> bool:
         return self.pinned().readable()
 
+    def damaged_derived(self) -> CorruptStoreError | None:
+        """The teaching error of the first derived file (projection, kept digest state) of
+        the newest generation that cannot be read, or None when all are whole: what the
+        cycle checks before it runs, to write them again (a few bytes read per file)."""
+        snap = self._refresh()
+        return tables.diagnose(self._log.root, {t: p for t, p in snap.tables.items()
+                                                if derived.is_derived(t)})
+
     def capsule_state(self) -> pl.LazyFrame:
         return self.read(lambda v: v.capsule_state())
 
@@ -510,14 +540,25 @@ class Store(StoreView):
         return self.pinned()._summary_rows()
 
     # -- committing -----------------------------------------------------------------------
-    def _new_commit(self, snap: Snapshot) -> capture.Commit:
+    def _new_commit(self, snap: Snapshot,
+                    cache: dict[str, pl.DataFrame] | None = None) -> capture.Commit:
         self._indexes.refresh(snap)
+
+        def read_part(part: Part) -> pl.DataFrame:
+            # partitions are immutable: a retry of the same commit reads each one once
+            if cache is not None and part.path in cache:
+                return cache[part.path]
+            frame = self._read_pinned_part(snap, part)
+            if cache is not None:
+                cache[part.path] = frame
+            return frame
+
         return capture.Commit(
             snap,
             self._indexes,
             now=_checked_now(self._clock),
             actor=self._actor,
-            read_part=lambda part: self._read_pinned_part(snap, part),
+            read_part=read_part,
             view=lambda: StoreView(self._log, snap, self._clock),
         )
 
@@ -558,37 +599,74 @@ class Store(StoreView):
             raise InvalidInputError("commit(fn, operation=...) needs a non-blank operation name")
         if self._tx is not None:
             return self._tx.run(fn)
+        # Fair commits. A writer that loses the race re-runs ``fn`` on the newer generation
+        # (its reads of unchanged partitions come from ``cache``) and rebases what it
+        # staged: a file it wrote for a lost attempt whose rows come out the same (a
+        # rewrite of partitions the winners did not touch) is linked as it is, so a retry
+        # costs a small commit's time, not the rewrite's. Only a true conflict (the
+        # winners replaced what it read) writes again; after _TICKET_AFTER losses it takes
+        # the fairness ticket, and new commits wait behind it (bounded).
+        cache: dict[str, pl.DataFrame] = {}
+        kept: list[_Kept] = []
         with self._lock:
+            try:
+                return self._commit_fairly(fn, operation, cache, kept)
+            finally:
+                for k in kept:  # files of lost attempts no generation names
+                    k.path.unlink(missing_ok=True)
+
+    def _commit_fairly(self, fn: Callable[[capture.Commit], Any], operation: str,
+                       cache: dict[str, pl.DataFrame], kept: list[_Kept]) -> Any:
+        ticket: int | None = None
+        deferred = False  # this commit stood aside for a ticket once (never more)
+        rewrites = False  # the last attempt rewrote files or derived state (a true conflict)
+        try:
             for attempt in range(_MAX_ATTEMPTS):
+                if ticket is None and attempt >= _TICKET_AFTER and (
+                        rewrites or attempt >= _APPEND_TICKET):
+                    ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
+                    if ticket is not None:  # commits that passed before it land first
+                        self._log.drain(1.0)
+                if ticket is None:
+                    self._log.wait_for_ticket()  # another writer's turn first (bounded)
                 snap = self._refresh()
-                commit = self._new_commit(snap)
+                commit = self._new_commit(snap, cache)
                 try:
                     result = fn(commit)
                 except _StaleSnapshot:
                     self._backoff(attempt)
                     continue
-                except _VANISHED:
+                except _VANISHED + _READ_FAULTS as exc:
                     if not self._moved_past(snap.generation):
-                        raise
+                        found = self.explain_fault(exc, snap)
+                        if found is exc:
+                            raise
+                        raise found from exc
                     self._backoff(attempt)  # read a file a vacuum removed: run on the newer
                     continue
                 except UnicodeEncodeError as exc:
                     raise _not_unicode(exc) from None
                 if commit.empty:
                     return result
-                if self._land(commit, operation):
+                rewrites = bool(commit.rewrites or commit.derived or commit.erased)
+                defer = ticket is None and not deferred
+                if self._land(commit, operation, kept, defer=defer):
                     return result
+                deferred = deferred or (defer and self._deferred)
                 self._backoff(attempt)
             raise ConcurrentCommitError(
                 f"gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing first; "
                 f"retry later or serialise the writers"
             )
+        finally:
+            self._log.release_ticket(ticket)
 
     @staticmethod
     def _backoff(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
 
-    def _land(self, commit: capture.Commit, op: str) -> bool:
+    def _land(self, commit: capture.Commit, op: str, kept: list[_Kept] | None = None, *,
+              defer: bool = False) -> bool:
         """Write the commit's partitions and link its generation; False if another won.
 
         The files are written and made durable (file and directory fsync) before the
@@ -596,6 +674,7 @@ class Store(StoreView):
         never remove them in between: a generation never names a missing file.
         """
         snap = commit.snapshot
+        self._deferred = False
         if commit.erased and not _stage_erased_text(self._log.root, commit):
             return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
@@ -610,17 +689,27 @@ class Store(StoreView):
                 if staged_rows >= _PARALLEL_WRITE_ROWS else None)
         pending: list[concurrent.futures.Future[None]] = []
         counter = iter(range(1 << 30))
+        reused: list[_Kept] = []
+        fresh: list[_Kept] = []
 
         def put(table: str, frame: pl.DataFrame, *, validate: bool = False, **kwargs: Any
                 ) -> None:
             n = next(counter)
+            same = _reusable(kept, reused, table, frame, kwargs)
+            if same is not None:  # rebased: the file a lost attempt wrote holds these rows
+                reused.append(same)
+                adds.append((n, dict(same.add)))
+                return
             rel = tables.part_path(table, generation, n)
             written.append(root / rel)
 
             def write() -> None:
                 checked = S.validate_frame(table, frame) if validate else frame
                 part = tables.write_part(root, rel, checked, **kwargs)
-                adds.append((n, {"table": table, **part.to_json()}))
+                add = {"table": table, **part.to_json()}
+                adds.append((n, add))
+                if kept is not None:
+                    fresh.append(_Kept(root / rel, table, frame, dict(kwargs), add))
 
             if pool is None:
                 write()
@@ -706,11 +795,18 @@ class Store(StoreView):
                     "watermarks": marks,
                     "erases": commit.erases,  # vacuum never keeps erased bytes for time travel
                 }
+                if commit.compaction:  # what the commit did, never its operation name
+                    entry["compaction"] = True
                 why = log_module.entry_problem(entry, generation)
                 if why is not None:  # never link what every later open would refuse
                     raise InvalidInputError(f"{op} staged a generation the log would refuse "
                                             f"({why}); nothing was written")
-                won = self._log.try_commit(entry)
+                # a generation number a Delta log already mirrors is never linked again
+                self._delta.before_link(generation)
+                # a writer that took the ticket while this one staged goes first: this
+                # attempt stands aside (its files kept for the rebase), once per commit
+                self._deferred = defer and self._log.ticket_taken()
+                won = not self._deferred and self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
                     concurrent.futures.wait(pending)
@@ -719,9 +815,17 @@ class Store(StoreView):
                     path.unlink(missing_ok=True)
                 raise
             if not won:
-                for path in written:
-                    path.unlink(missing_ok=True)
+                if kept is None:
+                    for path in written:
+                        path.unlink(missing_ok=True)
+                else:  # kept for the next attempt: linked as they are if it stages the same
+                    kept.extend(fresh)
                 return False
+            if kept is not None:  # files of lost attempts this one did not link
+                for k in kept:
+                    if not any(k is r for r in reused):
+                        k.path.unlink(missing_ok=True)
+                kept.clear()
             self._snap = snap.apply(entry)
             # Delta versions only after the generation landed, still under the shared lock
             # so a vacuum never prunes a Delta log while this writer extends it
@@ -917,7 +1021,7 @@ class Store(StoreView):
             tx.land()
 
     # -- Delta Lake ----------------------------------------------------------------------
-    def sync_delta_logs(self) -> dict[str, Any]:
+    def sync_delta_logs(self, *, rebuild: bool = False) -> dict[str, Any]:
         """Keep every canonical table readable as a Delta Lake table, and catch up now.
 
         The first call on a store starts its Delta logs: version 0 of each table
@@ -941,11 +1045,19 @@ class Store(StoreView):
             >>> _ = store.ingest({"content": "y", "source": "s", "anchor": "b"})
             >>> store.delta_logs_status()["tables"]["capsules"]
             {'version': 1, 'generation': 2}
+
+        With ``rebuild=True`` (``memframe delta sync --rebuild``) every table's Delta log
+        is discarded and started again at the newest generation: the recovery when the
+        Delta logs are ahead of ``_log/`` (`DeltaLogsAheadError`), hold a file that is not
+        a Delta commit, or a ``_delta_log`` was planted as a link. It holds the commit
+        lock exclusively, waiting up to 30 s for commits in flight.
         """
-        with self._lock, log_module.storage_errors(self.path, "writing Delta logs"), \
-                self._log.writing():
+        if not isinstance(rebuild, bool):
+            raise InvalidInputError(f"rebuild is True or False; got {rebuild!r:.40}")
+        lock = self._log.exclusive(30.0) if rebuild else self._log.writing()
+        with self._lock, log_module.storage_errors(self.path, "writing Delta logs"), lock:
             snap = self._refresh()
-            report = self._delta.enable(snap)
+            report = self._delta.rebuild(snap) if rebuild else self._delta.enable(snap)
             return {**report, "tables": self._delta.status(snap.generation)["tables"]}
 
     def delta_logs_status(self) -> dict[str, Any]:
@@ -1018,7 +1130,8 @@ class Store(StoreView):
         # a dry run removes nothing: on a store it may not write (a read-only mount) it
         # reads without the lock
         lock = (contextlib.nullcontext() if dry_run and not os.access(lock_file, os.W_OK)
-                else self._log.exclusive(wait_seconds))
+                else self._log.exclusive(wait_seconds) if dry_run
+                else self._ticketed_exclusive(wait_seconds))
         with self._lock, log_module.storage_errors(self.path, "vacuum"), lock:
             snap = self._refresh()
             history = self._log.lifetimes(snap.generation)
@@ -1078,6 +1191,18 @@ class Store(StoreView):
                 "dry_run": dry_run,
             }
 
+    @contextlib.contextmanager
+    def _ticketed_exclusive(self, wait_seconds: float) -> Iterator[None]:
+        """The commit lock held exclusively, taken behind the fairness ticket: new commits
+        wait at the ticket while the ones in flight finish, so a stream of small commits
+        cannot keep the lock shared for ever."""
+        ticket = self._log.take_ticket(min(wait_seconds, log_module.TICKET_WAIT_SECONDS))
+        try:
+            with self._log.exclusive(wait_seconds):
+                yield
+        finally:
+            self._log.release_ticket(ticket)
+
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
         """Merge runs of small partitions of a table into one, changing no row.
 
@@ -1110,7 +1235,7 @@ class Store(StoreView):
                         run.append(part)
                         continue
                     if len(run) > 1:
-                        frame = pl.concat([self._read_pinned_part(w.snapshot, p) for p in run])
+                        frame = pl.concat([w._read_part(p) for p in run])
                         w.replace_parts(name, run, frame)
                         merged[name] = merged.get(name, 0) + len(run)
                     run = []
@@ -1177,6 +1302,32 @@ def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:
     )
 
 
+@dataclasses.dataclass(eq=False)
+class _Kept:
+    """A partition file a lost attempt wrote: linked by a later attempt of the same commit
+    that stages the very same rows for the same table (a rebase), else removed."""
+
+    path: Path
+    table: str
+    frame: pl.DataFrame
+    kwargs: dict[str, Any]
+    add: dict[str, Any]
+
+
+def _reusable(kept: list[_Kept] | None, reused: list[_Kept], table: str, frame: pl.DataFrame,
+              kwargs: dict[str, Any]) -> _Kept | None:
+    """A kept file holding exactly ``frame`` for ``table`` (still there: the caller holds
+    the shared commit lock, so no vacuum removes it before the link), or None."""
+    if not kept:
+        return None
+    for k in kept:
+        if (k.table == table and k.kwargs == kwargs and not any(k is r for r in reused)
+                and k.frame.height == frame.height and k.frame.schema == frame.schema
+                and k.path.exists() and k.frame.equals(frame)):
+            return k
+    return None
+
+
 class _StaleSnapshot(ConcurrentCommitError):
     """A pinned file vanished (replaced, then vacuumed): run again on a newer generation.
 
@@ -1192,6 +1343,9 @@ class _StaleSnapshot(ConcurrentCommitError):
 def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
     """memframe's own partition and temporary files under a store (no symlink followed)."""
     dirs = [root / name for name in S.CANONICAL_TABLES]
+    # a Delta version or checkpoint a crash left half written (only its temporary files)
+    dirs += [root / name / "_delta_log" for name in S.CANONICAL_TABLES
+             if not (root / name).is_symlink()]
     for top in ("projections", "derived"):
         base = root / top
         if base.is_dir() and not base.is_symlink():

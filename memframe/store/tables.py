@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe._scalars import as_int
-from memframe.errors import CorruptStoreError, GenerationNotFoundError
+from memframe.errors import CorruptStoreError, DamagedDerivedError, GenerationNotFoundError
 from memframe.store.footer import Footer, read_footer
-from memframe.store.log import Part, parse_json
+from memframe.store.log import Part, check_no_link, parse_json
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -66,6 +66,7 @@ def write_part(
 ) -> Part:
     """Write ``frame`` as one immutable Parquet file; return its log entry."""
     path = root / relpath
+    check_no_link(root, path.parent)  # a table directory planted as a link is refused
     path.parent.mkdir(parents=True, exist_ok=True)
     table = frame.to_arrow()
     stats = [name for name in table.column_names if name not in _NO_STATISTICS]
@@ -110,6 +111,58 @@ def _missing_message(root: Path, path: str) -> str:
     return (f"partition {path} is missing from {root}: no generation replaced it, so it was "
             f"deleted outside memframe or the store was copied incompletely; restore the file "
             f"or read a generation that does not name it")
+
+
+def part_problem(path: Path) -> str | None:
+    """Why a partition file cannot be read as Parquet (missing, too short, torn), or None.
+    Reads its size and its first and last four bytes (Parquet's magic ``PAR1``)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 12:
+                return f"it holds {size} bytes, fewer than any Parquet file"
+            head = fh.read(4)
+            fh.seek(-4, os.SEEK_END)
+            tail = fh.read(4)
+    except FileNotFoundError:
+        return "it is missing"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if head != b"PAR1" or tail != b"PAR1":
+        return "it is not a whole Parquet file (truncated or overwritten: its magic bytes "\
+               "are missing)"
+    return None
+
+
+def damaged_error(root: Path, path: str, why: str) -> CorruptStoreError:
+    """The teaching error for a partition file that cannot be read: a derived one names
+    the command that writes it again, a canonical one the copy to restore it from."""
+    table = path.rsplit("/", 1)[0]
+    if table.startswith(("projections/", "derived/")):
+        return DamagedDerivedError(
+            f"{root / path} cannot be read: {why}. It is derived (a projection or the "
+            f"digest's kept state), so nothing is lost: `memframe rebuild {root}` "
+            f"(store.memory.rebuild_projections()) writes it again from the canonical "
+            f"tables; `memframe cycle` and `memframe digest` do so by themselves")
+    if why == "it is missing":
+        return CorruptStoreError(_missing_message(root, path))
+    return CorruptStoreError(
+        f"{root / path} cannot be read: {why}. It holds canonical rows of table {table} "
+        f"(no other file has them): restore that file from a copy of the store (a backup "
+        f"or a replica made with store.push), then run the command again; nothing was written")
+
+
+def diagnose(root: Path, tables: Any) -> CorruptStoreError | None:
+    """The first partition of ``tables`` ({table: parts}, a pinned generation's) that
+    cannot be read, as its teaching error; None when every file is whole. Canonical
+    files are checked first (their damage is the one that needs a person)."""
+    names = sorted(tables, key=lambda t: (t.startswith(("projections/", "derived/")), t))
+    for table in names:
+        for part in tables[table]:
+            why = part_problem(root / part.path)
+            if why is not None:
+                return damaged_error(root, part.path, why)
+    return None
 
 
 def scan(root: Path, parts: Sequence[Part], schema: pl.Schema) -> pl.LazyFrame:

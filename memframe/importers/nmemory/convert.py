@@ -121,6 +121,12 @@ def _locate_bad_json(raw: pl.DataFrame) -> ImportSourceError:
             continue
         try:
             value = json.loads(text)
+        except RecursionError:
+            return ImportSourceError(
+                f"capsules row seq={seq} ({cid}): canonical_json nests deeper than Python's "
+                f"parser can follow; a Capsule v1 object nests three levels (provenance, "
+                f"freshness and scope hold text). The source is corrupt or hostile: fix or "
+                f"remove that row in the nMEMORY file, then import again")
         except ValueError as exc:
             return ImportSourceError(f"capsules row seq={seq} ({cid}): canonical_json is not "
                                      f"valid JSON ({exc}); the source is corrupt")
@@ -318,6 +324,11 @@ def _recall_rows(usage: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
     t, k = "usage", "capsule_id"
     _fail(t, k, usage, usage["recall_count"].is_null() | (usage["recall_count"] < 0),
           "recall_count is NULL or negative")
+    # bounded as store.record_recall bounds a batch, so recall_count sums never overflow
+    _fail(t, k, usage, usage["recall_count"] > capture.MAX_RECALL_COUNT,
+          f"recall_count is beyond {capture.MAX_RECALL_COUNT:,}, the most memframe counts "
+          f"for one capsule (a larger count would overflow the sums the digest ranks by); "
+          f"the source is corrupt")
     at = _times(usage, "last_recalled_at", t, k, notes=notes)
     zero = int((usage["recall_count"] == 0).sum())
     if zero:
@@ -545,6 +556,16 @@ _SEQ_ROWS: dict[str, tuple[str, Callable[[pl.DataFrame, _Notes], pl.DataFrame]]]
 }
 #: seq tables whose rows name a capsule of the source (checked against the capsule count)
 _CAPSULE_TABLES = ("review_events", "pin_events")
+
+
+def check_state_refs(table: str, rows: pl.DataFrame, capsules: int) -> None:
+    """Refuse state rows (usage, classifications, tiers) naming an id the source never
+    issued: the store would issue that id later, and the capsule would be born with
+    that state (recalls, a kind, a tier)."""
+    _fail(table, "capsule_id", rows, ~_issued(rows["capsule_id"], "cap", capsules),
+          f"capsule_id names no capsule of the source (capsules run cap-1..cap-{capsules}); "
+          f"the engine writes state only for capsules it issued, so the source is corrupt: "
+          f"delete that row in the nMEMORY file, then import again")
 
 
 def _check_capsule_refs(table: str, rows: pl.DataFrame, capsules: int) -> None:

@@ -40,6 +40,7 @@ from memframe.importers.nmemory.convert import (
     _session_projects,
     _sessions,
     _tier_rows,
+    check_state_refs,
 )
 from memframe.importers.nmemory.source import (
     _Source,
@@ -107,7 +108,8 @@ def _seq_marks(src: _Source) -> dict[str, dict[str, Any]]:
         top = src.scalar(f'SELECT MAX(seq) FROM "{table}"')
         top = int(top) if top is not None else 0
         marks[table] = {"seq": top, "rows": src.count(table),
-                        "tail": src.tail(table, top) if top else None}
+                        "tail": src.tail(table, top) if top else None,
+                        "hash": src.fingerprint(table, top)}
     return marks
 
 
@@ -173,7 +175,7 @@ def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -
     rel = _read_relations(src, plan.capsules, notes)
     progress.update(rel.height)
     plan.add("relations", rel, "relations")
-    usage = _read_usage(src, notes)
+    usage = _read_usage(src, notes, plan.capsules)
     progress.update(usage.height)
     plan.add("recalls", usage, "usage")
     for table, convert, order in (
@@ -183,6 +185,8 @@ def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -
     ):
         rows = src.read(table, order=order)
         progress.update(rows.height)
+        if table != "source_cursors":
+            check_state_refs(table, rows, plan.capsules)
         plan.add(table, convert(rows, notes), table)
     for source, (table, keyed_rows) in _KEYED_SIDECARS.items():
         if source in src.tables:
@@ -198,11 +202,14 @@ def _read_relations(src: _Source, capsules: int, notes: _Notes) -> pl.DataFrame:
                           src.outcome_ids())
 
 
-def _read_usage(src: _Source, notes: _Notes) -> pl.DataFrame:
-    """The usage rows as recall rows (recall counts are whole numbers in the source)."""
+def _read_usage(src: _Source, notes: _Notes, capsules: int) -> pl.DataFrame:
+    """The usage rows as recall rows (recall counts are whole numbers in the source), of
+    capsules the source issued."""
     src.refuse_non_integers("usage", "recall_count", "capsule_id",
                             "the engine counts recalls in whole numbers")
-    return _recall_rows(src.read("usage"), notes)
+    usage = src.read("usage")
+    check_state_refs("usage", usage, capsules)
+    return _recall_rows(usage, notes)
 
 
 def _check_tombstone_targets(tombs: pl.DataFrame, capsules: int) -> None:
@@ -230,6 +237,9 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
             raise _refuse(f"{table} no longer holds the {rows} row(s) up to seq {seq} it had")
         if seq and src.tail(table, seq) != tail:
             raise _refuse(f"{table} row seq {seq} (the last one imported) was rewritten")
+        if "hash" in seen and src.fingerprint(table, seq) != seen["hash"]:
+            raise _refuse(f"{table} holds a row up to seq {seq} (imported already) that was "
+                          f"edited in place")
     n_old = int(old["capsules"]["seq"])
     tombs = src.read("tombstones")
     progress.update(tombs.height)
@@ -249,6 +259,7 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
         "at_src")) | pl.col("reason").ne_missing(pl.col("reason_src")))
     if changed.height:
         raise _refuse(f"the tombstone of {changed['capsule_id'][0]} was rewritten")
+    _check_imported_capsules(src, view, n_old, tombs, notes, batch_rows)
     fresh = forgets.join(stored.select("capsule_id"), on="capsule_id", how="anti")
     plan.add("forgets", fresh, "tombstones")
     older = fresh.filter(capsule_number_expr("capsule_id") <= n_old)
@@ -277,6 +288,39 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     return plan
 
 
+def _check_imported_capsules(src: _Source, view: StoreView, n_old: int, tombs: pl.DataFrame,
+                             notes: _Notes, batch_rows: int) -> None:
+    """Refuse a source whose already-imported capsules were edited in place: each one the
+    source still holds (not tombstoned since) must decode to the row the store holds
+    (erased rows aside). This reads every imported capsule of the source again, once per
+    incremental import: the price of the promise that any rewrite is refused."""
+    if not n_old:
+        return
+    first = 1
+    columns = [c for c in S.table_schema("capsules").names() if c != "seq"]
+    for raw in src.batches("capsules", "seq <= ?", [n_old], "seq", batch_rows=batch_rows):
+        if raw.height == 0:
+            continue
+        try:
+            mine = _capsule_rows(raw, tombs, first, notes)
+        except SourceRewrittenError:
+            raise
+        except ImportSourceError as exc:
+            raise _refuse(f"a capsule imported already no longer reads as it did ({exc})"
+                          ) from None
+        first += raw.height
+        stored = (view.table("capsules")
+                  .filter(pl.col("id").is_in(mine["id"].to_list()))
+                  .select(columns).collect())
+        both = mine.filter(pl.col("content").is_not_null()).join(
+            stored.filter(pl.col("content").is_not_null()), on="id", suffix="_store")
+        differs = pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_store"))
+                                     for c in columns if c not in ("id", "author")])
+        edited = both.filter(differs)
+        if edited.height:
+            raise _refuse(f"capsule {edited['id'][0]} (imported already) was edited in place")
+
+
 def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: _Notes,
                              progress: _Progress) -> None:
     """Diff nMEMORY's mutable side tables against the store's folds; append the changes."""
@@ -298,7 +342,7 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
     plan.add("relations", rel.join(stored.select(key), on=key, how="anti", maintain_order="left"),
              "relations")
     # usage: counts only grow; the delta becomes a new recall row at the new last instant
-    usage = _read_usage(src, notes)
+    usage = _read_usage(src, notes, plan.capsules)
     progress.update(usage.height)
     folded = (view.table("recalls").group_by("capsule_id")
               .agg(pl.col("count").sum().alias("old"), pl.col("at").max().alias("old_at"))
@@ -322,7 +366,10 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
         ("tiers", _tier_rows, ["capsule_id"], ["tier", "at"], {"tier": "active"}),
         ("source_cursors", _cursor_rows, ["source_key"], ["cursor", "at"], None),
     ):
-        new = convert(src.read(table), notes)
+        raw = src.read(table)
+        if table != "source_cursors":
+            check_state_refs(table, raw, plan.capsules)
+        new = convert(raw, notes)
         progress.update(new.height)
         cur = latest_by_seq(view.table(table), *keys).select(*keys, *values).collect()
         gone = cur.join(new, on=keys, how="anti")

@@ -182,6 +182,20 @@ class _Source:
             return None
         return hashlib.sha256(json.dumps(list(row), ensure_ascii=False).encode()).hexdigest()
 
+    def fingerprint(self, table: str, seq: int) -> str:
+        """A sha256 of every row up to ``seq`` of an append-only table (the columns of
+        its tail fingerprint, in seq order): an in-place edit of an imported row changes it."""
+        cols = _TAIL_COLUMNS[table]
+        digest = hashlib.sha256()
+        try:
+            cursor = self.con.execute(
+                f'SELECT {", ".join(cols)} FROM "{table}" WHERE seq <= ? ORDER BY seq', [seq])
+            while rows := cursor.fetchmany(50_000):
+                digest.update(json.dumps(rows, ensure_ascii=False, default=str).encode())
+        except sqlite3.Error as exc:
+            raise ImportSourceError(f"cannot read {self.path}: {exc}") from None
+        return digest.hexdigest()
+
     def skipped_tables(self) -> dict[str, int | None]:
         """Tables the importer does not read, with their row counts."""
         virtual = [n for n, (_k, sql) in self.objects.items()

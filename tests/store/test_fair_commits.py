@@ -1,0 +1,172 @@
+"""Fair commits (issue 38, item 1): a rewrite that loses the race to an append is rebased
+(its written file linked as it is, not read and written again), and a writer holding the
+fairness ticket makes new commits wait behind it, for a bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import memframe as mf
+from memframe.store import log as log_module
+from memframe.store import tables
+
+
+def _store(tmp_path):
+    store = mf.Store.create(tmp_path / "s")
+    store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)} for n in range(50)])
+    return store
+
+
+def test_a_purge_that_loses_to_an_append_is_rebased_not_redone(tmp_path, monkeypatch):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    writes: list[str] = []
+    reads: list[str] = []
+    busy = [False]  # the other handle is committing (its writes are not the purge's)
+    real_write, real_read = tables.write_part, store._read_pinned_part
+
+    def write(root, rel, *a, **k):  # noqa: ANN001, ANN202
+        if not busy[0]:
+            writes.append(rel)
+        return real_write(root, rel, *a, **k)
+
+    monkeypatch.setattr(tables, "write_part", write)
+    monkeypatch.setattr(store, "_read_pinned_part",
+                        lambda snap, part: reads.append(part.path) or real_read(snap, part))
+    calls = [0]
+
+    def purge(w):
+        calls[0] += 1
+        if calls[0] <= 2:  # an append lands first, twice: the purge loses the race twice
+            busy[0] = True
+            other.ingest({"content": f"append {calls[0]}", "source": "s", "anchor": "x"})
+            busy[0] = False
+        return w.forget("cap-7", mode="purge")
+
+    store.commit(purge, operation="forget")
+    assert calls[0] == 3
+    capsule_writes = [w for w in writes if w.startswith("capsules/")]
+    assert len(capsule_writes) == 1  # the rewrite was written once and linked at the third try
+    assert len([r for r in reads if r.startswith("capsules/")]) == 1  # and read once
+    caps = store.table("capsules").collect()
+    assert caps.filter(caps["id"] == "cap-7")["content"].to_list() == [None]
+    assert caps.height == 52
+    assert capsule_writes[0] in {p.path for p in store.partitions("capsules")}
+    on_disk = {f"capsules/{p.name}" for p in (tmp_path / "s" / "capsules").glob("part-*")}
+    # no file of a lost attempt is left behind: everything on disk is some generation's
+    ever = {p.path for g in range(1, store.generation + 1)
+            for p in store.at(g).partitions("capsules")}
+    assert on_disk <= ever
+
+
+def test_a_true_conflict_is_redone(tmp_path):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    calls = [0]
+
+    def purge(w):
+        calls[0] += 1
+        if calls[0] == 1:  # the winner erases in the same partition: the read set changed
+            other.forget("cap-3", mode="purge")
+        return w.forget("cap-7", mode="purge")
+
+    store.commit(purge, operation="forget")
+    caps = store.table("capsules").collect()
+    assert set(caps.filter(caps["content"].is_null())["id"]) == {"cap-3", "cap-7"}
+    ever = {p.path for g in range(1, store.generation + 1)
+            for p in store.at(g).partitions("capsules")}
+    assert {f"capsules/{p.name}" for p in (tmp_path / "s" / "capsules").glob("part-*")} <= ever
+
+
+def test_new_commits_wait_behind_the_ticket_for_a_bound(tmp_path, monkeypatch):
+    store = _store(tmp_path)
+    holder = mf.Store.open(tmp_path / "s")
+    ticket = holder._log.take_ticket()
+    assert ticket is not None
+    done: list[float] = []
+
+    def small() -> None:
+        t0 = time.perf_counter()
+        store.ingest({"content": "small", "source": "s", "anchor": "q"})
+        done.append(time.perf_counter() - t0)
+
+    thread = threading.Thread(target=small)
+    thread.start()
+    time.sleep(0.5)
+    assert not done  # waiting behind the ticket
+    log_module.Log.release_ticket(ticket)  # the holder landed: the queue moves
+    thread.join(10)
+    assert done and 0.4 <= done[0] < log_module.TICKET_WAIT_SECONDS
+    # the wait is bounded: a ticket never released holds nobody up past it
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.3)
+    stuck = holder._log.take_ticket()
+    t0 = time.perf_counter()
+    store.ingest({"content": "late", "source": "s", "anchor": "l"})
+    assert 0.25 <= time.perf_counter() - t0 < 5
+    log_module.Log.release_ticket(stuck)
+
+
+def test_a_writer_that_keeps_losing_takes_the_ticket(tmp_path, monkeypatch):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    taken: list[int | None] = []
+    real = log_module.Log.take_ticket
+
+    def spy(self, *a, **k):
+        fd = real(self, *a, **k)
+        taken.append(fd)
+        return fd
+
+    monkeypatch.setattr(log_module.Log, "take_ticket", spy)
+    # the other handle, in this process, waits behind the ticket for the bound: keep it short
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
+    calls = [0]
+
+    def compact_like(w):
+        calls[0] += 1
+        if calls[0] <= 3:
+            other.ingest({"content": f"a{calls[0]}", "source": "s", "anchor": "a"})
+        return w.forget("cap-1", mode="purge")
+
+    store.commit(compact_like, operation="forget")
+    assert calls[0] == 4 and len(taken) == 1 and taken[0] is not None
+
+
+def test_a_commit_stands_aside_once_for_a_ticket_taken_while_it_staged(tmp_path):
+    store = _store(tmp_path)
+    holder = mf.Store.open(tmp_path / "s")
+    calls = [0]
+    tickets: list[int | None] = []
+
+    def ingest(w):
+        calls[0] += 1
+        if calls[0] == 1:  # a rewrite that kept losing takes the ticket now
+            tickets.append(holder._log.take_ticket())
+            threading.Timer(0.3, log_module.Log.release_ticket, [tickets[0]]).start()
+        return w.ingest({"content": "late", "source": "s", "anchor": "l"})
+
+    t0 = time.perf_counter()
+    assert store.commit(ingest, operation="ingest") == ["cap-51"]
+    assert calls[0] == 2 and tickets[0] is not None
+    assert time.perf_counter() - t0 >= 0.25  # it waited behind the ticket, then landed
+
+
+def test_an_append_that_loses_twice_takes_no_ticket(tmp_path, monkeypatch):
+    """Appends never conflict with each other's rows: their retry is cheap, and a ticket
+    for every small commit would queue them all behind each other."""
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    taken: list[object] = []
+    monkeypatch.setattr(log_module.Log, "take_ticket",
+                        lambda self, *a, **k: taken.append(1))
+    calls = [0]
+
+    def append(w):
+        calls[0] += 1
+        if calls[0] <= 3:
+            other.ingest({"content": f"a{calls[0]}", "source": "s", "anchor": "a"})
+        return w.ingest({"content": "mine", "source": "s", "anchor": "m"})
+
+    store.commit(append, operation="ingest")
+    assert calls[0] == 4 and taken == []
