@@ -166,6 +166,10 @@ def _group(receipts: pl.DataFrame, key: str) -> pl.DataFrame:
             .sort("receipts", key, descending=[True, False], nulls_last=True))
 
 
+def _day_or_none(value: object) -> _dt.date | None:
+    return None if value is None else as_date(value)
+
+
 def _days(first: _dt.date | None, last: _dt.date | None) -> pl.DataFrame:
     if first is None or last is None or first > last:
         return pl.DataFrame(schema={"day": pl.Date()})
@@ -265,13 +269,15 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
     dated = receipts.with_columns(pl.col("at").dt.date().alias("day"))
     miss_days = misses.with_columns(pl.col("at").dt.date().alias("day"))
     seen = pl.concat([dated.select("day"), miss_days.select("day")])
-    first = as_date(since_at.date()) if since_at is not None else as_date(seen["day"].min())
+    # (no receipt and no miss: no day, an empty frame)
+    first = as_date(since_at.date()) if since_at is not None else _day_or_none(seen["day"].min())
+    last: _dt.date | None
     if until_at is not None:
         end = until_at - _dt.timedelta(microseconds=1) if until_at.time() == _dt.time(0) \
             else until_at
         last = as_date(end.astimezone(_dt.UTC).date())
     else:
-        last = as_date(seen["day"].max())
+        last = _day_or_none(seen["day"].max())
     per_day = dated.group_by("day").agg(pl.len().cast(pl.Int64).alias("receipts"),
                                         pl.col("hit").sum().cast(pl.Int64).alias("hits"))
     per_miss = miss_days.group_by("day").agg(

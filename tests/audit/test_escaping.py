@@ -27,7 +27,7 @@ HOSTILE = [
 ]
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "div", "h2", "h3", "p",
                 "table", "caption", "thead", "tbody", "tr", "th", "td", "svg", "rect", "text",
-                "line", "h1", "main", "span", "b", "time", "code", "ul", "li"}
+                "line", "h1", "main", "span", "b", "time", "code", "ul", "li", "figure"}
 # characters that must never reach a page or a terminal raw
 RAW_FORBIDDEN = [chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))]
 RAW_FORBIDDEN += ["\u2028", "\u2029", "\u202e", "\u202c"]
