@@ -21,6 +21,7 @@ __all__ = [
     "TombstonedContentError",
     "DigestParameterError",
     "DigestFailedError",
+    "DigestFailedOnCorruptStoreError",
     "AbstractRefusedError",
     "ProjectionRegistryError",
     "ImportSourceError",
@@ -139,6 +140,11 @@ class DigestFailedError(MemframeError):
     """The digest failed closed (reference 1.1 / 5): a table it must read is unreadable,
     or holds rows it refuses. The message starts with ``memory_digest failed: `` (that
     text is part of the wire behaviour: hooks and the command line match it)."""
+
+
+class DigestFailedOnCorruptStoreError(DigestFailedError, CorruptStoreError):
+    """The digest failed closed because a file of the store is damaged or missing: the
+    message keeps the digest's prefix and names the file and what fixes it."""
 
 
 class AbstractRefusedError(InvalidInputError):

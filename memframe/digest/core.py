@@ -22,6 +22,8 @@ from memframe.digest.params import (
 from memframe.digest.result import Digest
 from memframe.errors import (
     DamagedDerivedError,
+    DigestFailedError,
+    DigestFailedOnCorruptStoreError,
     DigestParameterError,
     InvalidInputError,
     MemframeError,
@@ -155,6 +157,11 @@ def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int
             if isinstance(found, DamagedDerivedError) and verify != "full":
                 inputs = read_pinned(view, now, "full", fast=True, sections=(n, prefix))
                 return inputs, assemble(inputs, n, prefix)
+            if isinstance(exc, DigestFailedError) and not isinstance(found, DigestFailedError):
+                # the digest fails closed with its own prefix (reference 5), and says which
+                # file and what fixes it (a CorruptStoreError too, for those who catch it)
+                raise DigestFailedOnCorruptStoreError(
+                    f"memory_digest failed: {found}") from exc
             raise found from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
