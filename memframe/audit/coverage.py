@@ -16,31 +16,14 @@ from typing import Any
 import polars as pl
 
 from memframe._scalars import as_date
-from memframe.audit.misses import _in_window, _records
+from memframe.audit.misses import _in_window, _records, folded_receipt_terms
 from memframe.errors import InvalidInputError
 from memframe.schema import MISS_OUTCOMES
-from memframe.text import fold_expr, parse_instant, rfc3339_text
+from memframe.text import parse_instant, rfc3339_text
 
 __all__ = ["RecallCoverage", "recall_coverage", "folded_receipt_terms"]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
-
-
-def folded_receipt_terms(receipts: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (receipt, folded term): the receipt's terms folded as miss terms are
-    (reference 4.7), those without an alphanumeric dropped, repeats within a receipt once.
-
-    Examples:
-        >>> import polars as pl
-        >>> r = pl.LazyFrame({"id": ["rcpt-1"], "terms": [["Café", "café", "--"]]})
-        >>> folded_receipt_terms(r).collect()["term"].to_list()
-        ['cafe']
-    """
-    return (receipts.explode("terms")
-            .with_columns(fold_expr(pl.col("terms")).alias("term"))
-            .drop("terms")
-            .filter(pl.col("term").str.contains(r"[[:alnum:]]"))
-            .unique(["id", "term"], maintain_order=True))
 
 
 @dataclass

@@ -193,6 +193,23 @@ class AliasRules:
 
 # ---- window ------------------------------------------------------------------------------
 
+def folded_receipt_terms(receipts: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (receipt, folded term): the receipt's terms folded as miss terms are
+    (reference 4.7), those without an alphanumeric dropped, repeats within a receipt once.
+
+    Examples:
+        >>> import polars as pl
+        >>> r = pl.LazyFrame({"id": ["rcpt-1"], "terms": [["Café", "café", "--"]]})
+        >>> folded_receipt_terms(r).collect()["term"].to_list()
+        ['cafe']
+    """
+    return (receipts.explode("terms")
+            .with_columns(fold_expr(pl.col("terms")).alias("term"))
+            .drop("terms")
+            .filter(pl.col("term").str.contains(r"[[:alnum:]]"))
+            .unique(["id", "term"], maintain_order=True))
+
+
 def _in_window(since: _dt.datetime | None, until: _dt.datetime | None) -> pl.Expr:
     """The window [since, until) over ``at``. A bound beyond the instants a store can hold
     (`INSTANT_MIN`..`INSTANT_MAX`, nanoseconds since 1970 in an int64) is no bound on that
@@ -569,7 +586,6 @@ def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
     after the last miss that answers it: a receipt for the term that returned a capsule
     (``receipt``, by its id), or a capsule created whose folded words hold every word of
     the term (``capsule``, by its id). Still open: ``resolved_at`` null."""
-    from memframe.audit.coverage import folded_receipt_terms
 
     base = terms.select("term", pl.col("first_seen").alias("first_miss"),
                         pl.col("last_seen").alias("last_miss"),
