@@ -89,7 +89,7 @@ def _timed(fn):
 
 def plain_scan(view) -> int:
     """Read every column of every table the digest reads, computing nothing."""
-    from memframe.digest.inputs import COLUMNS
+    from memframe.digest.reads import COLUMNS
 
     frames = [view.table(name).select(list(columns)) for name, columns in COLUMNS.items()]
     return sum(f.height for f in pl.collect_all(frames))
@@ -142,12 +142,12 @@ def memframe_capsule_sections(view, n: int, now: dt.datetime) -> dict:
     """What the DuckDB SQL computes, the memframe way: read the same tables, fold capsule
     state, answer the five capsule sections (the digest's own functions)."""
     from memframe.digest.capsules import capsule_sections
-    from memframe.digest.inputs import inputs_from_tables
+    from memframe.digest.reads import tables_source
     from memframe.digest.scope import fence, population
 
     names = ("capsules", "relations", "forgets", "recalls", "classifications", "tiers")
-    inputs = inputs_from_tables({name: view.table(name) for name in names}, now)
-    return capsule_sections(fence(population(inputs.state), None), [""], n, now)[""]
+    source = tables_source({name: view.table(name) for name in names}, now)
+    return capsule_sections(fence(population(source.state()), None), [""], n, now)[""]
 
 
 def _phase(argv: list[str]) -> dict:

@@ -37,7 +37,7 @@ from memframe import schema as S
 from memframe import synth
 from memframe.digest import digest_tables
 from memframe.digest.efforts import open_efforts_sections
-from memframe.digest.inputs import inputs_from_tables, reference_state
+from memframe.digest.reads import reference_state, tables_source
 from memframe.digest.scope import fence, population
 from memframe.digest.staged import pinned_sections, staged_section
 from memframe.graph import blocks_projection
@@ -122,20 +122,20 @@ def _median(fn, repeat: int) -> float:
 
 def step_costs(tables: dict, repeat: int) -> dict[str, float]:
     """Median seconds of the digest and of each step the staged/pinned/efforts work adds."""
-    inputs = inputs_from_tables(tables, NOW)
-    state = inputs.state
+    source = tables_source(tables, NOW)
+    state = source.state()
     scoped = fence(population(state), None)
     alive = state.filter(pl.col("status") != "tombstoned")
-    tombstoned = inputs.tables["forgets"].get_column("capsule_id").unique()
-    projection = blocks_projection(inputs.tables["relations"], tombstoned)
-    reviews = inputs.tables["reviews"]
+    tombstoned = source.tables["forgets"].get_column("capsule_id").unique()
+    projection = blocks_projection(source.tables["relations"], tombstoned)
+    reviews = source.tables["reviews"]
     return {
         "digest": _median(lambda: digest_tables(tables, now=NOW), repeat),
-        "state": _median(lambda: reference_state(inputs.tables), repeat),
+        "state": _median(lambda: reference_state(source.tables), repeat),
         "staged": _median(lambda: staged_section(reviews, NOW), repeat),
         "pinned": _median(lambda: pinned_sections(scoped, [""], NOW), repeat),
         "open_efforts": _median(lambda: open_efforts_sections(
-            scoped, alive, inputs.tables["relations"], projection, [""], 10, NOW), repeat),
+            scoped, alive, source.tables["relations"], projection, [""], 10, NOW), repeat),
     }
 
 

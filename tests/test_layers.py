@@ -145,12 +145,11 @@ def test_state_sits_in_the_base_layer():
 
 
 #: the reference computation of the digest (spec 001): its section modules, the fail-closed
-#: checks and the store-wide families. The incremental reader (`inputs`, `assemble`,
-#: `warm`, `state/`) builds on them; they never build on it.
+#: checks, the store-wide families and the reference source. The incremental reader (the
+#: door `reads`, `assemble`, `state/`) builds on them; they never build on it.
 REFERENCE = ("capsules", "efforts", "planning", "counters", "telemetry", "ledger", "scope",
-             "staged", "checks", "families")
-INCREMENTAL = ("memframe.digest.state", "memframe.digest.warm", "memframe.digest.inputs",
-               "memframe.digest.assemble")
+             "staged", "checks", "families", "source")
+INCREMENTAL = ("memframe.digest.state", "memframe.digest.reads", "memframe.digest.assemble")
 
 
 def test_the_reference_digest_never_imports_the_incremental_reader():
@@ -163,11 +162,6 @@ def test_the_reference_digest_never_imports_the_incremental_reader():
 DIGEST = PACKAGE / "digest"
 #: the most lines a module under memframe/digest/ holds (one concept a module)
 MAX_DIGEST_LINES = 330
-#: modules allowed past it for now, each with why: `inputs` is being replaced by the one
-#: read interface of issue 32 (item 3), which deletes most of it
-TOO_LONG_FOR_NOW = {"inputs.py"}
-
-
 def test_no_two_digest_modules_share_a_file_name():
     seen: dict[str, list[str]] = {}
     for path in sorted(DIGEST.rglob("*.py")):
@@ -179,6 +173,5 @@ def test_no_two_digest_modules_share_a_file_name():
 
 def test_no_digest_module_is_longer_than_its_limit():
     long = {str(path.relative_to(PACKAGE)): n for path in sorted(DIGEST.rglob("*.py"))
-            if (n := len(path.read_text().splitlines())) > MAX_DIGEST_LINES
-            and str(path.relative_to(DIGEST)) not in TOO_LONG_FOR_NOW}
+            if (n := len(path.read_text().splitlines())) > MAX_DIGEST_LINES}
     assert not long, f"split these along their concepts (at most {MAX_DIGEST_LINES} lines): {long}"

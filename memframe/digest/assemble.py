@@ -6,14 +6,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from memframe.digest import counters, families, ledger, warm
-from memframe.digest.capsules import _lists, _totals, capsule_sections, handoff_rows
+from memframe.digest.capsules import _lists, _totals, handoff_rows
 from memframe.digest.efforts import EffortGraph, open_efforts_sections
-from memframe.digest.inputs import DigestInputs, digest_failed
-from memframe.digest.planning import (
-    mission_sections,
-    unanchored_sections,
-)
+from memframe.digest.planning import mission_sections, unanchored_sections
+from memframe.digest.reads import digest_failed
 from memframe.digest.scope import (
     explode_roots,
     fence,
@@ -21,9 +17,9 @@ from memframe.digest.scope import (
     subtree_roots,
     top_per_scope,
 )
+from memframe.digest.source import DigestSource
 from memframe.digest.staged import pinned_sections, staged_section
 from memframe.errors import MemframeError
-from memframe.graph import cap_projection
 
 __all__ = ["LABEL", "FRAMING", "global_sections", "graph_sections", "subset_sections",
            "kept_values", "compose", "assemble", "assemble_roots"]
@@ -32,78 +28,28 @@ LABEL = "ADVISORY_NOT_AUTHORITY"
 FRAMING = "DATA"
 
 
-def _tombstoned(inputs: DigestInputs) -> pl.Series:
-    if inputs.tombstoned is not None:
-        return inputs.tombstoned
-    return inputs.tables["forgets"].get_column("capsule_id").unique().sort()
-
-
-def _audit_events(inputs: DigestInputs) -> int:
-    if inputs.audit_events is not None:
-        return inputs.audit_events
-    return counters.audit_events(inputs.tables["journal"])
-
-
-def _family(inputs: DigestInputs, family: str) -> dict:
-    """A family of store-wide values: kept by the digest job and current (see
-    `memframe.digest.state.kept_families`), or computed now from the tables read."""
-    kept = inputs.globals.get(family)
-    if kept is not None:
-        if family == "graph":
-            values = kept.values()  # read on first use
-            return {**values, "effort_graph": _kept_efforts(inputs, values)}
-        return kept
-    if family == "graph":
-        return families.graph_values(inputs.tables["relations"], _tombstoned(inputs))
-    return families.family_values(family, inputs.optional)
-
-
-def _kept_efforts(inputs: DigestInputs, kept: dict) -> EffortGraph:
-    """The board's graph from kept values: witnessed ids and member lookups from the
-    digest job, member counts from the state rows of the epics (the subset holds them)."""
-    epics = inputs.state.filter((pl.col("kind") == "epic").fill_null(False))
-    stats = epics.select(
-        pl.col("id").alias("epic"),
-        pl.col("member_total"),
-        pl.format("cap-{}", pl.col("newest_member")).alias("newest_member"),
-        pl.col("newest_member").alias("newest_member_number"),
-    ).filter(pl.col("member_total") > 0).sort("epic")
-    return EffortGraph(witnessed=kept["witnessed"], member_stats=stats,
-                       members=kept["_reads"])
-
-
-def graph_sections(inputs: DigestInputs, n: int) -> dict:
+def graph_sections(source: DigestSource, n: int) -> dict:
     """``relations`` and ``dag``, and what the mission, unanchored and open-effort
     sections read of the graph (``_mission_graph``, ``_dag_projection``, ``_efforts``;
-    None when the digest answers those sections from the kept ones)."""
-    kept = inputs.kept_sections
-    if kept is not None:
-        return {"relations": kept["relations"], "dag": kept["dag"], "_mission_graph": None,
-                "_dag_projection": None, "_efforts": None}
-    graph = _family(inputs, "graph")
-    projection = graph["dag_projection"]
-    return {"relations": graph["relations"], "dag": cap_projection(projection, n),
-            "_mission_graph": graph["mission_graph"], "_dag_projection": projection,
-            "_efforts": graph["effort_graph"]}
+    None when the source kept those sections)."""
+    graph = source.graph(n)
+    return {"relations": graph["relations"], "dag": graph["dag"],
+            "_mission_graph": graph["mission_graph"],
+            "_dag_projection": graph["dag_projection"], "_efforts": graph["efforts"]}
 
 
-def global_sections(inputs: DigestInputs, n: int) -> dict:
+def global_sections(source: DigestSource, n: int) -> dict:
     """Every store-global section, computed once (fail-closed ones raise)."""
     try:
-        tables = inputs.tables
-        sessions = inputs.globals.get("sessions")
-        if sessions is not None:  # kept by the digest job: every open id, in order
-            opened, open_ids = sessions["open_sessions"], sessions["open_session_ids"][:n]
-        else:
-            opened, open_ids = counters.open_sessions(tables["brackets"], n)
+        opened, open_ids = source.open_sessions(n)
         return {
-            **graph_sections(inputs, n),
+            **graph_sections(source, n),
             "open_sessions": opened,
             "open_session_ids": open_ids,
-            "audit_events": _audit_events(inputs),
-            **_ledger_sections(inputs),
-            "staged": staged_section(tables["reviews"], inputs.now),
-            **_fail_open_sections(inputs),
+            "audit_events": source.audit_events(),
+            **source.ledger(),
+            "staged": staged_section(source.reviews(), source.now),
+            **source.fail_open(),
         }
     except MemframeError:
         raise
@@ -111,32 +57,24 @@ def global_sections(inputs: DigestInputs, n: int) -> dict:
         raise digest_failed(exc) from exc
 
 
-def subset_sections(inputs: DigestInputs, glob: dict, scoped: pl.DataFrame,
-                    scopes: Sequence[str], n: int, now, handoff: bool = True
-                    ) -> dict[str, dict]:
-    """The sections that name subset capsules, per scope: ``handoff``/``handoff_total``
-    (with ``handoff``; the full computation takes them from `capsule_sections`),
+def subset_sections(source: DigestSource, glob: dict, scoped: pl.DataFrame,
+                    scopes: Sequence[str], n: int, now) -> dict[str, dict]:
+    """The sections that name subset capsules, per scope: ``handoff``/``handoff_total``,
     ``mission``, ``unanchored`` and ``curated`` (``pinned``, ``pinned_total``,
     ``open_efforts``, ``open_efforts_total``). ``now`` None defers the ``expired`` flags
     (`memframe.digest.capsules.resolve_expired`)."""
     graph = glob["_mission_graph"]
-    attach = inputs.attach
+    attach = source.attach
     try:
-        lists: dict[str, list] = {}
-        totals: dict[str, int] = {}
-        if handoff:
-            handoffs = handoff_rows(scoped)
-            totals = _totals(handoffs)
-            lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
+        handoffs = handoff_rows(scoped)
+        totals = _totals(handoffs)
+        lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
         missions = mission_sections(scoped, graph, scopes, n, now, attach)
         pinned = pinned_sections(scoped, scopes, now, attach)
-        alive = inputs.state.filter(pl.col("status") != "tombstoned")
-        lookup = None
-        if inputs.warm is not None:  # the state is the subset: members are looked up
-            lookup = warm.member_scopes(inputs.warm, scopes[0] or None)
+        alive = source.state().filter(pl.col("status") != "tombstoned")
         efforts = open_efforts_sections(
             scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n, now, attach,
-            lookup,
+            source.member_scopes(scopes[0] or None),
         )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
@@ -150,16 +88,17 @@ def subset_sections(inputs: DigestInputs, glob: dict, scoped: pl.DataFrame,
             for scope in scopes}
 
 
-def kept_values(inputs: DigestInputs, cap: int) -> dict:
+def kept_values(source: DigestSource, cap: int) -> dict:
     """What the digest job keeps of the unfenced digest
     (`memframe.digest.state.sections`): the subset sections and ``dag`` for the
     list cap ``cap`` with deferred ``expired`` flags, and ``relations``; `memframe.digest.state.sections.cap_kept` turns
     them into the values for any cap up to ``cap`` and any instant."""
-    scoped = fence(population(inputs.state), None)
-    glob = graph_sections(inputs, cap)
-    values = subset_sections(inputs, glob, scoped, [""], cap, None)[""]
+    state = source.state()
+    scoped = fence(population(state), None)
+    glob = graph_sections(source, cap)
+    values = subset_sections(source, glob, scoped, [""], cap, None)[""]
     return {**values, "dag": glob["dag"], "relations": glob["relations"],
-            MEMBER_ADMISSION: _member_admission(inputs.state, scoped, glob["_efforts"])}
+            MEMBER_ADMISSION: _member_admission(state, scoped, glob["_efforts"])}
 
 
 #: a kept-values key: the unfenced board admits an epic the population does not hold
@@ -175,35 +114,6 @@ def _member_admission(state: pl.DataFrame, scoped: pl.DataFrame, graph: EffortGr
                            & ~pl.col("id").is_in(scoped.get_column("id").implode()))
     return bool(outside.filter(pl.col("id").is_in(
         graph.member_stats.get_column("epic").implode())).height)
-
-
-def _ledger_sections(inputs: DigestInputs) -> dict:
-    """tiers, journal and archive_candidates: from the capsule state, or from the digest
-    state's aggregates on the warm path."""
-    if inputs.warm is not None:
-        journal = dict(inputs.chain or {})
-        journal["out_of_band"] = warm.warm_out_of_band(inputs.warm)
-        return {
-            "tiers": warm.warm_tiers(inputs.warm),
-            "journal": journal,
-            "archive_candidates": warm.warm_archive(inputs, inputs.warm),
-        }
-    return {
-        "tiers": ledger.tiers_section(inputs.state),
-        "journal": ledger.journal_section(inputs.tables.get("journal"), inputs.state,
-                                          inputs.chain),
-        "archive_candidates": ledger.archive_candidates(inputs.state, inputs.now,
-                                                        inputs.attach),
-    }
-
-
-def _fail_open_sections(inputs: DigestInputs) -> dict:
-    """recall_misses, recent_failures, lane_overrides_total and sources (each None, or
-    0 for the miss count, when its table cannot be read or its builder fails)."""
-    out: dict = {}
-    for family in ("misses", "lanes", "sources"):
-        out.update(_family(inputs, family))
-    return out
 
 
 def compose(
@@ -245,59 +155,57 @@ def compose(
     return body
 
 
-def _bodies(
-    inputs: DigestInputs,
-    n: int,
-    scoped: pl.DataFrame,
-    scopes: Sequence[str],
-    fenced: bool,
-) -> dict[str, dict]:
-    glob = global_sections(inputs, n)
-    warm_path = inputs.warm is not None
-    if inputs.kept_sections is not None:  # the unfenced scope, kept by the digest job
-        values = {scopes[0]: inputs.kept_sections}
+def _with_handoffs(caps: dict, values: dict) -> dict:
+    """A scope's capsule sections with its handoffs, keys in wire order (4.0)."""
+    out = {"total": caps["total"], "by_project": caps["by_project"]}
+    if values["handoff"]:
+        out["handoff"] = values["handoff"]
+    if values["handoff_total"]:
+        out["handoff_total"] = values["handoff_total"]
+    out.update((k, v) for k, v in caps.items() if k not in out)
+    return out
+
+
+def _bodies(source: DigestSource, n: int, scoped: pl.DataFrame, scopes: Sequence[str],
+            fenced: bool) -> dict[str, dict]:
+    glob = global_sections(source, n)
+    kept = source.kept_sections()
+    if kept is not None:  # the unfenced scope, as the digest job kept it
+        values = {scopes[0]: kept}
     else:
-        values = subset_sections(inputs, glob, scoped, scopes, n, inputs.now,
-                                 handoff=warm_path)
+        values = subset_sections(source, glob, scoped, scopes, n, source.now)
     try:
-        if warm_path:
-            prefix = scopes[0] if fenced else None
-            caps = {scopes[0]: warm.warm_capsule_sections(inputs, inputs.warm,
-                                                          values[scopes[0]], n, prefix)}
-        else:
-            caps = capsule_sections(scoped, scopes, n, inputs.now, inputs.attach)
+        caps = source.capsule_sections(scoped, scopes, n)
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     return {
-        scope: compose(caps[scope], glob, values[scope]["mission"],
-                       values[scope]["unanchored"], fenced, values[scope]["curated"])
+        scope: compose(_with_handoffs(caps[scope], values[scope]), glob,
+                       values[scope]["mission"], values[scope]["unanchored"], fenced,
+                       values[scope]["curated"])
         for scope in scopes
     }
 
 
-def assemble(inputs: DigestInputs, n: int, project_prefix: str | None) -> dict:
+def assemble(source: DigestSource, n: int, project_prefix: str | None) -> dict:
     """The digest body for one fence (None = unfenced)."""
     try:
-        scoped = fence(population(inputs.state), project_prefix)
+        scoped = fence(population(source.state()), project_prefix)
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     scope = "" if project_prefix is None else project_prefix
-    return _bodies(inputs, n, scoped, [scope], project_prefix is not None)[scope]
+    return _bodies(source, n, scoped, [scope], project_prefix is not None)[scope]
 
 
-def assemble_roots(inputs: DigestInputs, n: int, depth: int) -> dict[str, dict]:
-    """Digest bodies for every project subtree root at ``depth``, in one pass.
-
-    Each body equals ``assemble(inputs, n, root)``.
-    """
+def assemble_roots(source: DigestSource, n: int, depth: int) -> dict[str, dict]:
+    """Digest bodies for every project subtree root at ``depth``, in one pass; each
+    equals ``assemble(source, n, root)``. The source's state holds every capsule
+    (`memframe.digest.reads.whole_source`)."""
     try:
-        alive = population(inputs.state)
+        alive = population(source.state())
         roots = subtree_roots(alive, depth)
         scoped = explode_roots(alive, roots, depth)
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     if not roots:
         return {}
-    if inputs.warm is not None:
-        raise ValueError("per-project bodies read every capsule's state (read without fast)")
-    return _bodies(inputs, n, scoped, roots, True)
+    return _bodies(source, n, scoped, roots, True)

@@ -14,8 +14,9 @@ from typing import Any
 
 from memframe.digest import engines
 from memframe.digest.assemble import assemble_roots
-from memframe.digest.core import HEADLINES_DEFAULT, read_pinned
-from memframe.digest.params import validate_headlines
+from memframe.digest.core import HEADLINES_DEFAULT, pinned_source
+from memframe.digest.params import validate_headlines, validate_verify
+from memframe.digest.reads import whole_source
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
 
@@ -56,13 +57,14 @@ def per_project_digests(
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InvalidInputError(f"depth must be a positive integer, got {depth!r}")
     n = validate_headlines(headlines)
-    inputs = read_pinned(store, now, verify)
-    bodies = assemble_roots(inputs, n, depth)
+    mode = validate_verify(verify)
+    source = pinned_source(store, now, lambda view, t: whole_source(view, t, mode))
+    bodies = assemble_roots(source, n, depth)
     return {
         root: Digest(
             body,
-            rows_visited=inputs.rows_visited,
-            generation=inputs.generation,
+            rows_visited=source.rows_visited(),
+            generation=source.generation,
             project_prefix=root,
             headlines=n,
         )

@@ -208,7 +208,8 @@ def capsule_sections(
     now: _dt.datetime,
     attach: Attach | None = None,
 ) -> dict[str, dict]:
-    """The five fenced capsule sections of every scope, keys in wire order.
+    """The fenced capsule sections of every scope but the handoffs (the assembler's subset
+    sections answer those), keys in wire order.
 
     Args:
         scoped: the population tagged with ``_scope`` (see ``memframe.digest.scope``).
@@ -218,8 +219,8 @@ def capsule_sections(
         attach: adds ``content`` to the emitted rows when the population has none.
 
     Returns:
-        ``{scope: {"total", "by_project", ["handoff"], ["handoff_total"], "newest",
-        ["newest_total"], "most_recalled", ["most_recalled_total"]}}``.
+        ``{scope: {"total", "by_project", "newest", ["newest_total"], "most_recalled",
+        ["most_recalled_total"]}}``.
     """
     totals = _totals(scoped)
     by_project = (
@@ -234,10 +235,6 @@ def capsule_sections(
         scope: part.select("project_id", "count", "live").to_dicts()
         for scope, part in per_scope(by_project).items()
     }
-
-    handoffs = handoff_rows(scoped)
-    handoff_totals = _totals(handoffs)
-    handoff_lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
 
     newest = top_per_scope(scoped.sort("seq", descending=True), n)
     newest_lists = _lists(newest, now, attach=attach)
@@ -262,10 +259,6 @@ def capsule_sections(
             "total": totals.get(scope, 0),
             "by_project": by_project_lists.get(scope, []),
         }
-        if handoff_lists.get(scope):
-            section["handoff"] = handoff_lists[scope]
-        if handoff_totals.get(scope, 0):
-            section["handoff_total"] = handoff_totals[scope]
         section["newest"] = newest_lists.get(scope, [])
         if totals.get(scope, 0):
             section["newest_total"] = totals[scope]

@@ -11,7 +11,6 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.assemble import assemble
-from memframe.digest.inputs import DigestInputs, inputs_from_tables, read_inputs
 from memframe.digest.params import (
     HEADLINES_DEFAULT,
     validate_headlines,
@@ -19,8 +18,11 @@ from memframe.digest.params import (
     validate_project_prefix,
     validate_verify,
 )
+from memframe.digest.reads import digest_failed, open_source, tables_source
 from memframe.digest.result import Digest
+from memframe.digest.source import DigestSource
 from memframe.errors import (
+    CorruptStoreError,
     DamagedDerivedError,
     DigestFailedError,
     DigestFailedOnCorruptStoreError,
@@ -30,7 +32,7 @@ from memframe.errors import (
 )
 from memframe.store import Store, StoreView
 
-__all__ = ["digest", "digest_tables", "read_pinned", "Digest", "HEADLINES_DEFAULT"]
+__all__ = ["digest", "digest_tables", "pinned_source", "Digest", "HEADLINES_DEFAULT"]
 
 
 def _pin(store: Any) -> Any:
@@ -47,15 +49,15 @@ def _check_known_hash(known_hash: object) -> None:
         raise InvalidInputError(f"known_hash must be a hex string or None, got {known_hash!r}")
 
 
-def read_pinned(store: Any, now: _dt.datetime | None, verify: str = "incremental",
-                fast: bool = False, sections: tuple[int, str | None] | None = None
-                ) -> DigestInputs:
+def pinned_source(store: Any, now: _dt.datetime | None, open_: Any) -> DigestSource:
+    """``open_(view, now)`` on one pinned generation of ``store``, with ``now`` checked
+    (the store's clock when None); on a `Store`, pinned again if a vacuum removes what it
+    pinned."""
     view = _pin(store)
     now = validate_now(view.now() if now is None else now)
-    mode = validate_verify(verify)
-    if isinstance(store, Store):  # re-pinned if a vacuum removes what it pinned
-        return store.read(lambda v: read_inputs(v, now, mode, fast, sections))
-    return read_inputs(view, now, mode, fast, sections)
+    if isinstance(store, Store):
+        return store.read(lambda v: open_(v, now))
+    return open_(view, now)
 
 
 def digest(
@@ -110,17 +112,12 @@ def digest(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
-    inputs, body = _read_and_assemble(store, now, verify, n, prefix)
-    if inputs.warm is not None:  # the rows its top-N readers read
-        inputs.rows_visited += inputs.warm.rows_visited
-    kept_graph = inputs.globals.get("graph")
-    if kept_graph is not None:  # read on first use, with the board's lookups
-        inputs.rows_visited += kept_graph.rows_visited
+    source, body = _read_and_assemble(store, now, verify, n, prefix)
     return Digest(
         body,
         known_hash=known_hash,
-        rows_visited=inputs.rows_visited,
-        generation=inputs.generation,
+        rows_visited=source.rows_visited(),
+        generation=source.generation,
         project_prefix=prefix,
         headlines=n,
     )
@@ -131,20 +128,22 @@ _AGAIN = 20
 
 
 def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int,
-                       prefix: str | None) -> tuple[DigestInputs, dict[str, Any]]:
+                       prefix: str | None) -> tuple[DigestSource, dict[str, Any]]:
     """Read and assemble on one pinned generation. On a `Store`, a generation whose files
     were removed while the digest read them (another handle erased or compacted, then
     vacuumed) is left for the newer one, and the digest runs again there; a damaged
     derived file (the digest's kept state) is answered from the canonical tables
     (``verify="full"`` reads no derived state) while the next cycle writes it again."""
+    def run(view: Any, mode: str) -> tuple[DigestSource, dict[str, Any]]:
+        source = pinned_source(view, now, lambda v, t: open_source(v, t, mode, n, prefix))
+        return source, assemble(source, n, prefix)
+
     if not isinstance(store, Store):
-        inputs = read_pinned(store, now, verify, fast=True, sections=(n, prefix))
-        return inputs, assemble(inputs, n, prefix)
+        return run(store, verify)
     for attempt in range(_AGAIN + 1):
         view = store.pinned()
         try:
-            inputs = read_pinned(view, now, verify, fast=True, sections=(n, prefix))
-            return inputs, assemble(inputs, n, prefix)
+            return run(view, verify)
         except (InvalidInputError, DigestParameterError):
             raise
         except (MemframeError, OSError, pl.exceptions.ComputeError) as exc:
@@ -155,14 +154,15 @@ def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int
                 time.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue  # removed under it: run again on the newer generation
             if isinstance(found, DamagedDerivedError) and verify != "full":
-                inputs = read_pinned(view, now, "full", fast=True, sections=(n, prefix))
-                return inputs, assemble(inputs, n, prefix)
-            if isinstance(exc, DigestFailedError) and not isinstance(found, DigestFailedError):
+                return run(view, "full")
+            if isinstance(found, DigestFailedError):
+                raise found from exc
+            if isinstance(found, CorruptStoreError):
                 # the digest fails closed with its own prefix (reference 5), and says which
                 # file and what fixes it (a CorruptStoreError too, for those who catch it)
                 raise DigestFailedOnCorruptStoreError(
                     f"memory_digest failed: {found}") from exc
-            raise found from exc
+            raise digest_failed(found) from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -185,12 +185,12 @@ def digest_tables(
     n = validate_headlines(headlines)
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
-    inputs = inputs_from_tables(tables, validate_now(now))
-    body = assemble(inputs, n, prefix)
+    source = tables_source(tables, validate_now(now))
+    body = assemble(source, n, prefix)
     return Digest(
         body,
         known_hash=known_hash,
-        rows_visited=inputs.rows_visited,
+        rows_visited=source.rows_visited(),
         project_prefix=prefix,
         headlines=n,
     )

@@ -24,7 +24,7 @@ from memframe.digest.state import (
     digest_leaders,
     digest_subset,
 )
-from memframe.digest.warm import top_requests
+from memframe.digest.state.kept_source import top_requests
 from memframe.state import SOURCES, fold_state
 from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, NOW, capsule, digest_step, play

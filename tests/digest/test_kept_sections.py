@@ -217,14 +217,11 @@ def test_resolve_expired_renders_as_the_flag_would():
 def test_kept_values_capped_equal_the_values_computed_for_the_cap(tmp_path):
     store, _ids = _store(tmp_path / "s")
     from memframe.digest.assemble import kept_values
-    from memframe.digest.inputs import read_inputs
+    from memframe.digest.reads import job_source
 
-    inputs = read_inputs(store.pinned(), NOW, fast=True, sections=(sections.CAP, None),
-                         kept=False)
-    kept = kept_values(inputs, sections.CAP)
+    kept = kept_values(job_source(store.pinned(), sections.CAP), sections.CAP)
     for n in (0, 1, 2, 5, sections.CAP):
-        inputs = read_inputs(store.pinned(), NOW, fast=True, sections=(n, None), kept=False)
-        direct = kept_values(inputs, n)
+        direct = kept_values(job_source(store.pinned(), n), n)
         resolve_expired(direct, NOW)
         assert cap_kept(kept, n, NOW) == direct, n
     assert cap_kept(kept, 1, NOW) != cap_kept(kept, sections.CAP, NOW)

@@ -9,7 +9,8 @@ import datetime as dt
 import polars as pl
 
 import memframe as mf
-from memframe.digest.inputs import read_inputs
+from memframe.digest.reads import open_source
+from memframe.digest.state.kept_source import KeptSource
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)
@@ -48,10 +49,11 @@ def test_after_a_cycle_the_digest_reads_the_kept_state(tmp_path):
     assert warm.to_json() == full.to_json()
     assert warm.rows_visited < total // 4, (warm.rows_visited, total)
     view = store.pinned()
-    inputs = read_inputs(view, NOW, fast=True, sections=(10, None))
-    assert inputs.kept_sections is not None  # the unfenced sections as the job kept them
-    assert {"graph", "sessions", "misses"} <= set(inputs.globals)  # (no lane, no git rows)
-    assert inputs.warm is not None and not inputs.warm.in_memory
+    source = open_source(view, NOW, "incremental", 10, None)
+    assert isinstance(source, KeptSource)
+    assert source.kept_sections() is not None  # the unfenced sections as the job kept them
+    assert {"graph", "sessions", "misses"} <= set(source.families)  # (no lane, no git rows)
+    assert not source.warm.in_memory
     fenced = mf.digest(store, now=NOW, project_prefix="p1")
     # the subset and its text, not every row (at this size one row group of the capsules,
     # read for an emitted row's text, is the whole table)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
-from memframe.digest.inputs import reference_state
+from memframe.digest.reads import reference_state
 from memframe.digest.state import warm_reader
 from memframe.state import state_frame
 from memframe.text import headline

@@ -21,5 +21,5 @@ Beside it:
 * `memframe.digest.state.sections`: the subset's sections kept for the capsule fence;
 * `memframe.digest.state.journal`: the audit chain's verified checkpoint.
 
-They are advanced by the jobs (`memframe.jobs.cycle`) and read by `memframe.digest.inputs`.
+They are advanced by the jobs (`memframe.jobs.cycle`) and read by `memframe.digest.reads` (the incremental source: `kept_source`).
 """

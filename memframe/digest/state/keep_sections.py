@@ -14,13 +14,8 @@ import polars as pl
 from memframe.derived import job_report
 from memframe.digest.assemble import kept_values
 from memframe.digest.checks import check_rows
-from memframe.digest.inputs import (
-    COLUMNS,
-    DigestInputs,
-    StateNotWarm,
-    digest_failed,
-    read_inputs,
-)
+from memframe.digest.reads import COLUMNS, StateNotWarm, digest_failed, job_source
+from memframe.digest.source import DigestSource, TableSource
 from memframe.digest.state import digest_capsules
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
@@ -56,26 +51,21 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
         return report
     try:
         if subset is not None:
-            inputs = _rebuilt_inputs(view, subset)
+            source: DigestSource = _rebuilt_source(view, subset)
         else:
-            inputs = read_inputs(view, view.now(), "incremental", fast=True,
-                                 sections=(CAP, None), kept=False, trust_state=True,
-                                 shared=shared)
-        values = kept_values(inputs, CAP)
+            source = job_source(view, CAP, shared)
+        values = kept_values(source, CAP)
     except (MemframeError, StateNotWarm) as exc:  # the digest computes (and fails) itself
         if notes is not None:
             notes.append(f"digest_sections: not kept: {exc}")
         return report
-    graph = inputs.globals.get("graph")
-    warm = inputs.warm.rows_visited if inputs.warm is not None else 0
-    report["rows_visited"] = (inputs.rows_visited + warm
-                              + (graph.rows_visited if graph is not None else 0))
+    report["rows_visited"] = source.rows_visited()
     report["rows_written"] = KEPT.stage(commit, {TABLE: encode(values)}, marks,
                                         row_group_rows={TABLE: GROUP_ROWS})
     return report
 
 
-def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
+def _rebuilt_source(view: StoreView, subset: pl.DataFrame) -> TableSource:
     """What `kept_values` reads, from a rebuilt state's subset rows and the graph's tables
     (the sections computed over them are the full digest's: the law tests compare)."""
     tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
@@ -83,6 +73,6 @@ def _rebuilt_inputs(view: StoreView, subset: pl.DataFrame) -> Any:
     problem = check_rows("relations", tables["relations"])
     if problem:
         raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
-    return DigestInputs(tables=tables, optional={}, state=state_frame(subset),
-                        now=view.now(),
-                        rows_visited=sum(view.row_count(n) for n in tables))
+    tombstoned = tables["forgets"].get_column("capsule_id").unique().sort()
+    return TableSource(tables, {}, state_frame(subset), view.now(), {}, 0, tombstoned,
+                       sum(view.row_count(n) for n in tables))
