@@ -21,29 +21,21 @@ from memframe.digest.source import DigestSource
 from memframe.digest.staged import pinned_sections, staged_section
 from memframe.errors import MemframeError
 
-__all__ = ["LABEL", "FRAMING", "global_sections", "graph_sections", "subset_sections",
+__all__ = ["LABEL", "FRAMING", "global_sections", "subset_sections",
            "kept_values", "compose", "assemble", "assemble_roots"]
 
 LABEL = "ADVISORY_NOT_AUTHORITY"
 FRAMING = "DATA"
 
 
-def graph_sections(source: DigestSource, n: int) -> dict:
-    """``relations`` and ``dag``, and what the mission, unanchored and open-effort
-    sections read of the graph (``_mission_graph``, ``_dag_projection``, ``_efforts``;
-    None when the source kept those sections)."""
-    graph = source.graph(n)
-    return {"relations": graph["relations"], "dag": graph["dag"],
-            "_mission_graph": graph["mission_graph"],
-            "_dag_projection": graph["dag_projection"], "_efforts": graph["efforts"]}
-
-
-def global_sections(source: DigestSource, n: int) -> dict:
-    """Every store-global section, computed once (fail-closed ones raise)."""
+def global_sections(source: DigestSource, graph: dict, n: int) -> dict:
+    """Every store-global section, computed once (fail-closed ones raise); ``graph`` is
+    ``source.graph(n)``."""
     try:
         opened, open_ids = source.open_sessions(n)
         return {
-            **graph_sections(source, n),
+            "relations": graph["relations"],
+            "dag": graph["dag"],
             "open_sessions": opened,
             "open_session_ids": open_ids,
             "audit_events": source.audit_events(),
@@ -57,29 +49,29 @@ def global_sections(source: DigestSource, n: int) -> dict:
         raise digest_failed(exc) from exc
 
 
-def subset_sections(source: DigestSource, glob: dict, scoped: pl.DataFrame,
+def subset_sections(source: DigestSource, graph: dict, scoped: pl.DataFrame,
                     scopes: Sequence[str], n: int, now) -> dict[str, dict]:
     """The sections that name subset capsules, per scope: ``handoff``/``handoff_total``,
     ``mission``, ``unanchored`` and ``curated`` (``pinned``, ``pinned_total``,
     ``open_efforts``, ``open_efforts_total``). ``now`` None defers the ``expired`` flags
-    (`memframe.digest.capsules.resolve_expired`)."""
-    graph = glob["_mission_graph"]
+    (`memframe.digest.capsules.resolve_expired`); ``graph`` is ``source.graph(n)``."""
+    mission = graph["mission_graph"]
     attach = source.attach
     try:
         handoffs = handoff_rows(scoped)
         totals = _totals(handoffs)
         lists = _lists(top_per_scope(handoffs, n), now, attach=attach)
-        missions = mission_sections(scoped, graph, scopes, n, now, attach)
+        missions = mission_sections(scoped, mission, scopes, n, now, attach)
         pinned = pinned_sections(scoped, scopes, now, attach)
         alive = source.state().filter(pl.col("status") != "tombstoned")
         efforts = open_efforts_sections(
-            scoped, alive, glob["_efforts"], glob["_dag_projection"], scopes, n, now, attach,
+            scoped, alive, graph["efforts"], graph["dag_projection"], scopes, n, now, attach,
             source.member_scopes(scopes[0] or None),
         )
     except Exception as exc:  # noqa: BLE001
         raise digest_failed(exc) from exc
     try:
-        unanchored = unanchored_sections(scoped, graph, scopes)
+        unanchored = unanchored_sections(scoped, mission, scopes)
     except Exception:  # noqa: BLE001 - advisory nudge: fail open
         unanchored = dict.fromkeys(scopes)
     return {scope: {"handoff": lists.get(scope, []), "handoff_total": totals.get(scope, 0),
@@ -95,10 +87,10 @@ def kept_values(source: DigestSource, cap: int) -> dict:
     them into the values for any cap up to ``cap`` and any instant."""
     state = source.state()
     scoped = fence(population(state), None)
-    glob = graph_sections(source, cap)
-    values = subset_sections(source, glob, scoped, [""], cap, None)[""]
-    return {**values, "dag": glob["dag"], "relations": glob["relations"],
-            MEMBER_ADMISSION: _member_admission(state, scoped, glob["_efforts"])}
+    graph = source.graph(cap)
+    values = subset_sections(source, graph, scoped, [""], cap, None)[""]
+    return {**values, "dag": graph["dag"], "relations": graph["relations"],
+            MEMBER_ADMISSION: _member_admission(state, scoped, graph["efforts"])}
 
 
 #: a kept-values key: the unfenced board admits an epic the population does not hold
@@ -168,12 +160,13 @@ def _with_handoffs(caps: dict, values: dict) -> dict:
 
 def _bodies(source: DigestSource, n: int, scoped: pl.DataFrame, scopes: Sequence[str],
             fenced: bool) -> dict[str, dict]:
-    glob = global_sections(source, n)
+    graph = source.graph(n)
+    glob = global_sections(source, graph, n)
     kept = source.kept_sections()
     if kept is not None:  # the unfenced scope, as the digest job kept it
         values = {scopes[0]: kept}
     else:
-        values = subset_sections(source, glob, scoped, scopes, n, source.now)
+        values = subset_sections(source, graph, scoped, scopes, n, source.now)
     try:
         caps = source.capsule_sections(scoped, scopes, n)
     except Exception as exc:  # noqa: BLE001

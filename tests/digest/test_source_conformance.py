@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
 from memframe.digest import reads
-from memframe.digest.assemble import graph_sections, subset_sections
+from memframe.digest.assemble import subset_sections
 from memframe.digest.capsules import resolve_expired
 from memframe.digest.scope import SCOPE, fence, population
 from memframe.digest.source import DigestSource, TableSource
@@ -79,7 +79,7 @@ def check_kept(ref: DigestSource, inc: DigestSource, n: int) -> None:
     if kept is None:
         return
     scoped = fence(population(ref.state()), None)
-    direct = subset_sections(ref, graph_sections(ref, n), scoped, [""], n, None)[""]
+    direct = subset_sections(ref, ref.graph(n), scoped, [""], n, None)[""]
     resolve_expired(direct, ref.now)
     assert {key: kept[key] for key in direct} == direct
     graph = ref.graph(n)
