@@ -46,3 +46,33 @@ def test_the_distributed_benchmark_reads_the_rebuilt_session_rows(tmp_path):
     # bursts of 40 capsules per conversation: 10 conversations
     assert rows.height == report.rows_written == 10
     assert rows["conversation_id"].is_sorted()
+
+
+def test_every_part_switched_off_answers_the_same_bytes(tmp_path, capsys):
+    """bench_parts switches kept parts off by name: each switch must still reach its part
+    (the variant reads more rows than the default digest) and keep the bytes."""
+    import memframe as mf
+    from tests.conftest import TickingClock
+
+    spec = importlib.util.spec_from_file_location("_bench_parts", BENCHMARKS / "bench_parts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"ACTIVE(t{i % 3}): n {i}" if i % 4 == 0 else f"n {i}",
+                         "source": "s", "anchor": "a", "project_id": f"p{i % 2}",
+                         "kind": "epic" if i % 9 == 0 else None} for i in range(300)])
+    store.relate(ids[1], ids[2], "blocks")
+    store.record_recall(ids[:5])
+    store.session_start("p0")
+    assert store.memory.run_cycle().notes == ()
+    assert module.main([str(tmp_path / "s"), "--calls", "1", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "same bytes in every variant: True" in out
+    rows = {line[:20].strip(): int(line[20:].split()[1].replace(",", ""))
+            for line in out.splitlines() if line.startswith("  ") and "variant" not in line
+            and "same bytes" not in line}
+    assert set(rows) == {*module.VARIANTS, "verify=full"}, rows
+    for name in module.VARIANTS:
+        if name != "all":
+            assert rows[name] > rows["all"], (name, rows)
