@@ -12,7 +12,14 @@ from typing import Any
 
 from memframe import errors
 from memframe._install import warn_if_shadowed
-from memframe.digest import Digest, digest_many, digest_tables, per_project_digests
+from memframe.digest import (
+    Digest,
+    DigestDiff,
+    digest_diff,
+    digest_many,
+    digest_tables,
+    per_project_digests,
+)
 from memframe.digest.core import digest
 from memframe.errors import MemframeError
 from memframe.store import Store, StoreView
@@ -33,6 +40,8 @@ __all__ = [
     "errors",
     "digest",
     "Digest",
+    "digest_diff",
+    "DigestDiff",
     "digest_many",
     "digest_tables",
     "per_project_digests",

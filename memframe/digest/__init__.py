@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from memframe.digest.batch import digest_many, per_project_digests
 from memframe.digest.core import HEADLINES_DEFAULT, digest, digest_tables
+from memframe.digest.digest_diff import DigestDiff, digest_diff
 from memframe.digest.result import Digest
 
 __all__ = [
@@ -24,5 +25,7 @@ __all__ = [
     "Digest",
     "per_project_digests",
     "digest_many",
+    "digest_diff",
+    "DigestDiff",
     "HEADLINES_DEFAULT",
 ]
