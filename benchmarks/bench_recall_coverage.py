@@ -8,8 +8,9 @@ side by side, each in a fresh process so peak memory is its own:
   by project and lane, never recalled, answers, concentration);
 * ``misses``: ``mf.audit.recall_misses(store)`` (the miss audit, lifecycle included);
 
-and prints wall time, CPU time and peak resident memory of each, the ratios
-coverage/misses, and the coverage against its targets (at 1M capsules with 5M receipts:
+and, with ``--baseline DIR``, ``coverage`` again with the code of another checkout (the
+code before a change), and prints wall time, CPU time and peak resident memory of each,
+the ratios coverage/misses (and coverage/baseline), and the coverage against its targets (at 1M capsules with 5M receipts:
 at most 10 s and 2 GB). Each timed call follows one untimed call in the same process
 (imports done, files in the page cache); the processes alternate ``--repeat`` times and
 the medians are printed, so a load that comes and goes hits both alike.
@@ -19,6 +20,7 @@ Usage::
     python benchmarks/bench_recall_coverage.py                     # 1M capsules, 5M receipts
     python benchmarks/bench_recall_coverage.py --capsules 100k --receipts-per-capsule 5
     python benchmarks/bench_recall_coverage.py --store /path/to/store
+    python benchmarks/bench_recall_coverage.py --baseline /path/to/older/checkout
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ def ensure_store(stores: Path, capsules: int, receipts: int, seed: int) -> Path:
     return path
 
 
-def measure(what: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), what, str(path)],
+def measure(what: str, path: Path, code: Path = REPO) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(code), what, str(path)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(tempfile.gettempdir()) / "memframe-bench-stores",
                         help="where the synthetic stores are made once and reused")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also time recall_coverage with this checkout's code")
     args = parser.parse_args(argv)
 
     if args.store is not None:
@@ -113,9 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; medians of "
           f"{args.repeat} alternating coverage/misses processes (one untimed call each "
           f"first); store {path}", flush=True)
-    coverages, audits = [], []
+    coverages, audits, baselines = [], [], []
     for _ in range(args.repeat):
         coverages.append(measure("coverage", path))
+        if args.baseline is not None:
+            baselines.append(measure("coverage", path, args.baseline))
         audits.append(measure("misses", path))
     c_wall, m_wall = median(coverages, "wall"), median(audits, "wall")
     c_cpu, m_cpu = median(coverages, "cpu"), median(audits, "cpu")
@@ -125,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'coverage':>10} {c_wall:>8.2f} {c_cpu:>8.2f} {c_mib:>9,.0f}")
     print(f"{'misses':>10} {m_wall:>8.2f} {m_cpu:>8.2f} {m_mib:>9,.0f}")
     print(f"{'ratio':>10} {c_wall / m_wall:>8.2f} {c_cpu / m_cpu:>8.2f} {c_mib / m_mib:>9.2f}")
+    if baselines:
+        b_wall, b_cpu = median(baselines, "wall"), median(baselines, "cpu")
+        b_mib = median(baselines, "peak_mib")
+        print(f"{'baseline':>10} {b_wall:>8.2f} {b_cpu:>8.2f} {b_mib:>9,.0f}   # {args.baseline}")
+        print(f"{'cov/base':>10} {c_wall / b_wall:>8.2f} {c_cpu / b_cpu:>8.2f} "
+              f"{c_mib / b_mib:>9.2f}")
+        same = {k: baselines[-1][k] for k in ("receipts", "hits", "never_recalled",
+                                              "answered_terms")}
+        print(f"# baseline totals {'equal' if same == {k: last[k] for k in same} else 'DIFFER'}")
     print(f"# receipts {last['receipts']:,}, hits {last['hits']:,}, never recalled "
           f"{last['never_recalled']:,}, answered terms {last['answered_terms']:,}; "
           f"miss terms {audits[-1]['terms']:,} ({audits[-1]['open']:,} open)")

@@ -1457,6 +1457,18 @@ def _plan_ids(plan: pl.DataFrame, sessions: pl.DataFrame, start: int, end: int,
     return ids.rename("id"), handoffs
 
 
+def _one_or_two(rows: pl.DataFrame, first: str, second: str) -> pl.Series:
+    """Per row the list ``[first]``, or ``[first, second]`` where the row's ``two`` holds
+    (what ``concat_list(first, second).list.head(1 + two)`` gives, built from the two
+    columns' values in row order, many times faster than listing two columns)."""
+    one = rows.select(pl.int_range(pl.len()).alias("row"), pl.lit(0).alias("k"),
+                      pl.col(first).alias("v"))
+    both = rows.select(pl.int_range(pl.len()).alias("row"), pl.lit(1).alias("k"),
+                       pl.col(second).alias("v"), "two").filter("two").drop("two")
+    return (pl.concat([one, both]).sort("row", "k")
+            .group_by("row", maintain_order=True).agg("v")["v"])
+
+
 def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
                    absorbed: set[str], superseded: set[str], recalled: pl.Series,
                    popular: pl.DataFrame, misses: pl.DataFrame, start: int,
@@ -1465,7 +1477,8 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     ``event_times``, ``epistemics``, and ``dead`` (the planted dead weight: live plain
     capsules that no recall and no receipt names)."""
     rng = _rng(seed, "receipts")
-    plain = plan.filter(pl.col("role") == "plain")
+    plain = plan.select("role", "id", "created_ns", "source", "authority_class", "w1",
+                        "anchor").filter(pl.col("role") == "plain")
     u_dead = _uniform(rng, plain.height)
     dead = (plain.with_columns(pl.lit(u_dead).alias("u"))
             .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
@@ -1526,20 +1539,20 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     }).with_columns(
         (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns"))).cast(pl.Int64)).alias("at_ns"))
     # one uniform picks the lane, whether a second capsule came back, whether a prefix fenced
-    two = ((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
-           & (pl.col("b") != pl.col("a")))
-    returned = pl.when(two).then(2).otherwise(1)
+    hits = hits.with_columns(((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
+                              & (pl.col("b") != pl.col("a"))).alias("two"))
     hits = hits.select(
-        "at_ns", pl.concat_list("w", "w2").list.head(returned).alias("terms"),
-        pl.concat_list("a", "b").list.head(returned).alias("returned_ids"),
+        "at_ns", _one_or_two(hits, "w", "w2").alias("terms"),
+        _one_or_two(hits, "a", "b").alias("returned_ids"),
         pl.lit("grounded").alias("outcome"),
         _lookup(lanes, _pick(pl.col("x"), _RECEIPT_LANE_W)).alias("lane"),
         "project_id",
         pl.when(pl.col("x") * 53 % 1 < 0.2).then(pl.col("project_id").str.split("/").list.first())
         .alias("project_prefix"),
         pl.lit(0, dtype=pl.Int64).alias("source"))
+    # in time order, ties by part and then by place (a stable sort keeps the place)
     receipts = (pl.concat([hits, abstains, resolved], how="diagonal")
-                .with_row_index("n").sort("at_ns", "source", "n")
+                .sort("at_ns", "source", maintain_order=True)
                 .with_columns(pl.format("rcpt-{}", pl.int_range(1, pl.len() + 1)).alias("id")))
     receipts = receipts.select(
         pl.col("at_ns").cast(_TS).alias("at"), "id", "terms", "returned_ids", "outcome",

@@ -19,7 +19,7 @@ from memframe._scalars import as_date
 from memframe.audit.misses import _in_window, _records, folded_receipt_terms
 from memframe.errors import InvalidInputError
 from memframe.schema import MISS_OUTCOMES
-from memframe.text import parse_instant, rfc3339_text
+from memframe.text import fold_expr, parse_instant, rfc3339_text
 
 __all__ = ["RecallCoverage", "recall_coverage", "folded_receipt_terms"]
 
@@ -142,11 +142,82 @@ def _rate(hits: pl.Expr, receipts: pl.Expr) -> pl.Expr:
     return pl.when(receipts > 0).then(hits / receipts).otherwise(None).alias("hit_rate")
 
 
-def _group(receipts: pl.DataFrame, key: str) -> pl.DataFrame:
-    return (receipts.group_by(key).agg(pl.len().cast(pl.Int64).alias("receipts"),
-                                       pl.col("hit").sum().cast(pl.Int64).alias("hits"))
+def _tally(receipts: pl.LazyFrame) -> pl.LazyFrame:
+    """``receipts`` and ``hits`` per (``day``, ``project_id``, ``lane``): one pass over the
+    receipts that `daily`, `by_project` and `by_lane` all sum from."""
+    return receipts.group_by(pl.col("at").dt.date().alias("day"), "project_id", "lane").agg(
+        pl.len().cast(pl.Int64).alias("receipts"),
+        (pl.col("returned").list.len() > 0).sum().cast(pl.Int64).alias("hits"))
+
+
+def _group(tally: pl.DataFrame, key: str) -> pl.DataFrame:
+    return (tally.group_by(key).agg(pl.col("receipts").sum(), pl.col("hits").sum())
             .with_columns(_rate(pl.col("hits"), pl.col("receipts")))
             .sort("receipts", key, descending=[True, False], nulls_last=True))
+
+
+# Integer keys pack two numbers into one UInt64 (a receipt's place or a term's code, with a
+# term's code or a capsule's number; a store holds far fewer than 2**32 of each), so the
+# pairs are deduplicated and counted by sorting one integer column.
+_HALF = 1 << 32
+
+
+def _returned_numbers(expr: pl.Expr) -> pl.Expr:
+    """A receipt's ``returned_ids`` as their capsule numbers (``cap-<n>`` -> n), as every
+    write path checks them (a receipt names only ``cap-<n>`` ids of its store)."""
+    return expr.list.eval(pl.element().str.strip_prefix("cap-").cast(pl.UInt64))
+
+
+def _distinct_sorted(key: pl.Expr) -> pl.Expr:
+    """The first row of each run of an ascending key (its distinct values, in order)."""
+    return (key != key.shift(1)).fill_null(True)
+
+
+def _answers(receipts: pl.LazyFrame) -> pl.LazyFrame:
+    """``term`` (folded), ``capsule_id``, ``answers``: in how many receipts each returned
+    capsule answered each folded term (a term twice in one receipt, or two spellings that
+    fold alike, count once; a capsule returned twice counts twice), most answers first,
+    then by term and capsule id.
+
+    ``receipts`` holds ``terms`` and ``returned`` (`_returned_numbers`). The distinct
+    spellings are folded once (a few thousand, not one per term row) into dense codes in
+    term order; the (receipt, term) pairs are made unique and joined to the returned
+    capsules in receipt order, and the (term, capsule) pairs counted in key order, all
+    on integers.
+
+    Examples:
+        >>> import polars as pl
+        >>> r = pl.LazyFrame({"terms": [["Café", "cafe", "--"], ["tea"], ["Tea"]],
+        ...                   "returned_ids": [["cap-2", "cap-10"], ["cap-2"], []]})
+        >>> r = r.select("terms", _returned_numbers(pl.col("returned_ids")).alias("returned"))
+        >>> _answers(r).collect().rows()
+        [('cafe', 'cap-10', 1), ('cafe', 'cap-2', 1), ('tea', 'cap-2', 1)]
+    """
+    rows = receipts.select(pl.int_range(pl.len(), dtype=pl.UInt64).alias("receipt"),
+                           "terms", "returned")
+    folded = (rows.select(pl.col("terms").explode().unique().drop_nulls().alias("spelled"))
+              .with_columns(fold_expr(pl.col("spelled")).alias("term"))
+              .filter(pl.col("term").str.contains(r"[[:alnum:]]")))
+    codes = (folded.select(pl.col("term").unique().sort())
+             .with_row_index("code").with_columns(pl.col("code").cast(pl.UInt64)))
+    spellings = folded.join(codes, on="term").select("spelled", "code")
+    # each (receipt, folded term) once, in receipt order
+    asked = (rows.select("receipt", "terms").explode("terms")
+             .join(spellings, left_on="terms", right_on="spelled")
+             .select((pl.col("receipt") * _HALF + pl.col("code")).sort().alias("key"))
+             .filter(_distinct_sorted(pl.col("key")))
+             .select((pl.col("key") // _HALF).set_sorted().alias("receipt"),
+                     (pl.col("key") % _HALF).alias("code")))
+    returned = (rows.select(pl.col("receipt").set_sorted(), "returned").explode("returned")
+                .drop_nulls("returned"))
+    return (asked.join(returned, on="receipt")
+            .select((pl.col("code") * _HALF + pl.col("returned")).sort().alias("key"))
+            .group_by("key", maintain_order=True).agg(pl.len().cast(pl.Int64).alias("answers"))
+            .select((pl.col("key") // _HALF).alias("code"),
+                    pl.format("cap-{}", pl.col("key") % _HALF).alias("capsule_id"), "answers")
+            .join(codes, on="code")
+            .sort(["answers", "code", "capsule_id"], descending=[True, False, False])
+            .select("term", "capsule_id", "answers"))
 
 
 def _day_or_none(value: object) -> _dt.date | None:
@@ -231,27 +302,30 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
             .fill_null(False)
     capsule_fence = (pl.col("project_id").str.starts_with(project_prefix) if project_prefix
                      else pl.lit(True))
-    receipts_lf = (view.table("recall_receipts").filter(window & fence)
-                   .select("id", "at", "terms", "returned_ids", "lane", "project_id",
-                           (pl.col("returned_ids").list.len() > 0).alias("hit")))
-    returned_all = view.table("recall_receipts").select(
-        pl.col("returned_ids").explode().alias("capsule_id")).drop_nulls()
-    receipts, misses, state, recalled, answers = pl.collect_all([
-        receipts_lf.drop("terms", "returned_ids"),
+    # the receipts are read once: the window's (and the fence's) feed the tallies and the
+    # answers; every receipt's returned capsules feed never_recalled (the whole generation)
+    receipts, misses, state, usage, pins = pl.collect_all([
+        view.table("recall_receipts").select(
+            "at", "lane", "project_id", "terms",
+            _returned_numbers(pl.col("returned_ids")).alias("returned"),
+            (window & fence).alias("kept")),
         view.table("recall_misses").filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
         .select("at", "outcome"),
         view.capsule_state().filter(capsule_fence).select(
             "id", "project_id", "created_at", "status", "kind", "tier", "recall_count"),
-        pl.concat([view.table("recalls").select("capsule_id"), returned_all]).unique(),
-        folded_receipt_terms(receipts_lf.select("id", "terms", "returned_ids"))
-        .explode("returned_ids").drop_nulls("returned_ids")
-        .group_by("term", pl.col("returned_ids").alias("capsule_id"))
-        .agg(pl.len().cast(pl.Int64).alias("answers")),
+        view.table("recalls").select(
+            pl.col("capsule_id").str.strip_prefix("cap-").cast(pl.UInt64).alias("num")),
+        view.table("pins").sort("seq").group_by("capsule_id").agg(pl.col("pinned").last()),
+    ])
+    kept = receipts.lazy().filter("kept")
+    tally, answers, recalled = pl.collect_all([
+        _tally(kept), _answers(kept),
+        pl.concat([receipts.lazy().select(pl.col("returned").explode().alias("num")),
+                   usage.lazy()]).drop_nulls(),
     ])
     # daily: every day from the window's (or the data's) first to its last
-    dated = receipts.with_columns(pl.col("at").dt.date().alias("day"))
     miss_days = misses.with_columns(pl.col("at").dt.date().alias("day"))
-    seen = pl.concat([dated.select("day"), miss_days.select("day")])
+    seen = pl.concat([tally.select("day"), miss_days.select("day")])
     # (no receipt and no miss: no day, an empty frame)
     first = as_date(since_at.date()) if since_at is not None else _day_or_none(seen["day"].min())
     last: _dt.date | None
@@ -261,8 +335,7 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
         last = as_date(end.astimezone(_dt.UTC).date())
     else:
         last = _day_or_none(seen["day"].max())
-    per_day = dated.group_by("day").agg(pl.len().cast(pl.Int64).alias("receipts"),
-                                        pl.col("hit").sum().cast(pl.Int64).alias("hits"))
+    per_day = tally.group_by("day").agg(pl.col("receipts").sum(), pl.col("hits").sum())
     per_miss = miss_days.group_by("day").agg(
         pl.len().cast(pl.Int64).alias("misses"),
         *[(pl.col("outcome") == o).sum().cast(pl.Int64).alias(o) for o in MISS_OUTCOMES])
@@ -273,11 +346,10 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
              .select("day", "receipts", "hits", "misses", *MISS_OUTCOMES, "hit_rate")
              .sort("day"))
     # never recalled: live capsules no usage row and no receipt names
-    pins = view.table("pins").sort("seq").group_by("capsule_id").agg(pl.col("pinned").last()) \
-        .collect()
     live = state.filter(pl.col("status") == "live")
     now = view.now()
-    never = (live.join(recalled.rename({"capsule_id": "id"}), on="id", how="anti")
+    never = (live.filter(~pl.col("id").str.strip_prefix("cap-").cast(pl.UInt64)
+                         .is_in(recalled["num"].implode()))
              .select("id", "project_id", "created_at",
                      ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
                       .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64).alias("age_days"),
@@ -287,10 +359,10 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
         pl.col("pinned").fill_null(False), pl.col("recall_count").fill_null(0))
     return RecallCoverage(
         daily=daily,
-        by_project=_group(receipts, "project_id"),
-        by_lane=_group(receipts, "lane"),
+        by_project=_group(tally, "project_id"),
+        by_lane=_group(tally, "lane"),
         never_recalled=never,
-        answers=answers.sort(["answers", "term", "capsule_id"], descending=[True, False, False]),
+        answers=answers,
         concentration=_concentration(live_recalls),
         generation=view.generation, since=since_at, until=until_at,
         project_prefix=project_prefix,

@@ -1300,7 +1300,8 @@ def _receipt_rows(c: Commit, frame: pl.DataFrame) -> pl.DataFrame:
         raise InvalidInputError(f"recall_receipts row {_first_bad(bad)}: session_id "
                                 f"{sid[_first_bad(bad)]!r} is not a session id (sess-<n>)")
     start = receipt_count(c) + 1
-    expected = pl.Series([f"rcpt-{i}" for i in range(start, start + n)], dtype=pl.String)
+    expected = pl.select(pl.format("rcpt-{}", pl.int_range(start, start + n, dtype=pl.Int64))
+                         .alias("id")).to_series()
     given = frame["id"]
     wrong = given.is_not_null() & (given != expected)
     if wrong.any():

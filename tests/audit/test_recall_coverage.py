@@ -131,3 +131,100 @@ def test_receipts_survive_an_erasure_and_the_digest_ignores_the_new_tables(tmp_p
     assert with_tables.table("recall_receipts").collect()["returned_ids"].to_list()[0] == [
         "cap-1", "cap-2"]  # the purge leaves the receipt as it was
     assert mf.digest(with_tables).to_json() == mf.digest(without).to_json()
+
+
+# ---- every frame against a plain-Python reference --------------------------------------
+
+SPELLINGS = ["deploy", "Deploy", "  DEPLOY ", "Café", "cafe", "--", "slot", "Ångström", "x1"]
+PROJECTS = ["team", "team/api", "ops", None]
+LANES = ["term", "vector", "fused", None]
+
+receipt = st.tuples(
+    st.integers(0, 24 * 9),  # hours after T0
+    st.lists(st.sampled_from(SPELLINGS), min_size=1, max_size=3),
+    st.lists(st.integers(0, 5), max_size=3),  # returned (a capsule may come back twice)
+    st.sampled_from(LANES), st.sampled_from(PROJECTS), st.sampled_from(PROJECTS))
+windows = st.tuples(st.sampled_from([None, 1, 3]), st.sampled_from([None, 4, 8]),
+                    st.sampled_from([None, "team", "team/api", "ops"]))
+
+
+def _reference(store: mf.Store, since, until, prefix):
+    """The coverage frames computed row by row from the tables."""
+    import re
+    from collections import Counter
+
+    from memframe.text import fold_term
+
+    rows = store.table("recall_receipts").collect().to_dicts()
+    kept = [r for r in rows if (since is None or r["at"] >= since)
+            and (until is None or r["at"] < until)
+            and (prefix is None or (r["project_id"] or r["project_prefix"] or "")
+                 .startswith(prefix) and (r["project_id"] or r["project_prefix"]) is not None)]
+    answers: Counter = Counter()
+    for r in kept:
+        terms = {fold_term(t) for t in r["terms"]}
+        for term in (t for t in terms if re.search(r"[A-Za-z0-9]", t)):
+            for cid in r["returned_ids"]:
+                answers[(term, cid)] += 1
+
+    def tally(key):
+        out: dict = {}
+        for r in kept:
+            n, h = out.get(key(r), (0, 0))
+            out[key(r)] = (n + 1, h + bool(r["returned_ids"]))
+        return out
+
+    named = {r["capsule_id"] for r in store.table("recalls").collect().to_dicts()} | {
+        i for r in rows for i in r["returned_ids"]}
+    state = store.capsule_state().collect()
+    live = {r["id"] for r in state.to_dicts() if r["status"] == "live"
+            and (prefix is None or (r["project_id"] or "").startswith(prefix))}
+    return {
+        "answers": sorted(((t, c, n) for (t, c), n in answers.items()),
+                          key=lambda x: (-x[2], x[0], x[1])),
+        "by_project": tally(lambda r: r["project_id"]),
+        "by_lane": tally(lambda r: r["lane"]),
+        "by_day": tally(lambda r: r["at"].date()),
+        "never": live - named,
+    }
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(receipt, max_size=14), st.lists(st.integers(0, 5), max_size=3),
+       st.lists(st.integers(0, 5), max_size=2), windows)
+def test_coverage_frames_match_a_row_by_row_reference(receipts, usage, forgotten, window):
+    store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"),
+                            clock=lambda: T0 + dt.timedelta(days=12))
+    ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": str(i),
+                         "project_id": PROJECTS[i % 3]} for i in range(6)])
+    if receipts:
+        store.append("recall_receipts", pl.DataFrame(
+            [{"at": T0 + dt.timedelta(hours=h), "terms": terms,
+              "returned_ids": [ids[i] for i in returned], "lane": lane, "project_id": project,
+              "project_prefix": prefix} for h, terms, returned, lane, project, prefix
+             in sorted(receipts, key=lambda r: r[0])],
+            schema={"at": pl.Datetime("ns", "UTC"), "terms": pl.List(pl.String),
+                    "returned_ids": pl.List(pl.String), "lane": pl.String,
+                    "project_id": pl.String, "project_prefix": pl.String}))
+    if usage:
+        store.record_recall([ids[i] for i in usage])
+    for i in set(forgotten):
+        store.forget(ids[i], mode="tombstone", reason="r")
+    since_day, until_day, prefix = window
+    since = T0 + dt.timedelta(days=since_day) if since_day is not None else None
+    until = T0 + dt.timedelta(days=until_day) if until_day is not None else None
+    cov = mf.audit.recall_coverage(store, since=since, until=until, project_prefix=prefix)
+    ref = _reference(store, since, until, prefix)
+
+    assert cov.answers.rows() == ref["answers"]
+    assert cov.answers.schema == pl.Schema(
+        {"term": pl.String, "capsule_id": pl.String, "answers": pl.Int64})
+    for name, key in (("by_project", "project_id"), ("by_lane", "lane")):
+        frame = getattr(cov, name)
+        assert {r[key]: (r["receipts"], r["hits"]) for r in frame.to_dicts()} == ref[name]
+        order = sorted(ref[name], key=lambda k: (-ref[name][k][0], k is None, k or ""))
+        assert frame[key].to_list() == order
+    days = {r["day"]: (r["receipts"], r["hits"]) for r in cov.daily.to_dicts()
+            if r["receipts"]}
+    assert days == ref["by_day"]
+    assert set(cov.never_recalled["id"]) == ref["never"]
