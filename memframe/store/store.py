@@ -616,12 +616,14 @@ class Store(StoreView):
                     k.path.unlink(missing_ok=True)
 
     def _commit_fairly(self, fn: Callable[[capture.Commit], Any], operation: str,
-                       cache: dict[str, pl.DataFrame], kept: list[_Kept]) -> Any:
+                       cache: dict[str, pl.DataFrame], kept: list[_Kept], lost: int = 0
+                       ) -> Any:
+        """`commit`'s attempts (see there); ``lost``: races the caller lost already."""
         ticket: int | None = None
         deferred = False  # this commit stood aside for a ticket once (never more)
         rewrites = False  # the last attempt rewrote files or derived state (a true conflict)
         try:
-            for attempt in range(_MAX_ATTEMPTS):
+            for attempt in range(lost, _MAX_ATTEMPTS):
                 if ticket is None and attempt >= _TICKET_AFTER and (
                         rewrites or attempt >= _APPEND_TICKET):
                     ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
@@ -1400,20 +1402,28 @@ class _Transaction:
         return result
 
     def land(self) -> None:
+        """Land the staged verbs; a lost race replays them on the newer generation through
+        the store's fair path (rebase of unchanged rewrites, the fairness ticket after
+        repeated losses), as any commit."""
+        if self.commit.empty:
+            return
         store = self.store
-        commit = self.commit
-        for attempt in range(_MAX_ATTEMPTS):
-            if commit.empty or store._land(commit, "transaction"):
-                return
-            commit = store._new_commit(store._refresh())
-            replayed = [fn(commit) for fn in self.calls]
-            if replayed != self.results:
-                raise ConcurrentCommitError(
-                    "another writer committed during the transaction and its verbs now give "
-                    "different ids; nothing was written: run the transaction again"
-                )
-            time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
-        raise ConcurrentCommitError("the transaction kept losing the race to other writers; retry")
+        kept: list[_Kept] = []
+        try:
+            if not store._land(self.commit, "transaction", kept):
+                store._commit_fairly(self._replay, "transaction", {}, kept, lost=1)
+        finally:
+            for k in kept:  # files of lost attempts no generation names
+                k.path.unlink(missing_ok=True)
+
+    def _replay(self, commit: capture.Commit) -> list[Any]:
+        replayed = [fn(commit) for fn in self.calls]
+        if replayed != self.results:
+            raise ConcurrentCommitError(
+                "another writer committed during the transaction and its verbs now give "
+                "different ids; nothing was written: run the transaction again"
+            )
+        return replayed
 
 
 def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:

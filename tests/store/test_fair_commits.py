@@ -170,3 +170,54 @@ def test_an_append_that_loses_twice_takes_no_ticket(tmp_path, monkeypatch):
 
     store.commit(append, operation="ingest")
     assert calls[0] == 4 and taken == []
+
+
+def test_a_transaction_that_keeps_losing_is_rebased_and_takes_the_ticket(tmp_path,
+                                                                          monkeypatch):
+    """A transaction lands through the same fair path as any commit: its lost races replay
+    its verbs on the newer generation, a rewrite it staged is linked as written, and after
+    repeated losses it takes the fairness ticket."""
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    taken: list[int | None] = []
+    real_take = log_module.Log.take_ticket
+
+    def spy(self, *a, **k):
+        fd = real_take(self, *a, **k)
+        taken.append(fd)
+        return fd
+
+    monkeypatch.setattr(log_module.Log, "take_ticket", spy)
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
+    writes: list[str] = []
+    real_write = tables.write_part
+    busy = [False]
+
+    def write(root, rel, *a, **k):  # noqa: ANN001, ANN202
+        if not busy[0]:
+            writes.append(rel)
+        return real_write(root, rel, *a, **k)
+
+    monkeypatch.setattr(tables, "write_part", write)
+    real_land = store._land
+    lands = [0]
+
+    def land(commit, op, kept=None, **k):  # noqa: ANN001, ANN202
+        lands[0] += 1
+        if lands[0] <= 3:  # another handle lands first, three times
+            busy[0] = True
+            other.ingest({"content": f"append {lands[0]}", "source": "s", "anchor": "x"})
+            busy[0] = False
+        return real_land(commit, op, kept, **k)
+
+    monkeypatch.setattr(store, "_land", land)
+    with store.transaction():
+        store.forget("cap-7", mode="purge")
+        store.relate("cap-1", "cap-2", "blocks")
+    assert lands[0] == 4 and len(taken) == 1 and taken[0] is not None
+    assert len([w for w in writes if w.startswith("capsules/")]) == 1  # rebased, not redone
+    caps = store.table("capsules").collect()
+    assert caps.filter(caps["id"] == "cap-7")["content"].to_list() == [None]
+    assert caps.height == 53
+    assert store.table("relations").collect().height == 1
+    assert store.history()["operation"][-1] == "transaction"
