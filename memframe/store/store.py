@@ -39,6 +39,7 @@ Partition = Part  # the public name of one partition file's log entry
 
 if TYPE_CHECKING:
     from memframe.jobs import Memory
+    from memframe.store.diff import StoreDiff
 
 Clock = Callable[[], datetime.datetime]
 
@@ -293,6 +294,32 @@ class StoreView:
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
         return fold_capsule_state(self.tables())
+
+    def diff(self, since: Any, until: Any = None) -> StoreDiff:
+        """What changed from ``since`` to ``until`` (default: this view's generation).
+
+        Args:
+            since, until: a generation number, an aware ``datetime`` (as `as_of`) or a view
+                of this store (``store.at(g)``).
+
+        Returns:
+            A `memframe.store.diff.StoreDiff`: ``capsules`` (added or changed, with the
+            state columns that changed), ``fields`` (before and after, as text),
+            ``rows(table)`` (the canonical rows appended), ``summary`` and
+            ``rows_visited``.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> [a] = store.ingest({"content": "x", "source": "s", "anchor": "a"})
+            >>> store.record_recall([a])
+            >>> d = store.diff(1)
+            >>> d.capsules.rows(), d.summary
+            ([('cap-1', 'changed', ['last_recalled_at', 'recall_count'], 'default')], {'recalled': 1})
+        """
+        from memframe.store.diff import diff_views
+
+        return diff_views(self.pinned(), since, until)
 
     # -- time travel ----------------------------------------------------------------------
     def at(self, generation: int) -> StoreView:

@@ -1,0 +1,262 @@
+"""`StoreView.diff`: what changed in a store between two generations.
+
+The canonical rows a generation range added are the rows whose ``seq`` lies above the
+store's ``seq`` counter at the first generation and at or below it at the second (every
+canonical table carries ``seq``; an erasure rewrites rows in place, keeping their ``seq``,
+so it adds none). Only the partitions whose ``seq`` range meets that window are read.
+
+The capsules whose state changed are the ones those rows name (a capsule row, or the
+``capsule_id`` of a usage, forget, kind, tier, review or pin row, or either end of a
+relation); their `capsule_state` rows are compared at both generations, so a capsule is
+``added`` (no state row at the first) or ``changed`` (some column differs). Erased content
+stays erased: the second generation's rows are read as they are now, and a purged
+capsule's text at the first generation is read from files the purge replaced, which a
+vacuum removes (then the diff refuses: the first generation is no longer readable).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from memframe.errors import InvalidInputError
+from memframe.text import rfc3339
+
+if TYPE_CHECKING:
+    from memframe.store.store import StoreView
+
+__all__ = ["StoreDiff", "diff_views"]
+
+#: the columns of a canonical row that name a capsule whose state it may change
+CAPSULE_REFS: tuple[str, ...] = ("id", "capsule_id", "from_id", "to_id")
+
+CAPSULES_SCHEMA = pl.Schema({"id": pl.String(), "change": pl.String(),
+                             "fields": pl.List(pl.String()), "project_id": pl.String()})
+FIELDS_SCHEMA = pl.Schema({"id": pl.String(), "field": pl.String(), "before": pl.String(),
+                           "after": pl.String()})
+
+#: table -> how `StoreDiff.summary` words its rows
+_WORDS: dict[str, str] = {
+    "capsules": "ingested", "tiers": "re-tiered", "classifications": "reclassified",
+    "recall_misses": "misses", "lane_overrides": "lane overrides",
+}
+
+
+class StoreDiff:
+    """What changed between two generations of a store (`StoreView.diff`).
+
+    Attributes:
+        since, until: the two generations.
+        capsules: one row per capsule that exists at ``until`` and was added or whose
+            `capsule_state` row changed: ``id``, ``change`` (``"added"``, ``"changed"``),
+            ``fields`` (the state columns that differ, sorted; empty when added),
+            ``project_id``.
+        fields: the long form: ``id``, ``field``, ``before``, ``after`` (values as JSON
+            text, instants in RFC 3339; null where there is no value).
+        summary: counts per kind of change, in words (kinds with none left out).
+        rows_visited: Parquet rows read.
+    """
+
+    def __init__(self, since: StoreView, until: StoreView) -> None:
+        self.since, self.until = since.generation, until.generation
+        self._since, self._until = since, until
+        self._lo = int(since.snapshot.counter("seq"))
+        self._hi = int(until.snapshot.counter("seq"))
+        self.rows_visited = 0
+        added = {name: self._read(name) for name in _tables(until)}
+        self._added = added
+        self.capsules, self.fields = self._compare(_named(added))
+        self.summary = _summary(added)
+
+    def _read(self, table: str) -> pl.DataFrame:
+        """The rows of ``table`` the range added, reading only the parts that can hold
+        them."""
+        view = self._until
+        parts = [p for p in view.partitions(table)
+                 if (p.seq_hi or 0) > self._lo and (p.seq_lo or 0) <= self._hi]
+        if not parts:
+            return view.table(table).head(0).collect()
+        self.rows_visited += sum(p.rows for p in parts)
+        return (view.scan_partitions(table, parts)
+                .filter((pl.col("seq") > self._lo) & (pl.col("seq") <= self._hi))
+                .collect())
+
+    def rows(self, table: str) -> pl.LazyFrame:
+        """The canonical rows of ``table`` appended between the two generations."""
+        if table not in self._added:
+            raise InvalidInputError(f"no canonical table {table!r}; the tables are "
+                                    f"{', '.join(self._added)}")
+        return self._added[table].lazy()
+
+    def _compare(self, ids: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if not ids:
+            return pl.DataFrame(schema=CAPSULES_SCHEMA), pl.DataFrame(schema=FIELDS_SCHEMA)
+        wanted = pl.Series(ids, dtype=pl.String).implode()
+        frames = []
+        for view in (self._since, self._until):
+            frames.append(view.capsule_state().filter(pl.col("id").is_in(wanted)).collect())
+            self.rows_visited += sum(view.row_count(t) for t in _STATE_TABLES)
+        before, after = (_as_text(f) for f in frames)
+        columns = [c for c in after.columns if c != "id"]
+        joined = after.join(before, on="id", how="left", suffix="_before",
+                            maintain_order="left")
+        had = pl.col("id").is_in(before.get_column("id").implode())
+        long = joined.select(
+            "id", had.alias("had"),
+            pl.concat_list([pl.struct(pl.lit(c).alias("field"),
+                                      pl.col(f"{c}_before").alias("before"),
+                                      pl.col(c).alias("after")) for c in columns])
+            .alias("pairs")).explode("pairs").unnest("pairs")
+        changed = long.filter(pl.col("had") & pl.col("before").ne_missing(pl.col("after")))
+        # erased content stays erased: text a capsule no longer holds is never shown
+        gone = (pl.col("field") == "content") & pl.col("after").is_null()
+        fields = changed.select("id", "field", pl.when(gone).then(None)
+                                .otherwise(pl.col("before")).alias("before"), "after")
+        per_id = changed.group_by("id").agg(pl.col("field").sort().alias("fields"))
+        out = (joined.select("id", had.alias("had"))
+               .join(frames[1].select("id", pl.col("project_id").alias("_project")),
+                     on="id", how="left", maintain_order="left")
+               .join(per_id, on="id", how="left")
+               .filter(~pl.col("had") | pl.col("fields").is_not_null())
+               .select("id",
+                       pl.when(pl.col("had")).then(pl.lit("changed"))
+                       .otherwise(pl.lit("added")).alias("change"),
+                       pl.col("fields").fill_null(pl.lit([], dtype=pl.List(pl.String()))),
+                       pl.col("_project").alias("project_id")))
+        return _by_number(out).cast(CAPSULES_SCHEMA), _by_number(fields).cast(FIELDS_SCHEMA)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": self.since, "until": self.until, "summary": self.summary,
+                "capsules": self.capsules.to_dicts(), "fields": self.fields.to_dicts(),
+                "rows_visited": self.rows_visited}
+
+    def to_json(self) -> str:
+        """Compact JSON of `to_dict` (the same store and generations give the same bytes)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    def __repr__(self) -> str:
+        words = ", ".join(f"{n} {k}" for k, n in self.summary.items()) or "nothing"
+        return (f"StoreDiff(generation {self.since} -> {self.until}: {words}; "
+                f"{self.capsules.height} capsules added or changed)")
+
+
+#: the canonical tables `capsule_state` folds (what its reads cost)
+_STATE_TABLES = ("capsules", "forgets", "recalls", "classifications", "tiers", "relations")
+
+
+def _tables(view: StoreView) -> tuple[str, ...]:
+    from memframe.schema import CANONICAL_TABLES
+
+    return tuple(CANONICAL_TABLES)  # (every generation has every canonical table)
+
+
+def _named(added: dict[str, pl.DataFrame]) -> list[str]:
+    """The capsule ids the added rows name."""
+    found: set[str] = set()
+    for name in ("capsules", "forgets", "recalls", "classifications", "tiers", "relations",
+                 "reviews", "pins"):
+        frame = added.get(name)
+        if frame is None or not frame.height:
+            continue
+        for column in CAPSULE_REFS:
+            if column in frame.columns and frame.schema[column] == pl.String:
+                found.update(v for v in frame.get_column(column).to_list() if v)
+    return sorted(c for c in found if c.startswith("cap-"))
+
+
+def _as_text(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every column but ``id`` as the JSON text of its values (instants in RFC 3339, the
+    way ``to_json`` writes them), null where there is no value."""
+    exprs = [pl.col("id")]
+    for name, dtype in frame.schema.items():
+        if name == "id":
+            continue
+        if isinstance(dtype, pl.Datetime):
+            value = pl.format('"{}"', rfc3339(pl.col(name)))
+        else:  # {"v":<json>} -> <json>
+            value = (pl.struct(pl.col(name).alias("v")).struct.json_encode()
+                     .str.slice(5).str.strip_suffix("}"))
+        exprs.append(pl.when(pl.col(name).is_null()).then(None).otherwise(value).alias(name))
+    return frame.select(exprs)
+
+
+def _by_number(frame: pl.DataFrame) -> pl.DataFrame:
+    from memframe.ids import capsule_number_expr
+
+    return (frame.with_columns(capsule_number_expr("id").alias("_n"))
+            .sort("_n", *(["field"] if "field" in frame.columns else []))
+            .drop("_n"))
+
+
+def _summary(added: dict[str, pl.DataFrame]) -> dict[str, int]:
+    out: dict[str, int] = {}
+
+    def put(word: str, n: int) -> None:
+        if n:
+            out[word] = out.get(word, 0) + int(n)
+
+    caps = added.get("capsules")
+    if caps is not None and caps.height:
+        put("ingested", caps.height)
+        put("handoffs", caps.filter(pl.col("source") == "memory_session_finish").height)
+    for table, column, word in (("forgets", "mode", "forgotten ({})"),
+                                ("reviews", "verdict", "reviewed ({})"),
+                                ("relations", "kind", "new relations ({})")):
+        frame = added.get(table)
+        if frame is not None and frame.height:
+            for value, n in sorted(frame.group_by(column).len().iter_rows()):
+                put(word.format(value), n)
+    rel = added.get("relations")
+    if rel is not None and rel.height:
+        put("superseded", rel.filter(pl.col("kind") == "supersedes").height)
+    for table in ("tiers", "classifications", "recall_misses", "lane_overrides"):
+        frame = added.get(table)
+        put(_WORDS[table], frame.height if frame is not None else 0)
+    pins = added.get("pins")
+    if pins is not None and pins.height:
+        put("pinned", pins.filter(pl.col("pinned")).height)
+        put("unpinned", pins.filter(~pl.col("pinned")).height)
+    recalls = added.get("recalls")
+    if recalls is not None and recalls.height:
+        put("recalled", int(recalls.get_column("count").sum()))
+    brackets = added.get("brackets")
+    if brackets is not None and brackets.height:
+        put("sessions started", brackets.filter(pl.col("event") == "start").height)
+        put("sessions finished", brackets.filter(pl.col("event") == "finish").height)
+    return out
+
+
+def resolve(view: StoreView, point: Any, what: str) -> StoreView:
+    """A generation number, an aware instant or a view, as a view of ``view``'s store."""
+    from memframe.store.store import StoreView
+
+    if isinstance(point, StoreView):
+        if point.path != view.path:
+            raise InvalidInputError(f"{what} is a view of another store ({point.path}); "
+                                    f"diff compares generations of one store")
+        return point
+    if isinstance(point, datetime.datetime):
+        if point.tzinfo is None:
+            raise InvalidInputError(f"{what} is a naive datetime; give it a time zone "
+                                    f"(datetime(..., tzinfo=datetime.UTC))")
+        return view.as_of(point)
+    if isinstance(point, int) and not isinstance(point, bool):
+        if not 0 <= point <= view.generation:
+            raise InvalidInputError(f"{what}={point} is not a generation of this view "
+                                    f"(0..{view.generation})")
+        return view.at(point)
+    raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
+                            f"(store.at(g)); got {point!r:.60}")
+
+
+def diff_views(view: StoreView, since: Any, until: Any = None) -> StoreDiff:
+    """`StoreDiff` from ``since`` to ``until`` (default: ``view`` itself)."""
+    first = resolve(view, since, "since")
+    last = view if until is None else resolve(view, until, "until")
+    if first.generation > last.generation:
+        raise InvalidInputError(f"since (generation {first.generation}) is after until "
+                                f"(generation {last.generation}); swap them")
+    return StoreDiff(first, last)

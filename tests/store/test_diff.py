@@ -1,0 +1,106 @@
+"""`store.diff`: the law over random sessions of every verb (the digest machine's rules),
+erased text never shown, and the errors of bad bounds."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import invariant
+
+import memframe as mf
+from memframe.schema import CANONICAL_TABLES
+from tests.conftest import TickingClock
+from tests.digest.machine import DigestMachine
+
+
+def expected_changes(a: mf.StoreView, b: mf.StoreView) -> dict[str, list[str]]:
+    """id -> the state columns that differ (empty: added), from every row of both states."""
+    before = a.capsule_state().collect()  # raw values: the diff's text rendering is not used
+    after = b.capsule_state().collect()
+    old = {row["id"]: row for row in before.to_dicts()}
+    out: dict[str, list[str]] = {}
+    for row in after.to_dicts():
+        was = old.get(row["id"])
+        if was is None:
+            out[row["id"]] = []
+            continue
+        fields = sorted(c for c in row if c != "id" and row[c] != was[c])
+        if fields:
+            out[row["id"]] = fields
+    return out
+
+
+def check_diff(store: mf.Store, since: int) -> None:
+    view = store.pinned()
+    d = store.diff(since)
+    a = store.at(since)
+    got = {i: f for i, f in d.capsules.select("id", "fields").iter_rows()}
+    assert got == expected_changes(a, view), since
+    changes = dict(d.capsules.select("id", "change").iter_rows())
+    assert all((changes[i] == "added") == (f == []) for i, f in got.items())
+    long = d.fields.group_by("id").agg(pl.col("field").sort())
+    assert {i: f for i, f in long.iter_rows()} == {i: f for i, f in got.items() if f}
+    for table in CANONICAL_TABLES:
+        seen = a.table(table).select("seq").collect().get_column("seq").implode()
+        want = view.table(table).filter(~pl.col("seq").is_in(seen)).collect().sort("seq")
+        assert d.rows(table).collect().sort("seq").equals(want), table
+
+
+class DiffMachine(DigestMachine):
+    """The machine's sessions; the diff from a few earlier generations after each step."""
+
+    def digest_agrees(self) -> None:  # the digest's bytes are the machine's own test
+        pass
+
+    @invariant()
+    def diff_agrees(self) -> None:
+        g = self.store.generation
+        for since in sorted({0, g // 2, max(g - 1, 0), g}):
+            check_diff(self.store, since)
+
+
+TestDiffMachine = DiffMachine.TestCase
+TestDiffMachine.settings = settings(max_examples=6, stateful_step_count=20, deadline=None,
+                                    suppress_health_check=list(HealthCheck))
+
+
+def test_a_diff_across_a_purge_never_shows_the_old_text(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    [a, b] = store.ingest([{"content": "the secret plan", "source": "s", "anchor": "a"},
+                           {"content": "kept", "source": "s", "anchor": "b"}])
+    since = store.generation
+    store.forget(a, mode="purge")
+    d = store.diff(since)
+    row = d.capsules.row(0, named=True)
+    assert row["id"] == a and row["change"] == "changed" and "content" in row["fields"]
+    assert "secret" not in d.to_json() and "secret" not in repr(d)
+    content = d.fields.filter(pl.col("field") == "content").row(0, named=True)
+    assert content["before"] is None and content["after"] is None
+    assert d.summary == {"forgotten (purge)": 1}
+    assert "secret" not in str(d.rows("capsules").collect().to_dicts())
+
+
+def test_the_bounds_take_generations_instants_and_views_and_refuse_the_rest(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    store.ingest({"content": "one", "source": "s", "anchor": "a"})
+    store.ingest({"content": "two", "source": "s", "anchor": "a"})
+    by_number = store.diff(1)
+    assert store.diff(store.at(1)).to_json() == by_number.to_json()
+    instant = dt.datetime.fromisoformat(store.at(1).committed_at.replace("Z", "+00:00"))
+    assert store.diff(instant).to_json() == by_number.to_json()
+    assert store.diff(1, 2).summary == {"ingested": 1}
+    assert store.at(2).diff(0, 1).summary == {"ingested": 1}
+    assert by_number.rows_visited < 10  # what changed, not the store
+    with pytest.raises(mf.errors.InvalidInputError, match="swap them"):
+        store.diff(2, 1)
+    with pytest.raises(mf.errors.InvalidInputError, match="not a generation"):
+        store.diff(9)
+    with pytest.raises(mf.errors.InvalidInputError, match="naive"):
+        store.diff(dt.datetime(2026, 1, 1))
+    with pytest.raises(mf.errors.InvalidInputError, match="generation number"):
+        store.diff("yesterday")
+    with pytest.raises(mf.errors.InvalidInputError, match="no canonical table"):
+        by_number.rows("capsule")
