@@ -646,6 +646,24 @@ def _cmd_audit_trust(args: argparse.Namespace) -> int:
     return _audit_report(args, trust(store))
 
 
+def _bound(text: str | None, name: str) -> Any:
+    """A ``--since``/``--until`` value: a generation number or an instant."""
+    from memframe.text import parse_instant
+
+    if text is None:
+        return None
+    return int(text) if text.strip().isdigit() else parse_instant(text, name)
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    _check_out(args.out, directory=False)
+    store = _open(args.store)
+    _STATUS.stage(f"diff of {store.path}")
+    found = store.diff(_bound(args.since, "since"), _bound(args.until, "until"))
+    _STATUS.clear()
+    return _audit_report(args, found)
+
+
 def _cmd_import_nmemory(args: argparse.Namespace) -> int:
     from memframe.importers import import_nmemory
 
@@ -924,6 +942,21 @@ def _register_recall_audits(audit_sub: Any) -> None:
     p.set_defaults(func=_cmd_audit_trust)
 
 
+def _register_diff(sub: Any) -> None:
+    """``memframe diff``."""
+    p = _sub(sub, "diff", "what changed in a store between two generations or instants")
+    _store_arg(p)
+    p.add_argument("--since", required=True, metavar="G|T",
+                   help="a generation number or an instant (ISO 8601); required")
+    p.add_argument("--until", default=None, metavar="G|T",
+                   help="a generation number or an instant (default: the newest generation)")
+    _format_arg(p, ("text", "json", "html"))
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write the report to FILE (default: print to stdout)")
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_diff)
+
+
 def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     if required:
         p.add_argument("store", metavar="STORE", help="the store directory")
@@ -1038,6 +1071,7 @@ def build_parser() -> argparse.ArgumentParser:
     _quiet_arg(p)
     p.set_defaults(func=_cmd_audit_misses)
     _register_recall_audits(audit_sub)
+    _register_diff(sub)
 
     imp = _sub(sub, "import", "import another engine's store")
     imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE",

@@ -433,3 +433,26 @@ def test_a_host_stylesheet_does_not_move_the_cells(browser, tmp_path):
     layout = visit.page.evaluate("""() => [...document.querySelectorAll('.mf table.mf-table')]
         .map(t => getComputedStyle(t).tableLayout)""")
     assert set(layout) == {"auto"}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_diff_pages(browser, tmp_path, scheme):
+    """`store.diff` and `mf.digest_diff` pages: self-contained, readable in both schemes,
+    and no wider than the page at 800 px."""
+    store = mf.Store.open(sample_store_path())
+    since = store.generation - 6  # readable (the sample's vacuum keeps the last ones)
+    pages = {"store-diff": store.diff(since).to_html(),
+             "digest-diff": mf.digest_diff(mf.digest(store.at(since)),
+                                           mf.digest(store)).to_html()}
+    for name, html in pages.items():
+        visit = Visit(browser, _write(tmp_path, f"{name}-{scheme}.html", html), scheme)
+        visit.page.set_viewport_size({"width": 800, "height": 900})
+        visit.page.wait_for_timeout(100)
+        visit.shot(f"{name}-{scheme}")
+        visit.assert_clean()
+        texts = _contrast(visit, scheme)
+        assert len(texts) > 8, name
+        assert [t for t in texts if t["ratio"] < 4.5] == [], name
+        width = visit.page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width[0] <= width[1], (name, width)
+        assert visit.page.locator("table").count() >= 2, name

@@ -233,7 +233,7 @@ def test_every_option_has_help_and_shows_its_default():
             if action.option_strings and action.default not in (None, False):
                 assert f"default: {action.default}" in " ".join(text.split()), \
                     f"{name}: {action.dest} hides its default"
-            if action.option_strings and action.default is None:
+            if action.option_strings and action.default is None and not action.required:
                 assert "default:" in action.help, f"{name}: {action.dest} hides its default"
 
 
@@ -245,7 +245,7 @@ def test_the_readme_synopsis_is_the_parser():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = readme.split("## The command line", 1)[1].split("```", 2)[1]
     assert block.strip().splitlines() == synopsis().splitlines()
-    assert len(synopsis().splitlines()) == len(_all_parsers()) == 15
+    assert len(synopsis().splitlines()) == len(_all_parsers()) == 16
 
 
 def test_a_mistyped_command_suggests_the_nearest(capsys):
@@ -656,3 +656,24 @@ def test_the_text_report_mentions_staged_and_pinned_and_how_newest_is_ordered(sm
     assert "  and 1 staged for review (proposed, not yet ratified" in out
     assert f"pinned (1 of 1):\n  {ids[1]} " in out
     assert "newest (3 of 11), the last written first (created_at may differ):" in out
+
+
+def test_diff_prints_the_api_s_bytes_and_refuses_bad_bounds(small, capsys, terminal):
+    small.record_recall(["cap-1"])
+    small.ingest({"content": "later", "source": "s", "anchor": "a", "project_id": "ops"})
+    assert main(["diff", str(small.path), "--since", "1", "--format", "json", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out == small.diff(1).to_json() + "\n"
+    assert json.loads(out)["summary"] == {"ingested": 1, "recalled": 1}
+    assert main(["diff", str(small.path), "--since", "1", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("store diff: generation 1 -> 3") and "cap-13 [ops] added" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    committed = small.at(1).committed_at
+    assert main(["diff", str(small.path), "--since", committed, "--format", "json",
+                 "--quiet"]) == 0
+    assert capsys.readouterr().out == out
+    assert main(["diff", str(small.path), "--since", "3", "--until", "1"]) == 1
+    assert "swap them" in capsys.readouterr().err
+    assert main(["diff", str(small.path), "--since", "someday"]) == 1
+    assert "not an ISO 8601" in capsys.readouterr().err

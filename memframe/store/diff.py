@@ -137,6 +137,35 @@ class StoreDiff:
         """Compact JSON of `to_dict` (the same store and generations give the same bytes)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
+    def to_text(self, width: int = 80) -> str:
+        """The summary and the capsules that changed, in lines of at most ``width``
+        columns (stored text made safe for a terminal)."""
+        from memframe._render.terminal import terminal_text
+
+        lines = [f"store diff: generation {self.since} -> {self.until} "
+                 f"({self.rows_visited:,} rows read)"]
+        lines += [f"  {word}: {n:,}" for word, n in self.summary.items()] or ["  nothing"]
+        if self.capsules.height:
+            lines.append(f"capsules added or changed: {self.capsules.height:,}")
+            for cid, change, fields, project in self.capsules.head(50).iter_rows():
+                what = ", ".join(fields) if fields else "new"
+                lines.append(f"  {cid} [{project}] {change}: {what}")
+            if self.capsules.height > 50:
+                lines.append(f"  ... {self.capsules.height - 50:,} more (StoreDiff.capsules)")
+        return terminal_text("\n".join(lines), width) + "\n"
+
+    def to_html(self) -> str:
+        """A self-contained page (stored text escaped)."""
+        from memframe._render.html import esc, html_table, kv_table, page
+
+        body = (f"<h1>Store diff: generation {self.since} to {self.until}</h1>"
+                f'<p class="mf-sub">{self.rows_visited:,} rows read</p>'
+                + kv_table(self.summary.items(), caption="What changed")
+                + html_table(self.capsules.with_columns(pl.col("fields").list.join(", ")),
+                             caption="Capsules added or changed", limit=500)
+                + html_table(self.fields, caption="Fields before and after", limit=500))
+        return page(f"memframe store diff {esc(self.since)}..{esc(self.until)}", body)
+
     def __repr__(self) -> str:
         words = ", ".join(f"{n} {k}" for k, n in self.summary.items()) or "nothing"
         return (f"StoreDiff(generation {self.since} -> {self.until}: {words}; "
