@@ -75,8 +75,9 @@ class StoreDiff:
         """The rows of ``table`` the range added, reading only the parts that can hold
         them."""
         view = self._until
-        parts = [p for p in view.partitions(table)
-                 if (p.seq_hi or 0) > self._lo and (p.seq_lo or 0) <= self._hi]
+        parts = [p for p in view.partitions(table)  # a part with no seq range is read
+                 if (p.seq_hi is None or p.seq_hi > self._lo)
+                 and (p.seq_lo is None or p.seq_lo <= self._hi)]
         if not parts:
             return view.table(table).head(0).collect()
         self.rows_visited += sum(p.rows for p in parts)
