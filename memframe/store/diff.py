@@ -16,19 +16,18 @@ vacuum removes (then the diff refuses: the first generation is no longer readabl
 
 from __future__ import annotations
 
-import datetime
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from memframe.errors import InvalidInputError
 from memframe.text import rfc3339
 
-if TYPE_CHECKING:
-    from memframe.store.store import StoreView
+#: a pinned view of a store (`memframe.store.StoreView`; not imported: the store imports us)
+StoreView = Any
 
-__all__ = ["StoreDiff", "diff_views"]
+__all__ = ["StoreDiff"]
 
 #: the columns of a canonical row that name a capsule whose state it may change
 CAPSULE_REFS: tuple[str, ...] = ("id", "capsule_id", "from_id", "to_id")
@@ -257,36 +256,3 @@ def _summary(added: dict[str, pl.DataFrame]) -> dict[str, int]:
         put("sessions started", brackets.filter(pl.col("event") == "start").height)
         put("sessions finished", brackets.filter(pl.col("event") == "finish").height)
     return out
-
-
-def resolve(view: StoreView, point: Any, what: str) -> StoreView:
-    """A generation number, an aware instant or a view, as a view of ``view``'s store."""
-    from memframe.store.store import StoreView
-
-    if isinstance(point, StoreView):
-        if point.path != view.path:
-            raise InvalidInputError(f"{what} is a view of another store ({point.path}); "
-                                    f"diff compares generations of one store")
-        return point
-    if isinstance(point, datetime.datetime):
-        if point.tzinfo is None:
-            raise InvalidInputError(f"{what} is a naive datetime; give it a time zone "
-                                    f"(datetime(..., tzinfo=datetime.UTC))")
-        return view.as_of(point)
-    if isinstance(point, int) and not isinstance(point, bool):
-        if not 0 <= point <= view.generation:
-            raise InvalidInputError(f"{what}={point} is not a generation of this view "
-                                    f"(0..{view.generation})")
-        return view.at(point)
-    raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
-                            f"(store.at(g)); got {point!r:.60}")
-
-
-def diff_views(view: StoreView, since: Any, until: Any = None) -> StoreDiff:
-    """`StoreDiff` from ``since`` to ``until`` (default: ``view`` itself)."""
-    first = resolve(view, since, "since")
-    last = view if until is None else resolve(view, until, "until")
-    if first.generation > last.generation:
-        raise InvalidInputError(f"since (generation {first.generation}) is after until "
-                                f"(generation {last.generation}); swap them")
-    return StoreDiff(first, last)

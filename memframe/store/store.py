@@ -317,9 +317,15 @@ class StoreView:
             >>> d.capsules.rows(), d.summary
             ([('cap-1', 'changed', ['last_recalled_at', 'recall_count'], 'default')], {'recalled': 1})
         """
-        from memframe.store.diff import diff_views
+        from memframe.store.diff import StoreDiff
 
-        return diff_views(self.pinned(), since, until)
+        view = self.pinned()
+        first = _bound(view, since, "since")
+        last = view if until is None else _bound(view, until, "until")
+        if first.generation > last.generation:
+            raise InvalidInputError(f"since (generation {first.generation}) is after until "
+                                    f"(generation {last.generation}); swap them")
+        return StoreDiff(first, last)
 
     # -- time travel ----------------------------------------------------------------------
     def at(self, generation: int) -> StoreView:
@@ -1408,6 +1414,28 @@ def _part_generation(name: str) -> int:
         return int(name.split("-")[1])
     except (IndexError, ValueError):
         return 0
+
+
+def _bound(view: StoreView, point: Any, what: str) -> StoreView:
+    """A diff bound (a generation number, an aware instant or a view) as a view of
+    ``view``'s store."""
+    if isinstance(point, StoreView):
+        if point.path != view.path:
+            raise InvalidInputError(f"{what} is a view of another store ({point.path}); "
+                                    f"diff compares generations of one store")
+        return point
+    if isinstance(point, datetime.datetime):
+        if point.tzinfo is None:
+            raise InvalidInputError(f"{what} is a naive datetime; give it a time zone "
+                                    f"(datetime(..., tzinfo=datetime.UTC))")
+        return view.as_of(point)
+    if isinstance(point, int) and not isinstance(point, bool):
+        if not 0 <= point <= view.generation:
+            raise InvalidInputError(f"{what}={point} is not a generation of this view "
+                                    f"(0..{view.generation})")
+        return view.at(point)
+    raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
+                            f"(store.at(g)); got {point!r:.60}")
 
 
 class _Transaction:
