@@ -347,7 +347,9 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
              .sort("day"))
     # never recalled: live capsules no usage row and no receipt names
     live = state.filter(pl.col("status") == "live")
-    now = view.now()
+    # ages at the generation's commit, not the wall clock: the same store reads the same
+    now = (parse_instant(view.committed_at, "committed_at") if view.committed_at
+           else view.now())
     never = (live.filter(~pl.col("id").str.strip_prefix("cap-").cast(pl.UInt64)
                          .is_in(recalled["num"].implode()))
              .select("id", "project_id", "created_at",

@@ -291,6 +291,12 @@ class StoreView:
         return all((self._log.root / p.path).exists()
                    for parts in self._seen.tables.values() for p in parts)
 
+    def require_readable(self) -> None:
+        """Raise `GenerationNotFoundError` naming the first partition of this generation
+        a vacuum removed (or that is missing), and the generations still readable."""
+        tables.require_present(self._log.root,
+                               (p for parts in self._seen.tables.values() for p in parts))
+
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
         return fold_capsule_state(self.tables())
@@ -325,6 +331,10 @@ class StoreView:
         if first.generation > last.generation:
             raise InvalidInputError(f"since (generation {first.generation}) is after until "
                                     f"(generation {last.generation}); swap them")
+        # refused even when the range added no rows: the first generation's state is
+        # what the diff compares against, and it is gone (the answer must not depend on luck)
+        first.require_readable()
+        last.require_readable()
         return StoreDiff(first, last)
 
     # -- time travel ----------------------------------------------------------------------

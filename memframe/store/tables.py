@@ -165,13 +165,19 @@ def diagnose(root: Path, tables: Any) -> CorruptStoreError | None:
     return None
 
 
+def require_present(root: Path, parts: Iterable[Part]) -> None:
+    """Raise `GenerationNotFoundError` (why the file is gone, which generations remain)
+    for the first of ``parts`` absent from ``root``."""
+    for part in parts:
+        if not (root / part.path).exists():
+            raise GenerationNotFoundError(_missing_message(root, part.path))
+
+
 def scan(root: Path, parts: Sequence[Part], schema: pl.Schema) -> pl.LazyFrame:
     """A LazyFrame over exactly ``parts`` (an empty frame of ``schema`` if none)."""
     if not parts:
         return pl.LazyFrame(schema=schema)
-    missing = [p.path for p in parts if not (root / p.path).exists()]
-    if missing:
-        raise GenerationNotFoundError(_missing_message(root, missing[0]))
+    require_present(root, parts)
     # the paths are exact names, never patterns: a store under "runs[1]" or "a*b" is read
     return pl.scan_parquet(_paths(root, parts), schema=schema, glob=False)
 

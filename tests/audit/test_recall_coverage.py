@@ -228,3 +228,21 @@ def test_coverage_frames_match_a_row_by_row_reference(receipts, usage, forgotten
             if r["receipts"]}
     assert days == ref["by_day"]
     assert set(cov.never_recalled["id"]) == ref["never"]
+    committed = dt.datetime.fromisoformat(store.committed_at.replace("Z", "+00:00"))
+    assert {r["id"]: r["age_days"] for r in cov.never_recalled.to_dicts()} == {
+        r["id"]: (committed - r["created_at"]) // dt.timedelta(days=1)
+        for r in store.capsule_state().collect().to_dicts() if r["id"] in ref["never"]}
+
+
+def test_ages_are_taken_at_the_generation_not_the_wall_clock(tmp_path):
+    # regression: ages once read the opener's clock, so a rendered audit changed by the hour
+    days = iter(T0 + dt.timedelta(days=d) for d in range(30))
+    store = mf.Store.create(tmp_path / "s", clock=lambda: next(days))
+    store.ingest({"content": "never recalled", "source": "s", "anchor": "a"})
+    store.ingest({"content": "another", "source": "s", "anchor": "b"})
+    ages = []
+    for later in (40, 400):
+        reopened = mf.Store.open(tmp_path / "s",
+                                 clock=lambda d=later: T0 + dt.timedelta(days=d))
+        ages.append(mf.audit.recall_coverage(reopened).never_recalled["age_days"].to_list())
+    assert ages[0] == ages[1] == [1, 0]

@@ -108,3 +108,19 @@ def test_the_bounds_take_generations_instants_and_views_and_refuse_the_rest(tmp_
         store.diff("yesterday")
     with pytest.raises(mf.errors.InvalidInputError, match="no canonical table"):
         by_number.rows("capsule")
+
+
+def test_a_diff_from_a_vacuumed_generation_is_refused_even_when_no_row_changed(tmp_path):
+    # regression: a compaction then a vacuum add no rows, so the diff once answered "nothing
+    # changed" from a generation whose files were gone (and refused when rows had changed)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    for text in ("one", "two"):
+        store.ingest({"content": text, "source": "s", "anchor": "a"})
+    store.compact("capsules", min_rows=2)
+    since = store.generation - 1
+    store.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001,
+                 wait_seconds=0)
+    assert not store.at(since).readable()
+    with pytest.raises(mf.errors.GenerationNotFoundError, match="no longer readable"):
+        store.diff(since)
+    assert store.diff(store.generation).capsules.height == 0  # the newest still answers
