@@ -444,6 +444,14 @@ def _cmd_digest(args: argparse.Namespace) -> int:
                               f"it takes no {clash}: drop one of the two")
         if len(stores) != 1:
             raise _UsageError("--hash prints the hash of one digest; name one STORE")
+    if args.changes:
+        clash = next((flag for flag, given in (
+            ("--hash", args.hash), ("--known-hash", args.known_hash is not None),
+            ("--per-project", args.per_project is not None), ("several stores", len(stores) > 1))
+            if given), None)
+        if clash:
+            raise _UsageError(f"--changes shows one digest and what changed since the previous "
+                              f"session start; it does not go with {clash}")
     if args.per_project is not None:
         if len(stores) != 1:
             raise _UsageError("--per-project takes exactly one STORE")
@@ -457,6 +465,14 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         _STATUS.stage(f"digest of {store.path} at generation {store.generation}")
         d = core.digest(store, **kwargs)
         _note_empty_fence(args, store, d)
+        if args.changes:
+            text = _with_changes(args, store, d, kwargs, fmt)
+            if args.out is None:
+                _emit(text, fmt)
+            else:
+                target = _out_dir(args.out) / f"{Path(store.path).name}.{_SUFFIX[fmt]}"
+                _say(args, f"wrote {_write_file(target, text, fmt)}")
+            return 0
         if args.hash:
             _STATUS.erase()
             sys.stdout.write(d.hash + "\n")
@@ -493,6 +509,44 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     _say(args, f"digested {len(report.digests)} store(s) into {out}; "
                f"{len(report.failures)} failed", always=bool(report.failures))
     return 1 if report.failures else 0
+
+
+def _with_changes(args: argparse.Namespace, store: Any, d: Any, kwargs: dict[str, Any],
+                  fmt: str) -> str:
+    """The digest ``d`` and, under it, what changed since the scope's previous session
+    start (`memframe.digest.digest_diff.previous_session_start`): the digest diff from the
+    digest that start read (same headlines and prefix) to ``d``."""
+    from memframe.digest import core
+    from memframe.digest.digest_diff import digest_diff, previous_session_start
+
+    view = store.at(d.generation) if d.generation is not None else store
+    prior = previous_session_start(view, args.project_prefix)
+    scope = f"project prefix {args.project_prefix!r}" if args.project_prefix else "the store"
+    if prior is None:
+        _say(args, f"memframe digest: note: no earlier session start of {scope}: nothing to "
+                   f"compare with", always=True)
+        changes = None
+        since = None
+    else:
+        generation, session_id = prior
+        since = {"session_id": session_id, "generation": generation}
+        _STATUS.stage(f"digest at generation {generation} (session {session_id} started)")
+        changes = digest_diff(core.digest(store.at(generation), **kwargs), d)
+    if fmt == "json":
+        return _json({"digest": json.loads(d.to_json()), "since": since,
+                      "changes": None if changes is None else changes.to_dict()})
+    if fmt == "html":
+        from memframe._render.html import esc
+
+        head = (f"<h1>Changes since session {esc(since['session_id'])} started</h1>"
+                if since else f"<h1>No earlier session start of {esc(scope)}</h1>")
+        body = head + (changes._html_body() if changes is not None else "")
+        # the changes go inside the digest's page, after its sections
+        return str(d.to_html()).replace("</main></body>", body + "</main></body>", 1)
+    under = (f"changes since session {since['session_id']} started (generation "
+             f"{since['generation']}):\n" + changes.to_text(_width() or 80)
+             if since and changes is not None else f"no earlier session start of {scope}\n")
+    return d.to_text() + "\n" + under
 
 
 def _per_project(args: argparse.Namespace, path: str, kwargs: dict[str, Any], fmt: str) -> int:
@@ -1023,6 +1077,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how several stores are digested in parallel")
     p.add_argument("--address", default=None, metavar="A",
                    help="Ray cluster address, with --engine ray (default: a local cluster)")
+    p.add_argument("--changes", action="store_true",
+                   help="add, under the digest, what changed since the previous session start "
+                        "of the same scope (a digest diff; a start recorded with the newest "
+                        "rows is this session's own and is passed over)")
     p.add_argument("--verify", choices=("incremental", "full"), default="incremental",
                    help="journal check: from the verified checkpoint, or the whole hash chain")
     p.add_argument("--no-advance", action="store_true",

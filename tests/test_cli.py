@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 
 import memframe as mf
@@ -677,3 +678,40 @@ def test_diff_prints_the_api_s_bytes_and_refuses_bad_bounds(small, capsys, termi
     assert "swap them" in capsys.readouterr().err
     assert main(["diff", str(small.path), "--since", "someday"]) == 1
     assert "not an ISO 8601" in capsys.readouterr().err
+
+
+def test_digest_changes_compares_with_the_previous_session_start_of_the_scope(small, capsys):
+    first = small.session_start("ops")
+    small.ingest({"content": "after the start", "source": "s", "anchor": "b",
+                  "project_id": "ops"})
+    small.session_finish(first, "next: <b>carry</b> on")
+    small.session_start("team/api")  # another scope's start: not ops's previous one
+    small.session_start("ops")  # recorded by the hook just now: this session's own
+    args = ["digest", str(small.path), "--project-prefix", "ops", "--changes", "--quiet"]
+    assert main([*args, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    base = small.generation_of(small.table("brackets").filter(
+        (pl.col("session_id") == first) & (pl.col("event") == "start")).collect()["seq"].item())
+    assert out["since"] == {"session_id": first, "generation": base}
+    now = mf.Store.open(small.path)
+    assert out["digest"] == json.loads(mf.digest(now, project_prefix="ops").to_json())
+    want = mf.digest_diff(mf.digest(now.at(base), project_prefix="ops"),
+                          mf.digest(now, project_prefix="ops"))
+    assert out["changes"] == json.loads(want.to_json())
+    entered = {r["id"] for r in out["changes"]["lists"] if r["section"] == "handoff"}
+    assert entered == {"cap-14"}  # the handoff written by the finish
+    assert main([*args, "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert f"changes since session {first} started (generation {base}):" in text
+    assert "entered cap-13" in text
+    assert main([*args, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.count("</html>") == 1 and "Changes since session" in page
+    assert "<b>carry</b>" not in page and "&lt;b&gt;carry" in page
+    assert main(["digest", str(small.path), "--project-prefix", "nope", "--changes",
+                 "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["changes"] is None
+    assert "no earlier session start" in captured.err
+    assert main(["digest", str(small.path), "--changes", "--hash"]) == 2
+    assert "does not go with --hash" in capsys.readouterr().err

@@ -20,9 +20,10 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.result import Digest
+from memframe.digest.scope import fence_expr
 from memframe.errors import InvalidInputError
 
-__all__ = ["DigestDiff", "digest_diff"]
+__all__ = ["DigestDiff", "digest_diff", "previous_session_start"]
 
 LISTS_SCHEMA = pl.Schema({"section": pl.String(), "id": pl.String(), "change": pl.String(),
                           "rank_before": pl.Int64(), "rank_after": pl.Int64()})
@@ -219,3 +220,43 @@ def digest_diff(before: Digest, after: Digest) -> DigestDiff:
     return DigestDiff(pl.DataFrame(lists, schema=LISTS_SCHEMA, orient="row"),
                       pl.DataFrame(values, schema=VALUES_SCHEMA, orient="row"),
                       before.generation, after.generation)
+
+
+def previous_session_start(view: Any, project_prefix: str | None = None
+                           ) -> tuple[int, str] | None:
+    """``(generation, session_id)`` of the scope's previous session start, or None.
+
+    The previous session start is the newest ``start`` bracket whose project is in the
+    scope (``project_prefix`` or under it; any project without one), passing over a start
+    committed with the view's newest canonical rows: a hook that records its session start
+    and then reads the digest compares with the session before. The generation is the one
+    that committed that bracket: what a digest taken at that session start read.
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> first = store.session_start("team")
+        >>> _ = store.ingest({"content": "x", "source": "s", "anchor": "a",
+        ...                   "project_id": "team"})
+        >>> previous_session_start(store, "team")[1] == first
+        True
+        >>> store.session_start("team") != first  # just recorded: passed over
+        True
+        >>> previous_session_start(store, "team")[1] == first
+        True
+        >>> previous_session_start(store, "ops") is None
+        True
+    """
+    view = view.pinned()  # one generation for every read below
+    starts = view.table("brackets").filter(pl.col("event") == "start")
+    if project_prefix is not None:
+        starts = starts.filter(fence_expr(project_prefix))
+    newest = starts.select("seq", "session_id").sort("seq", descending=True).head(2).collect()
+    if not newest.height:
+        return None
+    tip = view.generation_of(int(view.snapshot.counter("seq")))
+    for seq, session_id in newest.iter_rows():
+        generation = view.generation_of(int(seq))
+        if generation != tip:
+            return generation, session_id
+    return None

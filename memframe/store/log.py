@@ -577,6 +577,23 @@ class Log:
                 hi = mid - 1
         return found
 
+    def generation_for_seq(self, seq: int) -> int:
+        """The generation that committed the canonical row ``seq`` (0 when none did: a
+        ``seq`` above the newest generation's counter, the last ``seq`` given)."""
+        lo, hi = 1, self.latest_generation()
+        found = 0
+        while lo <= hi:  # the seq counter never decreases from one generation to the next
+            mid = (lo + hi) // 2
+            entry = self.read_entry(mid)
+            counter = entry.get("counters", {}).get("seq")
+            if counter is None:
+                counter = self.snapshot(mid).counter("seq")
+            if int(counter) >= seq:
+                found, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        return found
+
     # -- writing ------------------------------------------------------------------------
     def try_commit(self, entry: Mapping[str, Any]) -> bool:
         """Create generation ``entry['generation']`` exclusively; False if another won."""

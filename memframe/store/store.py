@@ -345,6 +345,28 @@ class StoreView:
         return StoreView(self._log, self._log.snapshot(generation), self._clock,
                          travelled=True)
 
+    def generation_of(self, seq: int) -> int:
+        """The generation that committed the canonical row numbered ``seq`` (every
+        canonical row carries its ``seq``); refused for a row this view does not hold.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> _ = store.ingest({"content": "x", "source": "s", "anchor": "a"})
+            >>> sid = store.session_start("team")
+            >>> seq = store.table("brackets").collect()["seq"].item()
+            >>> store.generation_of(seq) == store.generation
+            True
+        """
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise InvalidInputError(f"seq is an integer (a row's seq column); got {seq!r:.60}")
+        last = int(self.snapshot.counter("seq"))
+        found = self._log.generation_for_seq(seq) if 0 < seq <= last else 0
+        if not found or found > self.generation:
+            raise InvalidInputError(f"no canonical row has seq {seq} at generation "
+                                    f"{self.generation} (its rows hold seq 1..{last})")
+        return found
+
     def as_of(self, instant: datetime.datetime | str) -> StoreView:
         """A frozen view of the newest generation committed at or before ``instant``."""
         if instant is None:

@@ -124,3 +124,25 @@ def test_a_diff_from_a_vacuumed_generation_is_refused_even_when_no_row_changed(t
     with pytest.raises(mf.errors.GenerationNotFoundError, match="no longer readable"):
         store.diff(since)
     assert store.diff(store.generation).capsules.height == 0  # the newest still answers
+
+
+def test_generation_of_names_the_commit_that_wrote_each_row(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    [a] = store.ingest({"content": "one", "source": "s", "anchor": "a"})
+    sid = store.session_start("team")
+    store.record_recall([a])
+    store.compact(None, min_rows=1)  # a rewrite keeps each row's seq and its origin
+    store.session_finish(sid, "next: more")
+    for table in CANONICAL_TABLES:
+        for seq in store.table(table).collect().get_column("seq").to_list():
+            g = store.generation_of(seq)
+            assert seq in store.at(g).table(table).collect()["seq"].to_list(), (table, seq)
+            assert seq not in store.at(g - 1).table(table).collect()["seq"].to_list()
+    last = int(store.snapshot.counter("seq"))
+    for bad in (0, last + 1, -3):
+        with pytest.raises(mf.errors.InvalidInputError, match="no canonical row has seq"):
+            store.generation_of(bad)
+    with pytest.raises(mf.errors.InvalidInputError, match="integer"):
+        store.generation_of("7")
+    with pytest.raises(mf.errors.InvalidInputError, match="no canonical row"):
+        store.at(1).generation_of(last)  # a row the older view does not hold
