@@ -22,6 +22,9 @@ from typing import Any
 import polars as pl
 
 from memframe.errors import InvalidInputError
+from memframe.schema import CANONICAL_TABLES
+from memframe.state import SOURCE_KEY
+from memframe.state import capsule_state as fold_capsule_state
 from memframe.text import rfc3339
 
 #: a pinned view of a store (`memframe.store.StoreView`; not imported: the store imports us)
@@ -65,7 +68,7 @@ class StoreDiff:
         self._lo = int(since.snapshot.counter("seq"))
         self._hi = int(until.snapshot.counter("seq"))
         self.rows_visited = 0
-        added = {name: self._read(name) for name in _tables(until)}
+        added = {name: self._read(name) for name in CANONICAL_TABLES}
         self._added = added
         self.capsules, self.fields = self._compare(_named(added))
         self.summary = _summary(added)
@@ -96,9 +99,11 @@ class StoreDiff:
             return pl.DataFrame(schema=CAPSULES_SCHEMA), pl.DataFrame(schema=FIELDS_SCHEMA)
         wanted = pl.Series(ids, dtype=pl.String).implode()
         frames = []
+        numbers = sorted(int(i[4:]) for i in ids)
         for view in (self._since, self._until):
-            frames.append(view.capsule_state().filter(pl.col("id").is_in(wanted)).collect())
-            self.rows_visited += sum(view.row_count(t) for t in _STATE_TABLES)
+            frame, visited = _state_of(view, wanted, numbers)
+            frames.append(frame)
+            self.rows_visited += visited
         before, after = (_as_text(f) for f in frames)
         columns = [c for c in after.columns if c != "id"]
         joined = after.join(before, on="id", how="left", suffix="_before",
@@ -156,7 +161,7 @@ class StoreDiff:
 
     def to_html(self) -> str:
         """A self-contained page (stored text escaped)."""
-        from memframe._render.html import esc, html_table, kv_table, page
+        from memframe._render.html import html_table, kv_table, page
 
         body = (f"<h1>Store diff: generation {self.since} to {self.until}</h1>"
                 f'<p class="mf-sub">{self.rows_visited:,} rows read</p>'
@@ -164,7 +169,7 @@ class StoreDiff:
                 + html_table(self.capsules.with_columns(pl.col("fields").list.join(", ")),
                              caption="Capsules added or changed", limit=500)
                 + html_table(self.fields, caption="Fields before and after", limit=500))
-        return page(f"memframe store diff {esc(self.since)}..{esc(self.until)}", body)
+        return page(f"memframe store diff {self.since}..{self.until}", body)
 
     def __repr__(self) -> str:
         words = ", ".join(f"{n} {k}" for k, n in self.summary.items()) or "nothing"
@@ -176,24 +181,42 @@ class StoreDiff:
 _STATE_TABLES = ("capsules", "forgets", "recalls", "classifications", "tiers", "relations")
 
 
-def _tables(view: StoreView) -> tuple[str, ...]:
-    from memframe.schema import CANONICAL_TABLES
-
-    return tuple(CANONICAL_TABLES)  # (every generation has every canonical table)
+def _state_of(view: StoreView, wanted: pl.Series, numbers: list[int]
+              ) -> tuple[pl.DataFrame, int]:
+    """`capsule_state` rows of the ``wanted`` ids (an imploded series; ``numbers`` their
+    capsule numbers, sorted) at ``view``, and the rows read. Each table the fold reads is
+    cut to the rows keyed by those ids before it is folded (the fold groups by that key,
+    so the rows kept are all a wanted capsule's state needs); of ``capsules`` only the
+    partitions holding those numbers are read (capsule numbers are dense in the order
+    of the partitions: the n-th row is ``cap-n``)."""
+    tables = dict(view.tables())
+    parts, seen, at = [], 0, 0
+    for part in view.partitions("capsules"):
+        while at < len(numbers) and numbers[at] <= seen:
+            at += 1
+        if at < len(numbers) and numbers[at] <= seen + part.rows:
+            parts.append(part)
+        seen += part.rows
+    visited = sum(p.rows for p in parts)
+    tables["capsules"] = view.scan_partitions("capsules", parts)
+    for name in _STATE_TABLES:
+        key = SOURCE_KEY.get(name, "capsule_id")
+        tables[name] = tables[name].filter(pl.col(key).is_in(wanted))
+        visited += view.row_count(name) if name != "capsules" else 0
+    return fold_capsule_state(tables).collect(), visited
 
 
 def _named(added: dict[str, pl.DataFrame]) -> list[str]:
     """The capsule ids the added rows name."""
-    found: set[str] = set()
-    for name in ("capsules", "forgets", "recalls", "classifications", "tiers", "relations",
-                 "reviews", "pins"):
-        frame = added.get(name)
-        if frame is None or not frame.height:
-            continue
-        for column in CAPSULE_REFS:
-            if column in frame.columns and frame.schema[column] == pl.String:
-                found.update(v for v in frame.get_column(column).to_list() if v)
-    return sorted(c for c in found if c.startswith("cap-"))
+    columns = [frame.get_column(column) for name in (
+        "capsules", "forgets", "recalls", "classifications", "tiers", "relations", "reviews",
+        "pins") if (frame := added.get(name)) is not None
+        for column in CAPSULE_REFS
+        if column in frame.columns and frame.schema[column] == pl.String]
+    if not columns:
+        return []
+    found = pl.concat([c.rename("id") for c in columns]).drop_nulls().unique()
+    return sorted(found.filter(found.str.starts_with("cap-")).to_list())
 
 
 def _as_text(frame: pl.DataFrame) -> pl.DataFrame:
