@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 import memframe as mf
 from memframe.store import log as log_module
 from memframe.store import tables
@@ -107,18 +109,25 @@ def test_new_commits_wait_behind_the_ticket_for_a_bound(tmp_path, monkeypatch):
     log_module.Log.release_ticket(stuck)
 
 
-def test_a_writer_that_keeps_losing_takes_the_ticket(tmp_path, monkeypatch):
-    store = _store(tmp_path)
-    other = mf.Store.open(tmp_path / "s")
+@pytest.fixture
+def tickets(monkeypatch) -> list[int | None]:
+    """Every fairness ticket taken while the test runs (the fd, None when refused)."""
     taken: list[int | None] = []
-    real = log_module.Log.take_ticket
+    real_take = log_module.Log.take_ticket
 
     def spy(self, *a, **k):
-        fd = real(self, *a, **k)
+        fd = real_take(self, *a, **k)
         taken.append(fd)
         return fd
 
     monkeypatch.setattr(log_module.Log, "take_ticket", spy)
+    return taken
+
+
+def test_a_writer_that_keeps_losing_takes_the_ticket(tmp_path, monkeypatch, tickets):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    taken = tickets
     # the other handle, in this process, waits behind the ticket for the bound: keep it short
     monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
     calls = [0]
@@ -173,21 +182,13 @@ def test_an_append_that_loses_twice_takes_no_ticket(tmp_path, monkeypatch):
 
 
 def test_a_transaction_that_keeps_losing_is_rebased_and_takes_the_ticket(tmp_path,
-                                                                          monkeypatch):
+                                                                          monkeypatch, tickets):
     """A transaction lands through the same fair path as any commit: its lost races replay
     its verbs on the newer generation, a rewrite it staged is linked as written, and after
     repeated losses it takes the fairness ticket."""
     store = _store(tmp_path)
     other = mf.Store.open(tmp_path / "s")
-    taken: list[int | None] = []
-    real_take = log_module.Log.take_ticket
-
-    def spy(self, *a, **k):
-        fd = real_take(self, *a, **k)
-        taken.append(fd)
-        return fd
-
-    monkeypatch.setattr(log_module.Log, "take_ticket", spy)
+    taken = tickets
     monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
     writes: list[str] = []
     real_write = tables.write_part
