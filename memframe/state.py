@@ -544,6 +544,21 @@ def capsule_state(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         _columns, _keep, fold, _has = terms[name]
         folded = _partials(name, tables[name].lazy()).group_by(KEY).agg(fold)
         out = out.join(folded.select(KEY, *columns), on=KEY, how="left")
+    return _public_state(out)
+
+
+def capsule_state_of(capsules: pl.LazyFrame, folded: pl.LazyFrame) -> pl.LazyFrame:
+    """`capsule_state` of the ``capsules`` rows given, their events already folded:
+    ``folded`` holds state rows (`STATE_SCHEMA`, at least ``num`` and the folded
+    columns) of those capsules, such as the digest's kept state keeps."""
+    columns = [c for group in _PUBLIC_GROUPS.values() for c in group]
+    out = capsules.with_columns(capsule_number_expr("id").alias(KEY)).join(
+        folded.select(KEY, *columns), on=KEY, how="left")
+    return _public_state(out)
+
+
+def _public_state(out: pl.LazyFrame) -> pl.LazyFrame:
+    """Capsule rows joined with their folded columns (and ``num``) -> `capsule_state`."""
     return (
         out.drop(KEY)
         .with_columns(

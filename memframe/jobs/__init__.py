@@ -103,6 +103,19 @@ class Memory:
         """
         return self._store.read(lambda v: _doors.session_digest(v, limit, known_hash))
 
+    def kept_state_of(self, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
+        """The digest's kept state rows (`memframe.state.STATE_SCHEMA`) of the capsule
+        ``numbers`` at this handle's generation, exact (the stored rows plus the rows
+        above the watermark, folded), and the Parquet rows read. None when the state is
+        not kept or cannot be trusted (no cycle ran, canonical parts edited since, a
+        damaged derived file): only a fold of every row is exact then."""
+        from memframe.digest.state.warm_reader import read_state_of
+
+        try:
+            return read_state_of(self._store.pinned(), numbers)
+        except DamagedDerivedError:
+            return None
+
     def episodes(self, conversation_id: str | Sequence[str] | None = None,
                  include_open: bool = True) -> Page:
         """Closed episodes, plus the still-open tail at read time (see `episodes.episodes`)."""

@@ -23,7 +23,7 @@ import polars as pl
 
 from memframe.errors import InvalidInputError
 from memframe.schema import CANONICAL_TABLES
-from memframe.state import SOURCE_KEY
+from memframe.state import SOURCE_KEY, capsule_state_of
 from memframe.state import capsule_state as fold_capsule_state
 from memframe.text import rfc3339
 
@@ -184,12 +184,22 @@ _STATE_TABLES = ("capsules", "forgets", "recalls", "classifications", "tiers", "
 def _state_of(view: StoreView, wanted: pl.Series, numbers: list[int]
               ) -> tuple[pl.DataFrame, int]:
     """`capsule_state` rows of the ``wanted`` ids (an imploded series; ``numbers`` their
-    capsule numbers, sorted) at ``view``, and the rows read. Each table the fold reads is
-    cut to the rows keyed by those ids before it is folded (the fold groups by that key,
-    so the rows kept are all a wanted capsule's state needs); of ``capsules`` only the
-    partitions holding those numbers are read (capsule numbers are dense in the order
-    of the partitions: the n-th row is ``cap-n``)."""
-    tables = dict(view.tables())
+    capsule numbers, sorted) at ``view``, and the Parquet rows read.
+
+    From the digest's kept state when the store keeps it (`Memory.kept_state_of`): those
+    capsules' folded rows by key, and their capsule rows by ``seq`` (only the row groups
+    that hold them). Otherwise each table the fold reads is cut to the rows keyed by those
+    ids before it is folded (the fold groups by that key, so the rows kept are all a wanted
+    capsule's state needs), reading of ``capsules`` only the partitions that hold those
+    numbers (the n-th capsule row is ``cap-n``)."""
+    kept = view.memory.kept_state_of(numbers)
+    if kept is not None:
+        folded, visited = kept
+        seqs = folded.get_column("seq").drop_nulls().to_list()
+        rows, read = view.read_by_seq("capsules", seqs, list(view.table("capsules")
+                                                             .collect_schema().names()))
+        return (capsule_state_of(rows.lazy().filter(pl.col("id").is_in(wanted)), folded.lazy())
+                .collect(), visited + read)
     parts, seen, at = [], 0, 0
     for part in view.partitions("capsules"):
         while at < len(numbers) and numbers[at] <= seen:
@@ -198,6 +208,7 @@ def _state_of(view: StoreView, wanted: pl.Series, numbers: list[int]
             parts.append(part)
         seen += part.rows
     visited = sum(p.rows for p in parts)
+    tables = dict(view.tables())
     tables["capsules"] = view.scan_partitions("capsules", parts)
     for name in _STATE_TABLES:
         key = SOURCE_KEY.get(name, "capsule_id")

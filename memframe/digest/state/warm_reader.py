@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -269,3 +270,21 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     visited += n
     rows, n = digest_capsules.fill_text(view, stored, subset, need=pl.col("threaded"))
     return rows, visited + n, delta
+
+
+def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
+    """The exact state rows of the capsule ``numbers`` at ``view`` (their stored rows plus
+    the rows above the watermark, folded) and the Parquet rows read; None when the state
+    is not kept, or its canonical parts are no longer the files sealed (then only a fold
+    of every row is exact)."""
+    from memframe.digest.state import seal
+
+    mark = digest_capsules.watermark_of(view)
+    if mark is None or not seal.holds(view):
+        return None
+    delta, visited, _top = digest_capsules.read_above(view, mark)
+    old, n = digest_capsules.state_runs().read_keys(view, list(numbers))
+    old = digest_capsules.with_text(old)
+    wanted = pl.Series(list(numbers), dtype=pl.Int64).implode()
+    merged = fold_state(delta, old if old.height else None) if delta else old
+    return merged.filter(pl.col(KEY).is_in(wanted)), visited + n
