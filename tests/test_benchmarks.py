@@ -76,3 +76,23 @@ def test_every_part_switched_off_answers_the_same_bytes(tmp_path, capsys):
     for name in module.VARIANTS:
         if name != "all":
             assert rows[name] > rows["all"], (name, rows)
+
+
+def test_the_diff_benchmark_finds_what_the_fold_finds(tmp_path, capsys):
+    import memframe as mf
+    from tests.conftest import TickingClock
+
+    spec = importlib.util.spec_from_file_location("_bench_diff", BENCHMARKS / "bench_diff.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    store.ingest([{"content": f"n {i}", "source": "s", "anchor": "a"} for i in range(200)])
+    assert module.main([str(tmp_path / "s"), "--changes", "20", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "same capsules and fields: True" in out
+    rows = {line.split()[0]: int(line.split("rows read")[1].split()[0].replace(",", ""))
+            for line in out.splitlines() if "rows read" in line}
+    # the fold reads every state row at both ends: 200 capsules, then 218 and 2 recall rows
+    assert rows["diff"] > 0 and rows["fold"] == 200 + 218 + 2, rows
+    assert store.generation == 1  # the benchmark wrote to a copy, never to the store
