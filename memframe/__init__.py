@@ -18,6 +18,7 @@ from memframe.digest import (
     digest_diff,
     digest_many,
     digest_tables,
+    explain,
     per_project_digests,
 )
 from memframe.digest.core import digest
@@ -42,6 +43,7 @@ __all__ = [
     "Digest",
     "digest_diff",
     "DigestDiff",
+    "explain",
     "digest_many",
     "digest_tables",
     "per_project_digests",

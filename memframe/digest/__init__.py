@@ -17,6 +17,7 @@ from __future__ import annotations
 from memframe.digest.batch import digest_many, per_project_digests
 from memframe.digest.core import HEADLINES_DEFAULT, digest, digest_tables
 from memframe.digest.digest_diff import DigestDiff, digest_diff
+from memframe.digest.explain import EXPLAIN_SECTIONS, explain
 from memframe.digest.result import Digest
 
 __all__ = [
@@ -28,4 +29,6 @@ __all__ = [
     "digest_diff",
     "DigestDiff",
     "HEADLINES_DEFAULT",
+    "explain",
+    "EXPLAIN_SECTIONS",
 ]

@@ -17,7 +17,8 @@ from memframe.schema import TIMESTAMP
 from memframe.text import headline, rfc3339
 
 __all__ = ["headline_rows", "capsule_sections", "with_content", "resolve_expired",
-           "HEADLINE_KEYS", "DEFERRED_EXPIRY"]
+           "handoff_candidates", "handoff_rows", "recalled_order", "HEADLINE_KEYS",
+           "DEFERRED_EXPIRY"]
 
 #: the keys a headline row may carry, in wire order (4.0).
 HEADLINE_KEYS = (
@@ -184,6 +185,23 @@ def _lists(frame: pl.DataFrame, now: _dt.datetime, extra=(), attach: Attach | No
     return {scope: headline_rows(part, now, extra) for scope, part in per_scope(frame).items()}
 
 
+def handoff_candidates(scoped: pl.DataFrame) -> pl.DataFrame:
+    """The rows that may hold a handoff slot (reference 4.3): bracket handoffs, and thread
+    handoffs that are not superseded (a superseded thread row is retired)."""
+    return scoped.filter(
+        (pl.col("bracket") | pl.col("thread").is_not_null())
+        & ~(pl.col("superseded") & ~pl.col("bracket"))
+    )
+
+
+def recalled_order(scoped: pl.DataFrame) -> pl.DataFrame:
+    """The ``most_recalled`` population in its order, before the cap (reference 4.5):
+    recalled rows by recall_count desc, last recall desc, seq asc."""
+    return scoped.filter(pl.col("last_recalled_at").is_not_null()).sort(
+        ["recall_count", "last_recalled_at", "seq"], descending=[True, True, False]
+    )
+
+
 def handoff_rows(scoped: pl.DataFrame) -> pl.DataFrame:
     """The handoff population (reference 4.3), newest first, one row per key.
 
@@ -191,10 +209,7 @@ def handoff_rows(scoped: pl.DataFrame) -> pl.DataFrame:
     (content opens ``ACTIVE(<label>)``); superseded thread rows are retired, superseded
     bracket rows stay; per (scope, project, thread-or-null) the newest seq wins.
     """
-    candidates = scoped.filter(
-        (pl.col("bracket") | pl.col("thread").is_not_null())
-        & ~(pl.col("superseded") & ~pl.col("bracket"))
-    )
+    candidates = handoff_candidates(scoped)
     newest = candidates.group_by([SCOPE, "project_id", "thread"]).agg(pl.col("seq").max())
     return candidates.join(
         newest, on=[SCOPE, "project_id", "thread", "seq"], how="semi", nulls_equal=True
@@ -239,9 +254,7 @@ def capsule_sections(
     newest = top_per_scope(scoped.sort("seq", descending=True), n)
     newest_lists = _lists(newest, now, attach=attach)
 
-    recalled = scoped.filter(pl.col("last_recalled_at").is_not_null()).sort(
-        ["recall_count", "last_recalled_at", "seq"], descending=[True, True, False]
-    )
+    recalled = recalled_order(scoped)
     recalled_totals = _totals(recalled)
     recalled_lists = _lists(
         top_per_scope(recalled, n),

@@ -20,7 +20,7 @@ from memframe.digest.params import (
 )
 from memframe.digest.reads import digest_failed, open_source, tables_source
 from memframe.digest.result import Digest
-from memframe.digest.source import DigestSource
+from memframe.digest.source import DigestSource, TableSource
 from memframe.errors import (
     CorruptStoreError,
     DamagedDerivedError,
@@ -32,7 +32,8 @@ from memframe.errors import (
 )
 from memframe.store import Store, StoreView
 
-__all__ = ["digest", "digest_tables", "pinned_source", "Digest", "HEADLINES_DEFAULT"]
+__all__ = ["digest", "digest_tables", "pinned_source", "reference_read", "Digest",
+           "HEADLINES_DEFAULT"]
 
 
 def _pin(store: Any) -> Any:
@@ -121,6 +122,18 @@ def digest(
         project_prefix=prefix,
         headlines=n,
     )
+
+
+def reference_read(store: Any, n: int, prefix: str | None
+                   ) -> tuple[TableSource, dict[str, Any]]:
+    """The reference source (`TableSource`: every capsule's state, the tables in full) and
+    the wire body ``digest(store, n, prefix, verify="full")`` answers from it: one pinned
+    generation, one instant (the store's clock), the digest's own door and assembler.
+    ``n`` and ``prefix`` are validated by the caller."""
+    source, body = _read_and_assemble(store, None, "full", n, prefix)
+    if not isinstance(source, TableSource):  # pragma: no cover - "full" reads the reference
+        raise AssertionError(f"verify='full' read {type(source).__name__}")
+    return source, body
 
 
 #: how often a digest runs again on a newer generation when files it read were removed

@@ -32,7 +32,8 @@ from memframe.digest.capsules import headline_rows
 from memframe.digest.scope import HANDOFF_SOURCE, SCOPE, per_scope, top_per_scope
 from memframe.ids import capsule_number_expr
 
-__all__ = ["DAG_LISTS", "EffortGraph", "effort_graph", "open_efforts_sections"]
+__all__ = ["DAG_LISTS", "EffortGraph", "effort_graph", "effort_board", "open_epics",
+           "open_efforts_sections"]
 
 DAG_LISTS = ("ready", "blocked", "done")
 
@@ -152,6 +153,43 @@ def _admitted(scoped: pl.DataFrame, open_epics: pl.DataFrame, graph: EffortGraph
     return pl.concat([direct, via]).unique()
 
 
+def open_epics(alive: pl.DataFrame, graph: EffortGraph) -> pl.DataFrame:
+    """The open epics of ``alive`` (not tombstoned): kind ``epic``, neither superseded nor
+    witnessed."""
+    return alive.filter(
+        (pl.col("kind") == "epic").fill_null(False)
+        & ~pl.col("superseded")
+        & ~pl.col("id").is_in(graph.witnessed.implode())
+    )
+
+
+def effort_board(scoped: pl.DataFrame, alive: pl.DataFrame, graph: EffortGraph,
+                 member_scopes: Callable[[pl.Series], pl.DataFrame] | None = None
+                 ) -> pl.DataFrame:
+    """Every open epic admitted to a scope, once per scope, in the board's order before the
+    cap: ``newest_id`` number descending, then epic seq descending (reference 4.17)."""
+    epics = open_epics(alive, graph)
+    if epics.height:
+        epics = epics.join(_admitted(scoped, epics, graph, member_scopes), on="id",
+                           how="inner")
+    # the epic belongs to its own effort: newest_id is the epic unless a member is newer
+    epic_number = _number("id")
+    stats = graph.member_stats
+    # the state's own member columns (when it carries them) are what ``stats`` was made of
+    epics = epics.drop([c for c in stats.columns if c in epics.columns and c != "epic"])
+    return (
+        epics.join(stats, left_on="id", right_on="epic", how="left")
+        .with_columns(pl.col("member_total").fill_null(0), epic_number.alias("_own"))
+        .with_columns(
+            pl.when(pl.col("newest_member_number").fill_null(-1) > pl.col("_own").fill_null(-1))
+            .then(pl.col("newest_member")).otherwise(pl.col("id")).alias("newest_id"),
+            pl.max_horizontal("newest_member_number", "_own").alias("newest_number"),
+        )
+        .drop("newest_member", "newest_member_number", "_own")
+        .sort(["newest_number", "seq"], descending=[True, True])
+    )
+
+
 def open_efforts_sections(
     scoped: pl.DataFrame,
     alive: pl.DataFrame,
@@ -183,33 +221,9 @@ def open_efforts_sections(
     """
     empty: dict[str, dict] = {scope: {} for scope in scopes}
     graph = relations if isinstance(relations, EffortGraph) else effort_graph(relations)
-    open_epics = alive.filter(
-        (pl.col("kind") == "epic").fill_null(False)
-        & ~pl.col("superseded")
-        & ~pl.col("id").is_in(graph.witnessed.implode())
-    )
-    if open_epics.height == 0:
+    board = effort_board(scoped, alive, graph, member_scopes)
+    if board.height == 0:
         return empty
-    epics = open_epics.join(_admitted(scoped, open_epics, graph, member_scopes), on="id",
-                            how="inner")
-    if epics.height == 0:
-        return empty
-    # the epic belongs to its own effort: newest_id is the epic unless a member is newer
-    epic_number = _number("id")
-    stats = graph.member_stats
-    # the state's own member columns (when it carries them) are what ``stats`` was made of
-    epics = epics.drop([c for c in stats.columns if c in epics.columns and c != "epic"])
-    board = (
-        epics.join(stats, left_on="id", right_on="epic", how="left")
-        .with_columns(pl.col("member_total").fill_null(0), epic_number.alias("_own"))
-        .with_columns(
-            pl.when(pl.col("newest_member_number").fill_null(-1) > pl.col("_own").fill_null(-1))
-            .then(pl.col("newest_member")).otherwise(pl.col("id")).alias("newest_id"),
-            pl.max_horizontal("newest_member_number", "_own").alias("newest_number"),
-        )
-        .drop("newest_member", "newest_member_number", "_own")
-        .sort(["newest_number", "seq"], descending=[True, True])
-    )
     totals = dict(board.group_by(SCOPE).len().iter_rows())
     top = top_per_scope(board, n)
     # the per-row work (dag slices, handoffs) follows the rows shown, not every open epic

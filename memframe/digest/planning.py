@@ -16,11 +16,32 @@ from memframe.digest.capsules import Attach, headline_rows, with_content
 from memframe.digest.scope import SCOPE, per_scope, top_per_scope
 from memframe.graph import MissionGraph, mission_graph
 
-__all__ = ["mission_graph", "mission_sections", "unanchored_sections"]
+__all__ = ["mission_graph", "mission_sections", "unanchored_sections", "root_candidates",
+           "unanchored_candidates"]
 
 
 def _anchored(graph: MissionGraph) -> pl.Expr:
     return pl.col("id").is_in(graph.grounded_from.implode())
+
+
+def root_candidates(scoped: pl.DataFrame, graph: MissionGraph) -> pl.DataFrame:
+    """The mission-root population before the cap (reference 4.11): live ``epic`` rows of
+    the scope with no live-parent anchoring ``grounded_in`` edge, newest first."""
+    return scoped.filter(
+        (pl.col("kind") == "epic").fill_null(False)
+        & ~pl.col("superseded")
+        & ~_anchored(graph)
+    ).sort("seq", descending=True)
+
+
+def unanchored_candidates(scoped: pl.DataFrame, graph: MissionGraph) -> pl.DataFrame:
+    """The rows ``unanchored`` counts (reference 4.12): planning nodes (kind ``task``, or
+    an ACTIVE() thread row) that are not superseded and have no live anchor."""
+    return scoped.filter(
+        ((pl.col("kind") == "task").fill_null(False) | pl.col("thread").is_not_null())
+        & ~pl.col("superseded")
+        & ~_anchored(graph)
+    )
 
 
 def mission_sections(
@@ -41,12 +62,7 @@ def mission_sections(
     if graph.cycle is not None:
         return {scope: dict(graph.cycle) for scope in scopes}
     roots = (
-        scoped.filter(
-            (pl.col("kind") == "epic").fill_null(False)
-            & ~pl.col("superseded")
-            & ~_anchored(graph)
-        )
-        .sort("seq", descending=True)
+        root_candidates(scoped, graph)
         .pipe(top_per_scope, n)
         .join(graph.children, on="id", how="left")
         .with_columns(pl.col("children").fill_null(0))
@@ -73,11 +89,7 @@ def unanchored_sections(
     ACTIVE() thread label (whatever its kind). None (omit the key) at 0.
     """
     counts = (
-        scoped.filter(
-            ((pl.col("kind") == "task").fill_null(False) | pl.col("thread").is_not_null())
-            & ~pl.col("superseded")
-            & ~_anchored(graph)
-        )
+        unanchored_candidates(scoped, graph)
         .group_by(SCOPE)
         .len()
     )

@@ -131,6 +131,7 @@ class TableSource:
         self._audit_events, self._tombstoned = audit_events, tombstoned
         self.visited, self._content = visited, content
         self._texts: dict[int, str | None] = {}
+        self._graph: dict[str, Any] | None = None
 
     def rows_visited(self) -> int:
         return self.visited
@@ -139,8 +140,11 @@ class TableSource:
         return self._state
 
     def graph_values(self) -> dict[str, Any]:
-        """The graph family's values (`memframe.digest.families.graph_values`)."""
-        return families.graph_values(self.tables["relations"], self._tombstoned)
+        """The graph family's values (`memframe.digest.families.graph_values`), computed
+        once per source (its tables do not change)."""
+        if self._graph is None:
+            self._graph = families.graph_values(self.tables["relations"], self._tombstoned)
+        return self._graph
 
     def graph(self, n: int) -> dict[str, Any]:
         values = self.graph_values()

@@ -25,6 +25,7 @@ __all__ = [
     "STALE_PROPOSAL_DAYS",
     "latest_reviews",
     "staged_section",
+    "pinned_order",
     "pinned_sections",
 ]
 
@@ -79,6 +80,11 @@ def staged_section(reviews: pl.DataFrame, now: _dt.datetime) -> dict | None:
     return {"proposed": fenced.height, "stale_proposals": stale}
 
 
+def pinned_order(scoped: pl.DataFrame) -> pl.DataFrame:
+    """The ``pinned`` population before the cap: pinned rows, newest seq first."""
+    return scoped.filter(pl.col("pinned")).sort("seq", descending=True)
+
+
 def pinned_sections(
     scoped: pl.DataFrame,
     scopes: Sequence[str],
@@ -92,7 +98,7 @@ def pinned_sections(
     """
     from memframe.digest.capsules import headline_rows
 
-    pinned = scoped.filter(pl.col("pinned")).sort("seq", descending=True)
+    pinned = pinned_order(scoped)
     totals = (
         dict(pinned.group_by(SCOPE).len().iter_rows()) if pinned.height else {}
     )
