@@ -718,6 +718,46 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return _audit_report(args, found)
 
 
+def _explain_text(frame: Any, head: str, width: int) -> str:
+    """The explain rows as a table of ``width`` columns, each reason wrapped under its own
+    column (stored text made visible before it is measured)."""
+    import textwrap
+
+    from memframe._render.terminal import visible
+
+    indent = " " * 28
+    lines = [head, f"{'section':<14} {'listed':<6} {'rank':>4}  reason"]
+    for section, listed, rank, reason in frame.iter_rows():
+        first = f"{section:<14} {'yes' if listed else 'no':<6} {'-' if rank is None else rank:>4}  "
+        lines += textwrap.wrap(visible(reason), max(20, width), initial_indent=first,
+                               subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from memframe._render.html import html_table, page
+    from memframe.digest.explain import explain
+
+    store = _open(args.store)
+    _STATUS.stage(f"explain {args.capsule_id} in {store.path}")
+    frame = explain(store, args.capsule_id, project_prefix=args.project_prefix,
+                    headlines=args.headlines)
+    fence = f"prefix {args.project_prefix}" if args.project_prefix is not None else "unfenced"
+    head = (f"why {args.capsule_id} is or is not in each list of the digest "
+            f"(headlines {args.headlines}, {fence})")
+    fmt = _format(args)
+    if fmt == "json":
+        text = _json({"id": args.capsule_id, "headlines": args.headlines,
+                      "project_prefix": args.project_prefix, "sections": frame.to_dicts()})
+    elif fmt == "html":
+        text = page(f"memframe explain {args.capsule_id}",
+                    html_table(frame, caption=head, numeric_right=True))
+    else:
+        text = _explain_text(frame, head, _width() or 80)
+    _emit(text, fmt)
+    return 0
+
+
 def _cmd_import_nmemory(args: argparse.Namespace) -> int:
     from memframe.importers import import_nmemory
 
@@ -1011,6 +1051,21 @@ def _register_diff(sub: Any) -> None:
     p.set_defaults(func=_cmd_diff)
 
 
+def _register_explain(sub: Any) -> None:
+    """``memframe explain``."""
+    p = _sub(sub, "explain", "why a capsule is, or is not, in each list of the digest")
+    p.add_argument("store", metavar="STORE", help="the store directory")
+    p.add_argument("capsule_id", metavar="CAP-ID",
+                   help="the capsule to explain (cap-<n>; `memframe digest` lists ids)")
+    p.add_argument("--project-prefix", default=None, metavar="P",
+                   help="the digest's fence: P and P/... (default: the whole store)")
+    p.add_argument("--headlines", type=_headlines, default=10, metavar="N",
+                   help="the digest's list cap")
+    _format_arg(p, ("text", "json", "html"))
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_explain)
+
+
 def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     if required:
         p.add_argument("store", metavar="STORE", help="the store directory")
@@ -1130,6 +1185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_audit_misses)
     _register_recall_audits(audit_sub)
     _register_diff(sub)
+    _register_explain(sub)
 
     imp = _sub(sub, "import", "import another engine's store")
     imp_sub = imp.add_subparsers(dest="engine_name", required=True, metavar="ENGINE",
