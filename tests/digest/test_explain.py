@@ -63,8 +63,8 @@ class ExplainMachine(DigestMachine):
     @invariant()
     def explain_agrees(self) -> None:
         cids = sorted({self.cap(self.written // 2), self.cap(self.written - 1)})
-        for n, prefix in PROBES:
-            check_explain(self.store, cids, n, prefix)
+        self.probe = getattr(self, "probe", -1) + 1  # one probe a step, in turn (CI time)
+        check_explain(self.store, cids, *PROBES[self.probe % len(PROBES)])
 
 
 TestExplainMachine = ExplainMachine.TestCase
