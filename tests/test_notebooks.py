@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = ["01-explore-a-store.ipynb", "02-digest.ipynb", "03-recall-miss-audit.ipynb",
-            "04-sessions.ipynb"]
+            "04-sessions.ipynb", "05-what-changed.ipynb"]
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 _EXECUTED: dict[Path, nbformat.NotebookNode] = {}
 # executed once per worker process: this module and tests/test_browser.py (which opens the
