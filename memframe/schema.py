@@ -101,6 +101,11 @@ RECALL_LANES: tuple[str, ...] = ("term", "vector", "fused")
 EVIDENCE_STATES: tuple[str, ...] = ("observed", "inferred", "unverified")
 #: a receipt's id: ``rcpt-<n>``, n from 1, counted per store as the engine issues them
 RECEIPT_PATTERN = r"^rcpt-[1-9][0-9]*$"
+#: the journal action of a taught recall alias (the engine's verb, ``memory_alias``)
+ALIAS_ACTION = "memory_alias"
+#: the columns the write path keeps beside a taught alias's folded ``term`` and ``alias``:
+#: the two as the caller spelled them, which its journal row names (as the engine audits)
+ALIAS_GIVEN: tuple[str, str] = ("_term_given", "_alias_given")
 
 Timestamp = Annotated[pl.Datetime, "ns", "UTC"]
 TIMESTAMP = pl.Datetime("ns", "UTC")
@@ -133,6 +138,7 @@ CANONICAL_COLUMNS: dict[str, tuple[str, ...]] = {
                         "project_id", "project_prefix", "session_id"),
     "event_times": ("seq", "at", "capsule_id", "event_at", "event_from", "event_to"),
     "epistemics": ("seq", "at", "capsule_id", "evidence_state", "proof_hint", "stale_if"),
+    "recall_aliases": ("seq", "at", "term", "alias"),
 }
 CANONICAL_TABLES: tuple[str, ...] = tuple(CANONICAL_COLUMNS)
 
@@ -144,6 +150,7 @@ _MODEL_NAMES = {
     "corroborations": "Corroborations", "source_cursors": "SourceCursors",
     "reviews": "Reviews", "pins": "Pins", "recall_receipts": "RecallReceipts",
     "event_times": "EventTimes", "epistemics": "Epistemics",
+    "recall_aliases": "RecallAliases",
 }
 
 
@@ -319,6 +326,13 @@ def _models() -> dict[str, type[pa.DataFrameModel]]:
         evidence_state: pl.String = pa.Field(nullable=True, isin=list(EVIDENCE_STATES))
         proof_hint: pl.String = pa.Field(nullable=True)
         stale_if: pl.String = pa.Field(nullable=True)
+
+
+    class RecallAliases(_Canonical):
+        at: Timestamp
+        # both folded (memframe.text.fold_term) and different; (term, alias) stored once
+        term: pl.String = pa.Field(str_length={"min_value": 1})
+        alias: pl.String = pa.Field(str_length={"min_value": 1})
 
     declared = locals()
     return {table: declared[name] for table, name in _MODEL_NAMES.items()}
@@ -640,5 +654,12 @@ RULES: dict[str, TableRules] = {
         defaults={"evidence_state": None, "proof_hint": None, "stale_if": None},
         capsule_refs=("capsule_id",), optional_text=("proof_hint", "stale_if"),
         journal=("memory_classify", "capsule_id", _EPISTEMICS_REASON),
+    ),
+    # a recall synonym the caller taught (nMEMORY's memory_alias): both sides folded, never
+    # the same word, the pair stored once (teaching it again writes nothing); journaled as
+    # the engine audits it, naming the term and the alias as the caller spelled them
+    "recall_aliases": TableRules(
+        nonblank=("term", "alias"), dedupe=("term", "alias"),
+        journal=(ALIAS_ACTION, ALIAS_GIVEN[0], pl.lit("alias=") + pl.col(ALIAS_GIVEN[1])),
     ),
 }

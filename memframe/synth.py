@@ -1236,7 +1236,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
 
     # -- the nMEMORY 0.3.0 tables, with known answers (recall_truth) -----------------------
     if recall_tables:
-        stage("recall receipts, event times, epistemics")
+        stage("recall receipts, event times, epistemics, taught aliases")
         superseded = relations.filter(pl.col("kind") == "supersedes")["to_id"]
         extra = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
                                set(superseded.to_list()), recalls["capsule_id"].unique(),
@@ -1244,6 +1244,7 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
         store.append("recall_receipts", extra["recall_receipts"].drop("source"))
         store.append("event_times", extra["event_times"])
         store.append("epistemics", extra["epistemics"])
+        store.append("recall_aliases", _alias_plan(seed, misses, end))
 
 
 def _revisions(plain: pl.DataFrame, u_rev: pl.Series, u_back: pl.Series) -> pl.DataFrame:
@@ -1413,6 +1414,8 @@ def _verdict(u: pl.Expr) -> pl.Expr:
 
 _RECEIPT_LANE_W = (0.5, 0.2, 0.3)  # term, vector, fused (reference order of RECALL_LANES)
 _RESOLVED_SHARE = 0.3  # of the typo and absent miss terms: a later receipt answers them
+_TAUGHT_SHARE = 0.25  # of the typo terms: the word they meant taught as an alias after
+_EARLY_SHARE = 0.4  # of the typo terms missed twice or more: taught between the misses
 _DEAD_SHARE = 0.5  # of the live plain capsules no recall names: planted never returned
 
 
@@ -1594,6 +1597,37 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
             "dead": dead}
 
 
+def _alias_plan(seed: int, misses: pl.DataFrame, end: int) -> pl.DataFrame:
+    """Taught aliases with known answers (``at``, ``term``, ``alias``, in write order): for
+    a share of the typo terms, the word they meant taught some time after their last miss
+    (these resolve the term); for a few terms missed twice or more, taught between their
+    first and last miss (a teaching the term was missed after: no resolution). Every
+    third term is spelled in title case, as a caller types it (the store folds it)."""
+    rng = _rng(seed, "aliases")
+    typos = (misses.filter(pl.col("word").is_not_null() & (pl.col("edit") != "exact")
+                           & (pl.col("term") != pl.col("word")))
+             .group_by("term").agg(pl.col("word").first(),
+                                   pl.col("at").min().cast(pl.Int64).alias("first_ns"),
+                                   pl.col("at").max().cast(pl.Int64).alias("last_ns"),
+                                   pl.len().alias("n"))
+             .sort("term"))
+    u, d = (_uniform(rng, typos.height) for _ in range(2))
+    typos = typos.with_columns(pl.lit(u).alias("u"), pl.lit(d).alias("d"))
+    after = typos.filter(pl.col("u") < _TAUGHT_SHARE).with_columns(
+        (pl.col("last_ns") + 30 * _NS
+         + (-(1.0 - pl.col("d")).log() * _DAY_NS).cast(pl.Int64)).alias("at_ns"))
+    early = typos.filter((pl.col("u") >= 1.0 - _EARLY_SHARE) & (pl.col("n") >= 2)
+                         & (pl.col("last_ns") - pl.col("first_ns") > 2)).with_columns(
+        (pl.col("first_ns") + 1 + ((pl.col("last_ns") - pl.col("first_ns") - 2) * pl.col("d"))
+         .cast(pl.Int64)).alias("at_ns"))
+    return (pl.concat([after, early]).filter(pl.col("at_ns") < end)
+            .sort("at_ns", "term")
+            .select(pl.col("at_ns").cast(_TS).alias("at"),
+                    pl.when(pl.int_range(pl.len()) % 3 == 0).then(pl.col("term").str.to_titlecase())
+                    .otherwise(pl.col("term")).alias("term"),
+                    pl.col("word").alias("alias")))
+
+
 @dataclasses.dataclass(frozen=True)
 class RecallTruth:
     """What a synthetic store's recall receipts mean, known by construction.
@@ -1606,9 +1640,11 @@ class RecallTruth:
         resolutions: one row per missed term (folded): ``term``, ``first_miss``,
             ``last_miss``, ``repeats``, and the first event strictly after the last miss
             that answers it (``resolved_at``, ``resolved_by``, ``resolution``:
-            ``receipt``, a receipt for the term that returned a capsule, or ``capsule``,
-            a capsule written whose words hold the term; all null while open), and
-            ``planted`` (a receipt planted to answer a typo or an absent word).
+            ``receipt``, a receipt for the term that returned a capsule, ``capsule``,
+            a capsule written whose words hold the term, or ``alias``, the word the typo
+            meant taught as its alias, by that word; all null while open), and
+            ``planted`` (a receipt planted to answer a typo or an absent word, or an
+            alias taught after the term's last miss).
     """
 
     dead_weight: pl.DataFrame
@@ -1680,7 +1716,11 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
                   .select("term", "at", pl.col("id").alias("by"),
                           pl.lit("receipt").alias("resolution"),
                           (pl.col("source") == 2).alias("planted")))
-    events = (pl.concat([by_capsule.with_columns(pl.lit(False).alias("planted")), by_receipt])
+    by_alias = _alias_plan(seed, miss, end).select(
+        fold_expr(pl.col("term")).alias("term"), "at", pl.col("alias").alias("by"),
+        pl.lit("alias").alias("resolution"), pl.lit(True).alias("planted"))
+    events = (pl.concat([by_capsule.with_columns(pl.lit(False).alias("planted")), by_receipt,
+                         by_alias])
               .join(terms.select("term", "last_miss"), on="term")
               .filter(pl.col("at") > pl.col("last_miss"))
               .sort("at", "resolution", "by").group_by("term", maintain_order=True).first())

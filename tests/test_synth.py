@@ -115,14 +115,23 @@ def test_receipts_event_times_and_epistemics(tables: dict[str, pl.DataFrame],
     epi = tables["epistemics"]
     assert set(epi["evidence_state"]) == {"observed", "inferred", "unverified"}
     assert epi["proof_hint"].null_count() > 0 and epi["stale_if"].null_count() > 0
+    # taught aliases: typo terms (folded by the store) mapped to the word they meant, one
+    # journal row each naming the term as it was spelled
+    taught = tables["recall_aliases"]
+    assert taught.height > 0 and taught["at"].is_sorted()
+    assert set(taught["term"]) <= set(tables["recall_misses"]["term"])
+    assert set(taught["alias"]) <= set(synth.VOCABULARY)
+    spelled = tables["journal"].filter(pl.col("action") == "memory_alias")
+    assert spelled.height == taught.height
+    assert (spelled["subject"] != taught["term"]).any()  # some in title case, as typed
 
 
 def test_recall_tables_can_be_left_out(tmp_path: Path, tables: dict[str, pl.DataFrame]) -> None:
     bare = _tables(synth.synthesize(tmp_path / "bare", capsules=N, seed=0, recall_tables=False))
     for name in S.CANONICAL_TABLES:
-        if name in ("recall_receipts", "event_times", "epistemics"):
+        if name in ("recall_receipts", "event_times", "epistemics", "recall_aliases"):
             assert bare[name].height == 0
-        elif name == "journal":  # epistemics are journaled (memory_classify), after the rest
+        elif name == "journal":  # epistemics and aliases are journaled, after the rest
             assert tables[name].head(bare[name].height).equals(bare[name])
         else:
             assert bare[name].equals(tables[name]), name

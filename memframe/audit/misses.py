@@ -584,8 +584,12 @@ LIFECYCLE_SCHEMA: dict[str, pl.DataType] = {
 def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
     """One row per missed term: first and last miss, repeats, and the first event strictly
     after the last miss that answers it: a receipt for the term that returned a capsule
-    (``receipt``, by its id), or a capsule created whose folded words hold every word of
-    the term (``capsule``, by its id). Still open: ``resolved_at`` null."""
+    (``receipt``, by its id), a capsule created whose folded words hold every word of
+    the term (``capsule``, by its id), or an alias taught for the term (``alias``, by the
+    alias taught: the row of ``recall_aliases`` is the pair (term, alias), the engine's
+    key, as aliases have no id). An alias with no alphanumeric character is no answer (the
+    engine's recall skips it). On one instant, ``alias`` comes before ``capsule`` before
+    ``receipt``. Still open: ``resolved_at`` null."""
 
     base = terms.select("term", pl.col("first_seen").alias("first_miss"),
                         pl.col("last_seen").alias("last_miss"),
@@ -613,7 +617,12 @@ def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
                   .join(wanted, on="term").filter(pl.col("created_at") > pl.col("last_miss"))
                   .select("term", pl.col("created_at").alias("at"), pl.col("id").alias("by"),
                           pl.lit("capsule").alias("resolution")))
-    events = pl.concat([by_receipt, by_capsule]).collect()
+    by_alias = (view.table("recall_aliases")
+                .filter(pl.col("alias").str.contains(r"[[:alnum:]]"))
+                .select(fold_expr(pl.col("term")).alias("term"), "at", pl.col("alias").alias("by"))
+                .join(wanted, on="term").filter(pl.col("at") > pl.col("last_miss"))
+                .select("term", "at", "by", pl.lit("alias").alias("resolution")))
+    events = pl.concat([by_receipt, by_capsule, by_alias]).collect()
     first = (events.sort("at", "resolution", "by")
              .group_by("term", maintain_order=True).first()
              .rename({"at": "resolved_at", "by": "resolved_by"}))
@@ -668,6 +677,11 @@ class MissAudit:
             left out).
         rules: the alias distance rules used.
         recurring_days: how many distinct days make a term recurring.
+        lifecycle: the life of each missed term: ``first_miss``, ``last_miss``,
+            ``repeats``, and what first answered it after its last miss (``resolved_at``,
+            ``resolved_by``, ``resolution``: ``receipt`` by its id, ``capsule`` by its id,
+            or ``alias`` by the alias taught for the term; null while open) and
+            ``time_to_resolution`` (from the first miss).
 
     Examples:
         >>> import datetime as dt, os, tempfile

@@ -164,8 +164,11 @@ class RecallScore:
         terms: missed terms in the truth.
         terms_right: terms whose ``resolved_at`` and ``resolved_by`` are the truth's (both
             null for an open term).
-        planted_resolutions: terms the truth says a planted receipt answered.
+        planted_resolutions: terms the truth says a planted receipt or a planted taught
+            alias answered.
         planted_right: of those, the ones the lifecycle resolves the same way.
+        planted_aliases: of the planted resolutions, those by a taught alias.
+        planted_aliases_right: of those, the ones the lifecycle resolves the same way.
 
     Examples:
         >>> s = RecallScore(planted_dead=10, dead_found=10, listed=20, listed_right=19,
@@ -182,6 +185,8 @@ class RecallScore:
     terms_right: int
     planted_resolutions: int
     planted_right: int
+    planted_aliases: int = 0
+    planted_aliases_right: int = 0
 
     @property
     def dead_weight_recall(self) -> float:
@@ -203,19 +208,28 @@ class RecallScore:
         """Share of the planted resolutions the lifecycle finds (1.0 when none)."""
         return self.planted_right / self.planted_resolutions if self.planted_resolutions else 1.0
 
+    @property
+    def planted_alias_recall(self) -> float:
+        """Share of the resolutions by a planted taught alias the lifecycle finds (1.0
+        when none)."""
+        return (self.planted_aliases_right / self.planted_aliases if self.planted_aliases
+                else 1.0)
+
     def to_dict(self) -> dict[str, float | int]:
-        """The counts and the four rates (rounded to 4 places) as plain data."""
+        """The counts and the five rates (rounded to 4 places) as plain data."""
         return {**{f.name: getattr(self, f.name) for f in fields(self)},
                 "dead_weight_recall": round(self.dead_weight_recall, 4),
                 "never_recalled_precision": round(self.never_recalled_precision, 4),
                 "resolution_accuracy": round(self.resolution_accuracy, 4),
-                "planted_resolution_recall": round(self.planted_resolution_recall, 4)}
+                "planted_resolution_recall": round(self.planted_resolution_recall, 4),
+                "planted_alias_recall": round(self.planted_alias_recall, 4)}
 
     def __repr__(self) -> str:
         return (f"<RecallScore dead_weight_recall={self.dead_weight_recall:.3f} "
                 f"never_recalled_precision={self.never_recalled_precision:.3f} "
                 f"resolution_accuracy={self.resolution_accuracy:.3f} "
-                f"planted_resolution_recall={self.planted_resolution_recall:.3f}>")
+                f"planted_resolution_recall={self.planted_resolution_recall:.3f} "
+                f"planted_alias_recall={self.planted_alias_recall:.3f}>")
 
 
 def score_recall(never_recalled: pl.DataFrame, lifecycle: pl.DataFrame, truth: Any) -> RecallScore:
@@ -262,13 +276,24 @@ def score_recall(never_recalled: pl.DataFrame, lifecycle: pl.DataFrame, truth: A
             raise InvalidInputError(f"{name} lacks column(s) {missing}; it needs {list(needed)}")
     listed = never_recalled.select("id").unique()
     dead = truth.dead_weight.select("id").unique()
-    want = truth.resolutions.select("term", "resolved_at", "resolved_by", "planted")
+    # the kind of answer counts too when both frames name it (an alias spelled like an id
+    # must not pass for that capsule or receipt)
+    kind = "resolution" in truth.resolutions.columns and "resolution" in lifecycle.columns
+    want = truth.resolutions.select(
+        "term", "resolved_at", "resolved_by", "planted",
+        pl.col("resolution") if "resolution" in truth.resolutions.columns
+        else pl.lit(None, dtype=pl.String).alias("resolution"))
     got = lifecycle.select("term", pl.col("resolved_at").alias("got_at"),
-                           pl.col("resolved_by").alias("got_by"))
+                           pl.col("resolved_by").alias("got_by"),
+                           (pl.col("resolution") if kind else pl.lit(None, dtype=pl.String))
+                           .alias("got_kind"))
     joined = want.join(got, on="term", how="left").with_columns(
         (pl.col("got_at").eq_missing(pl.col("resolved_at"))
-         & pl.col("got_by").eq_missing(pl.col("resolved_by"))).alias("right"))
+         & pl.col("got_by").eq_missing(pl.col("resolved_by"))
+         & (pl.col("got_kind").eq_missing(pl.col("resolution")) if kind else pl.lit(True)))
+        .alias("right"))
     planted = joined.filter("planted")
+    aliases = planted.filter(pl.col("resolution") == "alias")
     return RecallScore(
         planted_dead=dead.height,
         dead_found=dead.join(listed, on="id", how="semi").height,
@@ -278,4 +303,6 @@ def score_recall(never_recalled: pl.DataFrame, lifecycle: pl.DataFrame, truth: A
         terms_right=int(joined["right"].sum()),
         planted_resolutions=planted.height,
         planted_right=int(planted["right"].sum()),
+        planted_aliases=aliases.height,
+        planted_aliases_right=int(aliases["right"].sum()),
     )

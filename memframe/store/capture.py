@@ -30,7 +30,7 @@ from memframe.ids import (
 from memframe.store import derived
 from memframe.store.log import TABLE_NAME_RE, watermark_problem
 from memframe.store.tables import constant
-from memframe.text import fold_terms, instants_ns, journal_lines, sha256_hex
+from memframe.text import fold_expr, fold_terms, instants_ns, journal_lines, sha256_hex
 
 if TYPE_CHECKING:
     from memframe.store.index import Indexes
@@ -156,6 +156,7 @@ class Commit:
         # what this commit adds, so later verbs of one transaction see it
         self._new_hashes: list[pl.DataFrame] = []  # (h, id) of contents this commit added
         self._new_relations: set[tuple[str, str, str]] = set()
+        self._new_aliases: set[tuple[str, str]] = set()
         self._new_forgets: dict[str, str] = {}
         self._new_processing: set[str] = set()
         self._new_sessions: dict[str, list[Any]] = {}  # sid -> [project, finished]
@@ -1155,6 +1156,8 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
         _check_event_times(frame)
     if table == "epistemics":
         _check_epistemics(frame)
+    if table == "recall_aliases":
+        frame = _alias_rows(c, frame)
     if table == "relations":  # the verb's order: vocabulary, self edge, then the ids
         bad = ~frame["kind"].is_in(S.RELATION_KINDS)
         if bad.any():
@@ -1226,9 +1229,9 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
             c._new_forgets[cid] = mode
             if mode in ("redact", "purge"):
                 _erase_content(c, cid)
-    if rules.journal is not None:
+    if rules.journal is not None:  # from the rows as staged (a taught alias: as spelled)
         action, subject, reason = rules.journal
-        audit = staged.select(
+        audit = frame.select(
             (action if isinstance(action, pl.Expr) else pl.lit(action)).alias("action"),
             pl.col(subject).alias("subject"),
             (reason if reason is not None else pl.lit(None)).cast(pl.String).alias("reason"))
@@ -1339,6 +1342,65 @@ def _check_epistemics(frame: pl.DataFrame) -> None:
     if empty.any():
         raise InvalidInputError(f"epistemics row {_first_bad(empty)} sets nothing; give "
                                 f"evidence_state, proof_hint or stale_if")
+
+
+# ---- taught recall aliases (nMEMORY's memory_alias) ------------------------------------------
+
+def teach_alias(c: Commit, term: str, alias: str) -> bool:
+    """Stage one taught alias; False (and nothing written) when the pair is stored already."""
+    for name, value in (("term", term), ("alias", alias)):
+        if not isinstance(value, str):
+            raise InvalidInputError(f"teach_alias: {name} must be text (a str); got "
+                                    f"{type(value).__name__} {value!r:.60}")
+    term_f, alias_f = pl.select(fold_expr(pl.lit(term, dtype=pl.String)),
+                                fold_expr(pl.lit(alias, dtype=pl.String)).alias("a")).row(0)
+    for name, value, f, want in (("term", term, term_f, "the word recall callers search with"),
+                                 ("alias", alias, alias_f, "the word recall should also search")):
+        if f == "":
+            raise InvalidInputError(f"teach_alias: {name} {value!r:.60} is empty once folded "
+                                    f"(trimmed, lowercased); give {want}")
+    if term_f == alias_f:
+        raise InvalidInputError(
+            f"teach_alias: alias {alias!r:.60} folds to the term itself ({term_f!r:.60}); an "
+            f"alias must name a different word (case and Latin accents are folded away)")
+    written = append_events(c, "recall_aliases", _one_row(term=term, alias=alias),
+                            operation=None)
+    c.operations.append("teach_alias")
+    return bool(written)
+
+
+def _alias_rows(c: Commit, frame: pl.DataFrame) -> pl.DataFrame:
+    """Fold taught aliases as the engine does (trim, lowercase, the Latin table of reference
+    4.7), refuse an empty side or a pair that folds to one word, and keep only the pairs
+    neither the store nor an earlier row holds (the first ``at`` stays, as the engine's
+    primary key keeps it). The spelling given stays beside, for the journal row."""
+    given_term, given_alias = S.ALIAS_GIVEN
+    frame = frame.with_columns(pl.col("term").alias(given_term),
+                               pl.col("alias").alias(given_alias),
+                               fold_expr(pl.col("term")).alias("term"),
+                               fold_expr(pl.col("alias")).alias("alias"))
+    for name in ("term", "alias"):
+        empty = frame[name] == ""
+        if empty.any():
+            row = _first_bad(empty)
+            raise InvalidInputError(f"recall_aliases row {row}: {name} "
+                                    f"{frame[S.ALIAS_GIVEN[name == 'alias']][row]!r:.60} is "
+                                    f"empty once folded (trimmed, lowercased); give a word")
+    same = frame["term"] == frame["alias"]
+    if same.any():
+        row = _first_bad(same)
+        raise InvalidInputError(f"recall_aliases row {row}: alias {frame[given_alias][row]!r:.60} "
+                                f"folds to its term ({frame['term'][row]!r:.60}); an alias must "
+                                f"name a different word")
+    key = list(S.RULES["recall_aliases"].dedupe)
+    frame = frame.unique(key, keep="first", maintain_order=True)
+    stored = c.indexes.aliases_exist(frame.select(key))
+    if c._new_aliases:
+        stored = [s or pair in c._new_aliases
+                  for s, pair in zip(stored, frame.select(key).iter_rows(), strict=True)]
+    frame = frame.filter(~pl.Series(stored, dtype=pl.Boolean))
+    c._new_aliases.update(frame.select(key).iter_rows())
+    return frame
 
 
 # ---- review and pin (reference 2.1, 2.2, 4.17) ---------------------------------------------

@@ -24,12 +24,16 @@ _TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted 
 
 # each piece of write-side state: the table it folds, and the columns it reads
 _PIECES = {"hashes": "capsules", "edges": "relations", "forgets": "forgets",
-           "absorbed": "processing", "sessions": "brackets"}
+           "absorbed": "processing", "sessions": "brackets", "aliases": "recall_aliases"}
 _COLUMNS = {"hashes": ["id", "source_hash"], "edges": ["kind", "from_id", "to_id"],
             "forgets": ["capsule_id", "mode"], "absorbed": ["capsule_id"],
-            "sessions": ["session_id", "event", "project_id"]}
+            "sessions": ["session_id", "event", "project_id"], "aliases": ["term", "alias"]}
 
 _EDGE_KEY = pl.concat_str([pl.col("kind"), pl.col("from_id"), pl.col("to_id")], separator="\x00")
+#: a taught alias's key: the folded (term, alias) pair, the term's length first (any text
+#: may be taught, so no separator alone could keep two pairs apart)
+ALIAS_KEY = pl.concat_str([pl.col("term").str.len_bytes().cast(pl.String), pl.lit(":"),
+                           pl.col("term"), pl.col("alias")])
 
 
 def _prefix_expr(column: str) -> pl.Expr:
@@ -73,6 +77,7 @@ class Indexes:
         self._hash_base = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
         self._hash_tail = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
         self._edges = _SortedKeys()
+        self._aliases = _SortedKeys()
         self._forgets: dict[str, str] = {}
         self._absorbed: set[str] = set()
         self._sessions: dict[str, list] = {}
@@ -143,6 +148,13 @@ class Indexes:
         if fresh.height:
             self._edges.add(fresh.select(_EDGE_KEY.alias("key"))["key"])
 
+    def _load_aliases(self) -> None:
+        self._fold_aliases(self._new_rows("recall_aliases", _COLUMNS["aliases"]))
+
+    def _fold_aliases(self, fresh: pl.DataFrame) -> None:
+        if fresh.height:
+            self._aliases.add(fresh.select(ALIAS_KEY.alias("key"))["key"])
+
     def _load_forgets(self) -> None:
         self._fold_forgets(self._new_rows("forgets", _COLUMNS["forgets"]))
 
@@ -179,6 +191,11 @@ class Indexes:
         """For each (kind, from_id, to_id) row, whether the store already holds that edge."""
         self._sync("edges")
         return self._edges.contains(edges.select(_EDGE_KEY.alias("key"))["key"])
+
+    def aliases_exist(self, pairs: pl.DataFrame) -> list[bool]:
+        """For each folded (term, alias) row, whether the store already holds that alias."""
+        self._sync("aliases")
+        return self._aliases.contains(pairs.select(ALIAS_KEY.alias("key"))["key"])
 
     def session(self, sid: str) -> list | None:
         self._sync("sessions")

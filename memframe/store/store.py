@@ -978,6 +978,30 @@ class Store(StoreView):
         """Record missed recall terms (folded per reference 4.7); returns the folded terms."""
         return self.commit(lambda c: capture.record_miss(c, terms, outcome), operation="record_miss")
 
+    def teach_alias(self, term: str, alias: str) -> bool:
+        """Teach recall a synonym (nMEMORY's ``memory_alias``): a query for ``term`` also
+        searches ``alias``, one way only (teach the reverse pair for the other way).
+
+        Both are folded as miss terms are (trimmed, lowercased, Latin accents folded:
+        `memframe.text.fold_term`) and stored in ``recall_aliases``; an empty side, or an
+        alias that folds to the term, is refused and nothing is written. Teaching a pair
+        the store holds already writes nothing (the first instant stays) and returns False;
+        a new pair returns True and gets one journal row, ``memory_alias`` naming the term
+        with the reason ``alias=<alias>``, both as given.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> store.teach_alias("Configuração", "config")
+            True
+            >>> store.teach_alias("configuracao", "CONFIG")
+            False
+            >>> store.table("recall_aliases").select("term", "alias").collect().rows()
+            [('configuracao', 'config')]
+        """
+        return self.commit(lambda c: capture.teach_alias(c, term, alias),
+                           operation="teach_alias")
+
     def record_lane_override(self, forced: str, auto_pick: str) -> None:
         """Record an explicit recall lane that disagreed with auto routing."""
         self.commit(lambda c: capture.record_lane_override(c, forced, auto_pick),
@@ -1040,11 +1064,11 @@ class Store(StoreView):
 
         ``table`` is one of relations, forgets, recalls, classifications, tiers,
         recall_misses, lane_overrides, corroborations, source_cursors, summaries, reviews,
-        pins. The rows follow the verbs' rules, declared once per table in
-        ``memframe.schema.RULES`` (the verbs themselves stage their one row through the
-        same path): capsule references must exist, vocabularies are closed, stored edges
-        are skipped, audited tables get their journal rows. Returns the number of rows
-        written.
+        pins, recall_receipts, event_times, epistemics, recall_aliases. The rows follow the
+        verbs' rules, declared once per table in ``memframe.schema.RULES`` (the verbs
+        themselves stage their one row through the same path): capsule references must
+        exist, vocabularies are closed, stored edges and taught aliases are skipped, audited
+        tables get their journal rows. Returns the number of rows written.
 
         Examples:
             >>> import memframe as mf, tempfile, os

@@ -23,6 +23,8 @@ op = st.one_of(
               st.sampled_from(["abstain", "missing_evidence"])),
     st.tuples(st.just("ingest"), st.sampled_from(WORDS)),
     st.tuples(st.just("forget"), st.integers(0, 5)),
+    st.tuples(st.just("teach"), st.sampled_from(WORDS + ["Deploy", " CANARY "]),
+              st.sampled_from(["ship", "release", "--", "Canary"])),
 )
 
 
@@ -40,6 +42,11 @@ def _run(ops, gaps) -> mf.Store:
             store.record_recall([ids[i] for i in o[1]])
         elif o[0] == "miss":
             store.record_miss(o[1], o[2])
+        elif o[0] == "teach":
+            try:
+                store.teach_alias(o[1], o[2])
+            except mf.MemframeError:
+                pass  # an alias that folds to its term: refused, nothing written
         elif o[0] == "ingest":
             store.ingest({"content": f"later {o[1]} {n}", "source": "s", "anchor": f"x{n}"})
         else:
@@ -89,10 +96,21 @@ def test_coverage_laws(history):
     resolved = life.filter(pl.col("resolved_at").is_not_null())
     assert (resolved["resolved_at"] > resolved["first_miss"]).all()
     assert (resolved["resolved_at"] > resolved["last_miss"]).all()
+    taught = store.table("recall_aliases").collect()
     for row in resolved.iter_rows(named=True):  # the receipt named answered the term
         if row["resolution"] == "receipt":
             r = receipts.filter(pl.col("id") == row["resolved_by"]).row(0, named=True)
             assert row["term"] in {t.lower() for t in r["terms"]} and r["returned_ids"]
+        elif row["resolution"] == "alias":  # the alias named was taught for the term then
+            a = taught.filter((pl.col("term") == row["term"])
+                              & (pl.col("alias") == row["resolved_by"]))
+            assert a["at"].to_list() == [row["resolved_at"]]
+    # the earliest answer wins: no alias for a term was taught between its last miss and
+    # its resolution (nor after the last miss of a term still open)
+    late = taught.filter(pl.col("alias").str.contains("[a-z]")).join(
+        life, on="term").filter((pl.col("at") > pl.col("last_miss"))
+                                & pl.col("at").lt(pl.col("resolved_at")).fill_null(True))
+    assert late.is_empty()
 
 
 def test_a_receipt_resolves_a_miss_and_an_open_miss_stays_open(tmp_path):
@@ -109,6 +127,33 @@ def test_a_receipt_resolves_a_miss_and_an_open_miss_stays_open(tmp_path):
     assert row["time_to_resolution"] == dt.timedelta(days=4)
     assert audit.open_misses()["term"].to_list() == ["canary"]
     assert audit.resolution_times().filter(pl.col("bucket") == "< 7 days")["terms"].item() == 1
+
+
+def test_an_alias_taught_after_the_last_miss_resolves_it_and_the_earliest_answer_wins(tmp_path):
+    days = iter(T0 + dt.timedelta(days=d) for d in range(30))
+    store = mf.Store.create(tmp_path / "s", clock=lambda: next(days))
+    a = store.ingest({"content": "blue slot rollback", "source": "s", "anchor": "a"})[0]
+    store.record_miss(["Rollbak"], "abstain")                 # day 1
+    store.record_miss(["Canery"], "abstain")                  # day 2
+    store.teach_alias("canery", "canary")                      # day 3: before its last miss
+    store.record_miss(["canery", "Frieze", "wat"], "abstain")  # day 4
+    store.teach_alias("ROLLBAK", "rollback")                   # day 5: resolves rollbak
+    store.record_recall([a], terms=["rollbak"])                # day 6: later, loses
+    store.teach_alias("Frieze", "--")                          # day 7: no word, no answer
+    store.record_recall([a], terms=["frieze"])                 # day 8: answers frieze
+    store.teach_alias("wat", "what")                           # day 9
+    life = mf.audit.recall_misses(store, progress=False).lifecycle
+    got = {r["term"]: (r["resolution"], r["resolved_by"], r["resolved_at"])
+           for r in life.iter_rows(named=True)}
+    assert got["rollbak"] == ("alias", "rollback", T0 + dt.timedelta(days=5))
+    assert got["frieze"] == ("receipt", "rcpt-2", T0 + dt.timedelta(days=8))
+    assert got["wat"] == ("alias", "what", T0 + dt.timedelta(days=9))
+    assert got["canery"] == (None, None, None)  # taught on day 3, missed again on day 4
+    row = life.filter(pl.col("term") == "rollbak").row(0, named=True)
+    assert row["time_to_resolution"] == dt.timedelta(days=4)
+    # time travel: before the alias was taught, the term was open
+    before = mf.audit.recall_misses(store.at(store.generation - 5), progress=False).lifecycle
+    assert before.filter(pl.col("term") == "rollbak")["resolved_at"].to_list() == [None]
 
 
 def test_receipts_survive_an_erasure_and_the_digest_ignores_the_new_tables(tmp_path):
@@ -131,6 +176,17 @@ def test_receipts_survive_an_erasure_and_the_digest_ignores_the_new_tables(tmp_p
     assert with_tables.table("recall_receipts").collect()["returned_ids"].to_list()[0] == [
         "cap-1", "cap-2"]  # the purge leaves the receipt as it was
     assert mf.digest(with_tables).to_json() == mf.digest(without).to_json()
+    # taught aliases: the digest reads no alias row, only the journal rows teaching wrote
+    # (one memory_alias row per pair, which the engine's digest counts as well)
+    plain = mf.digest(with_tables).to_dict()
+    with_tables.append("recall_aliases", {"term": ["Fact", "fact", "nothing"],
+                                          "alias": ["claim", "claim", "void"]})
+    assert with_tables.table("recall_aliases").collect().height == 2
+    taught = mf.digest(with_tables).to_dict()
+    assert taught["audit_events"] == plain["audit_events"] + 2
+    assert taught["journal"] == {**plain["journal"], "verified": plain["journal"]["verified"] + 2}
+    assert ({k: v for k, v in taught.items() if k not in ("audit_events", "journal")}
+            == {k: v for k, v in plain.items() if k not in ("audit_events", "journal")})
 
 
 # ---- every frame against a plain-Python reference --------------------------------------

@@ -34,6 +34,8 @@ def test_the_audits_score_at_least_095_on_the_planted_truth(scored):
     assert score.planted_dead >= 50 and score.planted_resolutions >= 20
     assert truth.resolutions["resolved_at"].null_count() >= 20
     assert (truth.resolutions["resolution"] == "capsule").sum() >= 5
+    assert score.planted_aliases >= 20  # taught aliases resolve some typo terms
+    assert score.planted_alias_recall >= 0.95
     assert score.dead_weight_recall >= 0.95
     assert score.never_recalled_precision >= 0.95
     assert score.planted_resolution_recall >= 0.95
@@ -52,12 +54,18 @@ def test_the_planted_dead_weight_is_live_and_never_named(scored):
     assert set(truth.recalled["id"]) == named
 
 
-def test_planted_resolutions_are_receipts_after_the_last_miss(scored):
+def test_planted_resolutions_are_receipts_or_aliases_after_the_last_miss(scored):
     store, truth, _, _ = scored
     receipts = store.table("recall_receipts").collect()
     by_id = {r["id"]: r for r in receipts.iter_rows(named=True)}
+    taught = {(r["term"], r["alias"]): r["at"] for r in
+              store.table("recall_aliases").collect().iter_rows(named=True)}
     planted = truth.resolutions.filter("planted")
     for row in planted.iter_rows(named=True):
+        if row["resolution"] == "alias":
+            assert taught[(row["term"], row["resolved_by"])] == row["resolved_at"]
+            assert row["resolved_at"] > row["last_miss"]
+            continue
         receipt = by_id[row["resolved_by"]]
         assert receipt["at"] == row["resolved_at"] > row["last_miss"] >= row["first_miss"]
         assert receipt["returned_ids"]
@@ -73,7 +81,17 @@ def test_a_wrong_audit_scores_low(scored):
                                           pl.lit(None, dtype=pl.String).alias("resolved_by"))
     score = score_recall(empty, opened, truth)
     assert score.dead_weight_recall == 0.0
-    assert score.planted_resolution_recall == 0.0
+    assert score.planted_resolution_recall == 0.0 and score.planted_alias_recall == 0.0
+    # an audit that ignores taught aliases misses every planted alias resolution
+    no_alias = truth.resolutions.filter(pl.col("resolution") == "alias").select("term")
+    blind = audit.lifecycle.join(no_alias, on="term", how="anti")
+    assert score_recall(coverage.never_recalled, blind, truth).planted_alias_recall == 0.0
+    # one taught too early (the term missed again after it) must not resolve the term
+    early = store.table("recall_aliases").collect().join(
+        audit.lifecycle, on="term").filter(pl.col("at") < pl.col("last_miss"))
+    assert early.height >= 1
+    assert not early.filter(pl.col("resolved_by").eq_missing(pl.col("alias"))
+                            & pl.col("resolved_at").eq_missing(pl.col("at"))).height
     assert score.resolution_accuracy < 0.95
     # listing every live capsule is not precise: most were recalled
     live = store.capsule_state().filter(pl.col("status") == "live").select("id").collect()

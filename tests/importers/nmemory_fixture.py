@@ -547,10 +547,14 @@ class Builder:
                          (source_key, cursor, at))
         self.audit(at, "memory_git_scan", source_key, cursor)
 
-    def synonym(self, term: str, alias: str, *, at: str) -> None:
-        """memory_alias: both sides folded, one audited row."""
-        self.con.execute("INSERT INTO synonyms VALUES (?, ?, ?)", (fold(term), fold(alias), at))
-        self.audit(at, "memory_alias", fold(term), f"alias={fold(alias)}")
+    def synonym(self, term: str, alias: str, *, at: str) -> bool:
+        """memory_alias: both sides folded, the pair kept once (the first instant stays);
+        a new pair gets one audit row naming term and alias as the caller spelled them."""
+        cur = self.con.execute("INSERT OR IGNORE INTO synonyms VALUES (?, ?, ?)",
+                               (fold(term), fold(alias), at))
+        if cur.rowcount:
+            self.audit(at, "memory_alias", term, f"alias={alias}")
+        return bool(cur.rowcount)
 
     def outcome(self, description: str, *, at: str, capsule_id: str | None = None) -> str:
         """An outcome observation (``out-<n>``), which a falsifies edge may come from."""
@@ -818,5 +822,30 @@ def grow_recall(path: str | Path, step: int) -> Path:
     b.event_time(c, "2026-03-01T00:00:00Z", at=g("03:30"))
     b.epistemics("cap-2", at=g("04:00"), proof_hint=f"kubectl get slots # {step}")
     b.epistemics(c, at=g("05:00"), state="inferred")
+    b.close()
+    return Path(path)
+
+
+def build_aliases(path: str | Path, version: int = 21) -> Path:
+    """Fixture S: misses, then aliases taught for some of them (one taught twice)."""
+    b = Builder(path, version=version)
+    t = "2026-07-23T09:{}Z".format
+    b.ingest("Postgres holds the ledger", at=t("00:00"), project="ops")
+    b.miss(["pg", "Kube"], "abstain", at=t("01:00"))
+    b.synonym("PG", "Postgres", at=t("02:00"))
+    b.synonym("pg", "postgres", at=t("03:00"))  # the same pair: no row, no audit
+    b.synonym("Configuração", "config", at=t("04:00.123456789"))
+    b.close()
+    return Path(path)
+
+
+def grow_aliases(path: str | Path, step: int) -> Path:
+    """A later round of fixture S: a miss, a new alias resolving it, a reverse pair."""
+    b = Builder(path, fresh=False)
+    g = f"2026-07-2{3 + step}T12:{{}}Z".format
+    b.miss([f"term{step}"], "missing_evidence", at=g("00:00"))
+    b.synonym(f"Term{step}", f"word{step}", at=g("01:00"))
+    b.synonym("postgres", "pg", at=g("02:00")) if step == 1 else None
+    b.synonym("kube", "kubernetes", at=g("03:00"))
     b.close()
     return Path(path)

@@ -25,22 +25,22 @@ def test_report_counts(imported):
     assert report.added == {"capsules": 16, "relations": 7, "forgets": 2, "recalls": 4,
                             "classifications": 5, "tiers": 1, "brackets": 5, "journal": 38,
                             "recall_misses": 3, "lane_overrides": 2, "corroborations": 4,
-                            "source_cursors": 1}
+                            "source_cursors": 1, "recall_aliases": 1}
     # every engine-only table, with its rows: the FTS mirror keeps an empty row per
     # forgotten capsule, the embeddings lose theirs
     assert report.skipped == {"anchor_hashes": 0, "capsules_fts": 16, "embeddings": 14,
                               "epistemics": 0, "event_time": 0, "feedback_weights": 0,
                               "import_blocks": 0, "outcomes": 0, "preferences": 0,
-                              "recall_receipts": 4, "source_backfills": 0, "synonyms": 1}
+                              "recall_receipts": 4, "source_backfills": 0}
     assert report.source_rows["review_events"] == report.source_rows["pin_events"] == 0
-    assert report.rows_written == 88 and report.rows_per_second > 0
+    assert report.rows_written == 89 and report.rows_per_second > 0
     assert report.to_dict()["mode"] == "full"
 
 
 def test_report_text_and_html(imported):
     report, _ = imported
     text = str(report)
-    assert "nMEMORY import (full)" in text and "capsules_fts" in text and "88 rows" in text
+    assert "nMEMORY import (full)" in text and "capsules_fts" in text and "89 rows" in text
     page = report._repr_html_()
     assert "a&lt;b&gt;&amp;.db" in page and "a<b>" not in page
     assert "<table" in page and "capsules_fts" in page

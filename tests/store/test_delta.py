@@ -89,6 +89,7 @@ def test_every_verb_and_maintenance_reads_the_same_through_three_readers(tmp_pat
     sid = store.session_start("team/api")
     store.session_finish(sid, handoff="next: ship it")
     store.record_miss(["retreival"], "missing_evidence")
+    store.teach_alias("Retreival", "retrieval")
     store.record_lane_override("vector", "fused")
     store.record_git_scan("git:repo", "abc123",
                           [{"capsule_id": a, "kind": "anchor_sha", "ref": "abc123",

@@ -34,6 +34,8 @@ VERB_OPS = {
                         st.one_of(st.none(), st.sampled_from(["looks right", " ", "why"]))),
     "pin": st.tuples(st.just("pin"), st.sampled_from(IDS), st.booleans(),
                      st.one_of(st.none(), st.sampled_from(["keep", ""]))),
+    "teach": st.tuples(st.just("teach"), st.sampled_from(["pg", "PG ", "Café", " "]),
+                       st.sampled_from(["postgres", "Postgres", "cafe", "pg"])),
 }
 ops = st.one_of(*VERB_OPS.values())
 
@@ -53,6 +55,8 @@ def by_verb(store: mf.Store, op: tuple) -> None:
             store.review(a, verdict, reason=reason)
         case ("pin", a, pinned, reason):
             store.pin(a, pinned=pinned, reason=reason)
+        case ("teach", term, alias):
+            store.teach_alias(term, alias)
 
 
 def by_bulk(store: mf.Store, op: tuple) -> None:
@@ -77,6 +81,8 @@ def by_bulk(store: mf.Store, op: tuple) -> None:
             store.append("pins", pl.DataFrame({"capsule_id": [a], "pinned": [pinned],
                                                "reason": [reason]},
                                               schema_overrides={"reason": pl.String}))
+        case ("teach", term, alias):
+            store.append("recall_aliases", {"term": [term], "alias": [alias]})
 
 
 def run(path, ops_list, apply) -> tuple[mf.Store, list[str | None]]:

@@ -62,9 +62,17 @@ OPTIONAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
 }
 
 
+#: side tables read at every version when the file holds them (a file without one simply
+#: has none of its rows): the taught recall aliases (``memory_alias``, whose table the
+#: engine has kept since its schema v3 and calls droppable: it recreates it empty)
+OPTIONAL_TABLES: dict[str, dict[str, pl.DataType]] = {
+    "synonyms": {"term": _S, "alias": _S, "at": _S},
+}
+
+
 def tables_for(version: int) -> dict[str, dict[str, pl.DataType]]:
-    """The source tables read from a file of schema ``version``."""
-    return {**SOURCE_TABLES, **(V21_TABLES if version >= 21 else {})}
+    """The source tables read from a file of schema ``version`` (the optional ones too)."""
+    return {**SOURCE_TABLES, **(V21_TABLES if version >= 21 else {}), **OPTIONAL_TABLES}
 
 
 def seq_tables_for(version: int) -> tuple[str, ...]:

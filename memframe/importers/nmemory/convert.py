@@ -28,7 +28,7 @@ from memframe.importers.nmemory.source import (
     _Source,
 )
 from memframe.store import capture
-from memframe.text import INSTANT_MAX, INSTANT_MIN, rfc3339
+from memframe.text import INSTANT_MAX, INSTANT_MIN, fold_expr, rfc3339
 
 # ---- row checks and conversions ----------------------------------------------------------
 
@@ -537,6 +537,24 @@ def _epistemic_rows(rows: pl.DataFrame, notes: _Notes, capsules: int) -> pl.Data
           & rows["stale_if"].is_null(), "sets nothing")
     at = _times(rows, "at", t, k, notes=notes)
     return rows.select(at.alias("at"), "capsule_id", "evidence_state", "proof_hint", "stale_if")
+
+
+def alias_rows(rows: pl.DataFrame, notes: _Notes) -> pl.DataFrame:
+    """The engine's taught aliases (``synonyms``) as ``recall_aliases`` rows, in the order
+    they were taught (instant, then term and alias). The engine folds both sides on
+    write, refuses an empty side or a pair that folds to one word, and keys the table by
+    the pair: a row breaking that is refused."""
+    t, k = "synonyms", "term"
+    for name in ("term", "alias"):
+        _fail(t, k, rows, rows[name].is_null() | (rows[name] == ""), f"{name} is empty")
+        _fail(t, k, rows, rows.select(fold_expr(pl.col(name)) != pl.col(name)).to_series(),
+              f"{name} is not folded (the engine stores it trimmed, lowercased, Latin "
+              f"accents folded)")
+    _fail(t, k, rows, rows["term"] == rows["alias"], "alias equals its term")
+    _fail(t, k, rows, rows.select(pl.struct("term", "alias").is_duplicated()).to_series(),
+          "the (term, alias) pair repeats; the engine keys the table by it")
+    at = _times(rows, "at", t, k, notes=notes)
+    return rows.select(at.alias("at"), "term", "alias").sort("at", "term", "alias")
 
 
 #: the v21 side tables keyed by capsule: source table -> (memframe table, conversion)

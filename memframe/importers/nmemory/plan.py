@@ -40,6 +40,7 @@ from memframe.importers.nmemory.convert import (
     _session_projects,
     _sessions,
     _tier_rows,
+    alias_rows,
     check_state_refs,
 )
 from memframe.importers.nmemory.source import (
@@ -193,6 +194,10 @@ def _one_to_one(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress) -
             rows = keyed_rows(src.read(source, order="capsule_id"), notes, plan.capsules)
             progress.update(rows.height)
             plan.add(table, rows.sort("at", capsule_number_expr("capsule_id")), source)
+    if "synonyms" in src.tables:
+        rows = alias_rows(src.read("synonyms"), notes)
+        progress.update(rows.height)
+        plan.add("recall_aliases", rows, "synonyms")
 
 
 def _read_relations(src: _Source, capsules: int, notes: _Notes) -> pl.DataFrame:
@@ -402,6 +407,24 @@ def _incremental_side_tables(src: _Source, view: StoreView, plan: _Plan, notes: 
             pl.any_horizontal([pl.col(v).ne_missing(pl.col(f"{v}_old")) for v in values]))
         plan.add(table, diff.select(new.columns).sort("at", capsule_number_expr("capsule_id")),
                  source)
+    # taught aliases: a pair is taught once and never changes; new pairs are appended
+    if "synonyms" in src.tables:
+        new = alias_rows(src.read("synonyms"), notes)
+        progress.update(new.height)
+        key = ["term", "alias"]
+        stored = view.table("recall_aliases").select("at", *key).collect()
+        lost = stored.join(new, on=key, how="anti")
+        if lost.height:
+            r = lost.row(0, named=True)
+            raise _refuse(f"the taught alias {r['term']!r} -> {r['alias']!r} disappeared "
+                          f"(the engine drops the synonyms table on request)")
+        moved = stored.join(new, on=key, suffix="_src").filter(pl.col("at") != pl.col("at_src"))
+        if moved.height:
+            r = moved.row(0, named=True)
+            raise _refuse(f"the taught alias {r['term']!r} -> {r['alias']!r} changed its "
+                          f"instant (taught again after it was dropped)")
+        plan.add("recall_aliases", new.join(stored.select(key), on=key, how="anti",
+                                            maintain_order="left"), "synonyms")
     # sessions: new ones start (and maybe finish); open ones may finish
     sessions = _sessions(src.read("sessions"), notes)
     progress.update(sessions.height)

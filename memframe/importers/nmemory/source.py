@@ -20,6 +20,7 @@ from memframe.importers.nmemory.common import (
     DEFAULT_BATCH_ROWS,
     MIGRATING_RELEASE,
     OPTIONAL_COLUMNS,
+    OPTIONAL_TABLES,
     SCHEMA_VERSION,
     SCHEMA_VERSIONS,
     SQLITE_HEADER,
@@ -104,6 +105,8 @@ class _Source:
 
     def _check_tables(self) -> None:
         self._optional: dict[str, dict[str, pl.DataType]] = {}
+        self.tables = {t: c for t, c in self.tables.items()
+                       if t not in OPTIONAL_TABLES or t in self.objects}
         missing = [t for t in self.tables if t not in self.objects]
         if missing:
             raise ImportSourceError(
