@@ -23,7 +23,7 @@ import polars as pl
 
 from memframe.errors import InvalidInputError
 from memframe.schema import CANONICAL_TABLES
-from memframe.state import SOURCE_KEY, capsule_state_of
+from memframe.state import KEY, SOURCE_KEY, capsule_state_of
 from memframe.state import capsule_state as fold_capsule_state
 from memframe.text import rfc3339
 
@@ -44,6 +44,7 @@ FIELDS_SCHEMA = pl.Schema({"id": pl.String(), "field": pl.String(), "before": pl
 _WORDS: dict[str, str] = {
     "capsules": "ingested", "tiers": "re-tiered", "classifications": "reclassified",
     "recall_misses": "misses", "lane_overrides": "lane overrides",
+    "recall_receipts": "recall receipts", "recall_aliases": "aliases taught",
 }
 
 
@@ -100,8 +101,14 @@ class StoreDiff:
         wanted = pl.Series(ids, dtype=pl.String).implode()
         frames = []
         numbers = sorted(int(i[4:]) for i in ids)
-        for view in (self._since, self._until):
-            frame, visited = _state_of(view, wanted, numbers)
+        views = (self._since, self._until)
+        kept = [view.memory.kept_state_of(numbers) for view in views]
+        rewritten = _rewritten(*views, numbers)
+        for view, found in zip(views, kept, strict=True):
+            if found is not None and all(k is not None for k in kept):
+                frame, visited = _kept_state(view, found, rewritten, wanted)
+            else:
+                frame, visited = _folded_state(view, wanted, numbers)
             frames.append(frame)
             self.rows_visited += visited
         before, after = (_as_text(f) for f in frames)
@@ -181,25 +188,51 @@ class StoreDiff:
 _STATE_TABLES = ("capsules", "forgets", "recalls", "classifications", "tiers", "relations")
 
 
-def _state_of(view: StoreView, wanted: pl.Series, numbers: list[int]
-              ) -> tuple[pl.DataFrame, int]:
-    """`capsule_state` rows of the ``wanted`` ids (an imploded series; ``numbers`` their
-    capsule numbers, sorted) at ``view``, and the Parquet rows read.
+def _rewritten(since: StoreView, until: StoreView, numbers: list[int]) -> list[int]:
+    """The capsule ``numbers`` (sorted) whose row at ``since`` sits in a partition
+    ``until`` no longer names (an erasure or a compaction rewrote it): only their capsule
+    rows can differ between the two (a partition file never changes)."""
+    kept_paths = {p.path for p in until.partitions("capsules")}
+    out, seen, at = [], 0, 0
+    for part in since.partitions("capsules"):
+        top = seen + part.rows
+        while at < len(numbers) and numbers[at] <= top:
+            if numbers[at] > seen and part.path not in kept_paths:
+                out.append(numbers[at])
+            at += 1
+        seen = top
+    return out
 
-    From the digest's kept state when the store keeps it (`Memory.kept_state_of`): those
-    capsules' folded rows by key, and their capsule rows by ``seq`` (only the row groups
-    that hold them). Otherwise each table the fold reads is cut to the rows keyed by those
-    ids before it is folded (the fold groups by that key, so the rows kept are all a wanted
-    capsule's state needs), reading of ``capsules`` only the partitions that hold those
-    numbers (the n-th capsule row is ``cap-n``)."""
-    kept = view.memory.kept_state_of(numbers)
-    if kept is not None:
-        folded, visited = kept
-        seqs = folded.get_column("seq").drop_nulls().to_list()
-        rows, read = view.read_by_seq("capsules", seqs, list(view.table("capsules")
-                                                             .collect_schema().names()))
-        return (capsule_state_of(rows.lazy().filter(pl.col("id").is_in(wanted)), folded.lazy())
-                .collect(), visited + read)
+
+def _kept_state(view: StoreView, kept: tuple[pl.DataFrame, int], rewritten: list[int],
+                wanted: pl.Series) -> tuple[pl.DataFrame, int]:
+    """`capsule_state` rows of the ``wanted`` ids at ``view`` from the digest's kept state
+    (their folded rows, looked up by key: `Memory.kept_state_of`), and the rows read. The
+    capsule rows are read (by ``seq``, only the row groups that hold them) for the
+    ``rewritten`` numbers alone; the others' capsule columns are the same at both ends
+    (their partition is unchanged), so the state's own (``seq``, ``created_at``,
+    ``project_id``) stand for them and the rest are left null on both sides."""
+    folded, visited = kept
+    schema = view.table("capsules").collect_schema()
+    again = folded.filter(pl.col(KEY).is_in(pl.Series(rewritten, dtype=pl.Int64).implode()))
+    rows, read = view.read_by_seq("capsules", again.get_column("seq").drop_nulls().to_list(),
+                                  list(schema.names()))
+    same = folded.filter(pl.col("seq").is_not_null() & ~pl.col(KEY).is_in(again[KEY].implode()))
+    given = {"id": pl.format("cap-{}", pl.col(KEY)), "seq": pl.col("seq"),
+             "created_at": pl.col("created_at"), "project_id": pl.col("project_id")}
+    stand_in = same.select([given.get(c, pl.lit(None)).cast(t).alias(c)
+                            for c, t in schema.items()])
+    capsules = pl.concat([rows.filter(pl.col("id").is_in(wanted)), stand_in], how="vertical")
+    return (capsule_state_of(capsules.lazy(), folded.lazy()).collect(), visited + read)
+
+
+def _folded_state(view: StoreView, wanted: pl.Series, numbers: list[int]
+                  ) -> tuple[pl.DataFrame, int]:
+    """`capsule_state` rows of the ``wanted`` ids (``numbers``: their capsule numbers,
+    sorted) at ``view`` without kept state, and the rows read: each table the fold reads
+    is cut to the rows keyed by those ids before it is folded (the fold groups by that
+    key, so the rows kept are all a wanted capsule's state needs), reading of ``capsules``
+    only the partitions that hold those numbers (the n-th capsule row is ``cap-n``)."""
     parts, seen, at = [], 0, 0
     for part in view.partitions("capsules"):
         while at < len(numbers) and numbers[at] <= seen:
@@ -275,7 +308,8 @@ def _summary(added: dict[str, pl.DataFrame]) -> dict[str, int]:
     rel = added.get("relations")
     if rel is not None and rel.height:
         put("superseded", rel.filter(pl.col("kind") == "supersedes").height)
-    for table in ("tiers", "classifications", "recall_misses", "lane_overrides"):
+    for table in ("tiers", "classifications", "recall_misses", "lane_overrides",
+                  "recall_receipts", "recall_aliases"):
         frame = added.get(table)
         put(_WORDS[table], frame.height if frame is not None else 0)
     pins = added.get("pins")

@@ -96,6 +96,9 @@ def test_the_bounds_take_generations_instants_and_views_and_refuse_the_rest(tmp_
     instant = dt.datetime.fromisoformat(store.at(1).committed_at.replace("Z", "+00:00"))
     assert store.diff(instant).to_json() == by_number.to_json()
     assert store.diff(1, 2).summary == {"ingested": 1}
+    store.teach_alias("retreival", "retrieval")
+    store.record_recall(["cap-1"], terms=["one"])
+    assert store.diff(2).summary == {"recall receipts": 1, "aliases taught": 1, "recalled": 1}
     assert store.at(2).diff(0, 1).summary == {"ingested": 1}
     assert by_number.rows_visited < 10  # what changed, not the store
     with pytest.raises(mf.errors.InvalidInputError, match="swap them"):
