@@ -65,15 +65,11 @@ def version_of(watermarks: Mapping[str, Any], family: str) -> int | None:
 
 def _rows(part: str, ids: pl.Series | list[str], n: pl.Series | list[int] | None = None,
           text: pl.Series | list[str] | None = None) -> pl.DataFrame:
-    ids = pl.Series("id", ids, dtype=pl.String)
-    height = ids.len()
-    return pl.DataFrame({
-        "part": pl.Series("part", [part] * height, dtype=pl.String),
-        "id": ids,
-        "n": pl.Series("n", n if n is not None else [None] * height, dtype=pl.Int64),
-        "text": pl.Series("text", text if text is not None else [None] * height,
-                          dtype=pl.String),
-    })
+    height = len(ids)
+    return pl.DataFrame({"part": [part] * height, "id": ids,
+                         "n": n if n is not None else [None] * height,
+                         "text": text if text is not None else [None] * height},
+                        schema=MEMO_SCHEMA)
 
 
 def _json_row(part: str, value: Any) -> pl.DataFrame:

@@ -7,6 +7,7 @@ value stays as kept (`FreshEdges`).
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,23 +55,16 @@ class FreshEdges:
 
 
 def _acyclic(edges: list[tuple[str, str]]) -> bool:
-    """Kahn's sweep over a few edges (not `memframe.graph.cycle_status`: a warm digest
-    process never loads networkx)."""
-    successors: dict[str, list[str]] = {}
-    indegree: dict[str, int] = {}
+    """Whether a few edges form no cycle (the standard library's sorter, not
+    `memframe.graph.cycle_status`: a warm digest process never loads networkx)."""
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
     for a, b in edges:
-        successors.setdefault(a, []).append(b)
-        indegree[b] = indegree.get(b, 0) + 1
-        indegree.setdefault(a, 0)
-    ready = [node for node, d in indegree.items() if d == 0]
-    removed = 0
-    while ready:
-        removed += 1
-        for b in successors.get(ready.pop(), ()):
-            indegree[b] -= 1
-            if indegree[b] == 0:
-                ready.append(b)
-    return removed == len(indegree)
+        sorter.add(b, a)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError:
+        return False
+    return True
 
 
 def fresh_edges(view: StoreView) -> FreshEdges | None:
