@@ -161,8 +161,6 @@ def with_text(rows: pl.DataFrame) -> pl.DataFrame:
     """Stored state rows (`STORED_SCHEMA`, any extra columns kept) with the text columns
     added as unknown (null), in `STATE_SCHEMA`'s order."""
     missing = [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT if c not in rows.columns]
-    if not rows.width:
-        return pl.DataFrame(schema=STATE_SCHEMA)
     out = rows.with_columns(missing) if missing else rows
     extra = [c for c in out.columns if c not in STATE_SCHEMA]
     return out.select(*STATE_SCHEMA, *extra)
