@@ -142,6 +142,11 @@ def decode(rows: pl.DataFrame) -> dict:
     return values
 
 
+def _last(n: int) -> int:
+    """The last ``k`` a digest with cap ``n`` reads: it reads the prefix up to it."""
+    return _BASE + (n << _LIST_BITS) - 1
+
+
 def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     """The kept values with each capped list's first ``n`` items, when their marks are the
     ones at ``view`` (None otherwise), and the Parquet rows read. The caller checks the
@@ -149,7 +154,7 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     subset)."""
     if n > CAP or not KEPT.holds(view, marks_of(view.watermarks)):
         return None, 0
-    last = _BASE + (n << _LIST_BITS) - 1  # a digest with cap n reads the rows k <= last
+    last = _last(n)
     read, frames = 0, []
     for part in view.partitions(TABLE):
         mins, _maxs, counts = view.row_group_ranges(part, "k")
