@@ -59,12 +59,9 @@ class KeptValues:
         groups = row_group_rows or {}
         written = 0
         for table in self.tables:
-            frame = rows[table]
-            if table in groups:
-                commit.write_derived(table, frame, replace=True, row_group_rows=groups[table])
-            else:
-                commit.write_derived(table, frame, replace=True)
-            written += frame.height
+            commit.write_derived(table, rows[table], replace=True,
+                                 row_group_rows=groups.get(table))
+            written += rows[table].height
         commit.set_watermark(self.mark, marks)
         return written
 

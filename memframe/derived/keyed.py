@@ -16,6 +16,7 @@ whatever a reader sees of a merge in progress.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -85,10 +86,7 @@ class KeyedRuns:
     def runs(self) -> SortedRuns:
         return SortedRuns(self.prefix, pl.Schema({**self.schema, VERSION: pl.Int64()}),
                           (self.key, VERSION), row_group_rows=self.row_group_rows,
-                          combine=self._combine)
-
-    def _combine(self, rows: pl.DataFrame) -> pl.DataFrame:
-        return newest_rows(rows, self.key)
+                          combine=functools.partial(newest_rows, key=self.key))
 
     @property
     def stored_schema(self) -> pl.Schema:

@@ -478,12 +478,6 @@ class SortedRuns:
         del merges[k]
         landed[k + 1] = landed.get(k + 1, 0) + 1
 
-    def shape(self, view: StoreView) -> tuple[tuple[int, int, int], ...]:
-        """Per tier: its number, its partition count and its rows (from the log, nothing read)."""
-        return tuple((k, len(parts), sum(p.rows for p in parts))
-                     for k in self.tiers(view)
-                     for parts in [view.partitions(self.table(k))])
-
     def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
         """Replace the whole index by ``rows``: one run, in the tier its size belongs to."""
         target = self.tier_for(rows.height)

@@ -18,7 +18,7 @@ from memframe.text import headline, rfc3339
 
 __all__ = ["headline_rows", "capsule_sections", "with_content", "resolve_expired",
            "handoff_candidates", "handoff_rows", "recalled_order", "HEADLINE_KEYS",
-           "DEFERRED_EXPIRY"]
+           "DEFERRED_EXPIRY", "RECALL_EXTRA"]
 
 #: the keys a headline row may carry, in wire order (4.0).
 HEADLINE_KEYS = (
@@ -31,6 +31,10 @@ Attach = Callable[[pl.DataFrame], pl.DataFrame]
 
 #: the key of a deferred ``expired`` flag (`headline_rows` with ``now=None``)
 DEFERRED_EXPIRY = "valid_to_ns"
+
+#: what a ``most_recalled`` row carries beyond a headline row (`headline_rows`' ``extra``)
+RECALL_EXTRA = (("recall_count", pl.col("recall_count").cast(pl.Int64)),
+                ("last_recalled_at", rfc3339(pl.col("last_recalled_at"))))
 
 
 def resolve_expired(value: object, now: _dt.datetime) -> None:
@@ -256,15 +260,7 @@ def capsule_sections(
 
     recalled = recalled_order(scoped)
     recalled_totals = _totals(recalled)
-    recalled_lists = _lists(
-        top_per_scope(recalled, n),
-        now,
-        extra=(
-            ("recall_count", pl.col("recall_count").cast(pl.Int64)),
-            ("last_recalled_at", rfc3339(pl.col("last_recalled_at"))),
-        ),
-        attach=attach,
-    )
+    recalled_lists = _lists(top_per_scope(recalled, n), now, extra=RECALL_EXTRA, attach=attach)
 
     out: dict[str, dict] = {}
     for scope in scopes:

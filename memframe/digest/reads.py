@@ -324,7 +324,6 @@ def _kept(view: Any, now: _dt.datetime, chain: dict, chain_rows: int, trusted: b
     # be confirmed) as the files hold them
     events = int(view.row_count("journal")) if trusted else int(
         view.table("journal").select(pl.len()).collect().item())
-    base = TableSource(tables, optional, rows, now, chain, events,
-                       _tombstoned(tables.get("forgets")), visited, view.generation,
-                       _content(view))
-    return KeptSource(base, warm, families, kept)
+    return KeptSource(tables, optional, rows, now, chain, events,
+                      _tombstoned(tables.get("forgets")), visited, view.generation,
+                      _content(view), warm=warm, kept_families=families, kept=kept)

@@ -177,7 +177,7 @@ def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
     store, _ids = _populated(tmp_path / "s")
     store.memory.run_cycle()
     view = store.pinned()
-    assert kept_families.read_valid(view, "graph") is not None
+    assert kept_families.is_current(view, "graph")[0]
 
     class Shrunk:  # the log says relations hold fewer rows than when the job kept them
         def __getattr__(self, name):
@@ -186,8 +186,8 @@ def test_a_kept_family_is_refused_when_the_row_counts_disagree(tmp_path):
         def row_count(self, name):
             return view.row_count(name) - (name == "relations")
 
-    assert kept_families.read_valid(Shrunk(), "graph") is None
-    assert kept_families.read_valid(Shrunk(), "misses") is not None
+    assert not kept_families.is_current(Shrunk(), "graph")[0]
+    assert kept_families.is_current(Shrunk(), "misses")[0]
 
 
 def test_time_travel_reads_the_families_kept_then(tmp_path):
@@ -251,12 +251,12 @@ def test_the_board_reads_the_members_of_the_epics_it_shows_only(tmp_path, monkey
         "to_id": [epics[i % 30] for i in range(300)]}))
     store.memory.run_cycle()
     view = store.pinned()
-    index = kept_families.read_valid(view, "graph")[0]["_reads"]
+    index = kept_families.read_values(view, "graph")[0]["_reads"]
     shown = pl.Series([epics[-1], epics[-2]])
     edges = index(shown)
     assert sorted(set(edges.get_column("epic").to_list())) == sorted(shown.to_list())
     assert edges.height == 20
-    assert index.rows_visited < view.row_count(family_codec.members_table()) // 4
+    assert index.rows_visited < view.row_count(family_codec.MEMBERS_TABLE) // 4
     for n in (0, 2, 40):
         assert mf.digest(view, now=NOW, headlines=n).to_json() == mf.digest(
             view, now=NOW, headlines=n, verify="full").to_json()
@@ -268,12 +268,12 @@ def test_values_kept_by_other_code_are_not_read(tmp_path, monkeypatch):
     store, _ids = _populated(tmp_path / "s")
     store.memory.run_cycle()
     monkeypatch.setattr(derived, "writer", lambda: "a later version")
-    assert all(kept_families.read_valid(store.pinned(), f) is None for f in FAMILIES)
+    assert all(not kept_families.is_current(store.pinned(), f)[0] for f in FAMILIES)
     assert mf.digest(store, now=NOW).to_json() == mf.digest(
         store, now=NOW, verify="full").to_json()
     report = store.memory.run_cycle().projections["digest_globals"]
     assert report["rows_written"] > 0  # the job keeps them again, in its own layout
-    assert all(kept_families.read_valid(store.pinned(), f) is not None for f in FAMILIES)
+    assert all(kept_families.is_current(store.pinned(), f)[0] for f in FAMILIES)
 
 
 def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
@@ -306,8 +306,8 @@ def test_a_forget_away_from_the_graph_leaves_it_current(tmp_path, reads):
     report = store.memory.run_cycle().projections["digest_globals"]
     assert report["rows_written"] == 0  # its marks move; nothing is recomputed
     # the new forget row, and the endpoint row groups that could hold its id
-    assert 1 < report["rows_visited"] <= 1 + store.pinned().row_count(family_codec.endpoints_table())
-    assert kept_families.read_valid(store.pinned(), "graph") is not None
+    assert 1 < report["rows_visited"] <= 1 + store.pinned().row_count(family_codec.ENDPOINTS_TABLE)
+    assert kept_families.is_current(store.pinned(), "graph")[0]
 
     store.forget(ids[2])  # blocked by ids[1], blocking ids[3]: the graph changes
     reads.clear()
@@ -354,8 +354,8 @@ def test_a_family_that_cannot_be_read_is_not_kept_and_the_report_says_why(tmp_pa
     assert report.projections["digest_capsules"]["rows_written"] > 0
     (note,) = [n for n in report.notes if "misses" in n]
     assert "not kept: a table cannot be read" in note
-    assert kept_families.read_valid(store.pinned(), "misses") is None
-    assert kept_families.read_valid(store.pinned(), "graph") is not None
+    assert not kept_families.is_current(store.pinned(), "misses")[0]
+    assert kept_families.is_current(store.pinned(), "graph")[0]
     body = mf.digest(store, now=NOW).to_dict()
     assert body == mf.digest(store, now=NOW, verify="full").to_dict()
 

@@ -126,8 +126,6 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 
 
 def read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
-    if not view.partitions(AGG_TABLE):
-        return pl.DataFrame(schema=AGG_SCHEMA), 0
     return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
             view.row_count(AGG_TABLE))
 
@@ -164,9 +162,7 @@ def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataF
             .with_columns(pl.col("n").cum_sum().alias("cum")).select(list(ARCHIVE_SCHEMA)))
 
 
-def read_archive(view: StoreView) -> tuple[pl.DataFrame | None, int]:
-    if not view.partitions(ARCHIVE_TABLE):
-        return None, 0
+def read_archive(view: StoreView) -> tuple[pl.DataFrame, int]:
     return (view.derived(ARCHIVE_TABLE, ARCHIVE_SCHEMA).collect(engine="in-memory"),
             view.row_count(ARCHIVE_TABLE))
 

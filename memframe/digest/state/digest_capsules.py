@@ -81,15 +81,9 @@ def watermark_of(view: StoreView) -> int | None:
 @functools.cache
 def source_columns(name: str) -> tuple[str | pl.Expr, ...]:
     if name == "capsules":
-        return (*SOURCES["capsules"],
-                pl.col("content").str.extract(THREAD_PATTERN, 1).alias("thread"),
-                headline_expr(pl.col("content")).alias("headline"),
+        return (*SOURCES["capsules"], *_text_of(pl.col("content")),
                 guarded_expr().alias("guarded"))
     return tuple(SOURCES[name])
-
-
-def _parts_above(view: StoreView, name: str, mark: int) -> list[Partition]:
-    return [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
 
 
 #: source parts another reader of the same cycle read already: table -> (the parts, every
@@ -111,7 +105,7 @@ def read_above(view: StoreView, mark: int, shared: Shared | None = None
     out: dict[str, pl.DataFrame] = {}
     visited, top = 0, mark
     for name in SOURCES:
-        parts = _parts_above(view, name, mark)
+        parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
         if not parts:
             continue
         top = max(top, *(p.seq_hi or 0 for p in parts))
@@ -167,8 +161,6 @@ def with_text(rows: pl.DataFrame) -> pl.DataFrame:
     """Stored state rows (`STORED_SCHEMA`, any extra columns kept) with the text columns
     added as unknown (null), in `STATE_SCHEMA`'s order."""
     missing = [pl.lit(None, dtype=pl.String).alias(c) for c in TEXT if c not in rows.columns]
-    if not rows.width:
-        return pl.DataFrame(schema=STATE_SCHEMA)
     out = rows.with_columns(missing) if missing else rows
     extra = [c for c in out.columns if c not in STATE_SCHEMA]
     return out.select(*STATE_SCHEMA, *extra)

@@ -164,13 +164,8 @@ def leaders_first(leaders: pl.DataFrame, merged: pl.DataFrame, touched: pl.Serie
     if first.height < n:
         return None
     # does the n-th rank strictly before the floor?
-    last, bound = first.row(-1, named=True), floor.row(0, named=True)
-    for column, desc in zip(*ORDERS[order], strict=True):
-        if last[column] is None or bound[column] is None:
-            return None
-        if last[column] != bound[column]:
-            return first if (last[column] > bound[column]) == desc else None
-    return None
+    above = first.tail(1).select(_ranks_above(order, floor.row(0, named=True))).item()
+    return first if above else None
 
 
 def read_leaders(view: StoreView) -> tuple[pl.DataFrame | None, int]:

@@ -75,8 +75,7 @@ def read_subset(view: StoreView) -> tuple[pl.DataFrame, int]:
     """The stored subset rows (members only) with their text where it is kept (unknown,
     null, after an erasure dropped it), and the Parquet rows read."""
     rows, visited = subset_runs().read_all(view)
-    rows = rows.filter(pl.col("member")).select(list(STORED_SCHEMA)) if rows.width else \
-        pl.DataFrame(schema=STORED_SCHEMA)
+    rows = rows.filter(pl.col("member")).select(list(STORED_SCHEMA))
     if not view.partitions(SUBSET_TEXT) or not rows.height:
         return digest_capsules.with_text(rows), visited
     text = (view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")

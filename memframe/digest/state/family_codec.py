@@ -5,8 +5,8 @@ witness, the recall misses, the lane overrides, the open sessions) are kept as r
 `MEMO_SCHEMA` under ``projections/digest_globals/<family>`` (`encode`; a warm digest reads
 them back with `decode`), with marks in the watermark ``projections/digest/globals/<family>``
 (`kept`). The graph keeps three lookup tables beside them: its ``part_of`` edges by epic
-(`members_table`, read through `MemberIndex`), the ends of the edges a tombstone can change
-(`endpoints_table`) and every id its tables name (`known_table`). Details:
+(`MEMBERS_TABLE`, read through `MemberIndex`), the ends of the edges a tombstone can change
+(`ENDPOINTS_TABLE`) and every id its tables name (`KNOWN_TABLE`). Details:
 docs/architecture.md ("Kept values, one mechanism").
 """
 
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.derived.kept import KeptValues
+from memframe.digest.efforts import DAG_LISTS
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 #: the stored rows of one family: ``part`` names what a row holds
 MEMO_SCHEMA = pl.Schema({"part": pl.String(), "id": pl.String(), "n": pl.Int64(),
                          "text": pl.String()})
-
-
-_DAG_LISTS = ("ready", "blocked", "done")
 
 
 def table_of(family: str) -> str:
@@ -42,13 +40,19 @@ def table_of(family: str) -> str:
     return f"projections/digest_globals/{family}"
 
 
+#: the graph's lookup tables (see the module docstring)
+MEMBERS_TABLE = table_of("graph") + "_members"
+ENDPOINTS_TABLE = table_of("graph") + "_endpoints"
+KNOWN_TABLE = table_of("graph") + "_known"
+LOOKUP_TABLES = (MEMBERS_TABLE, ENDPOINTS_TABLE, KNOWN_TABLE)
+
+
 def kept(family: str) -> KeptValues:
     """Where ``family``'s values are kept, and the watermark of their marks: ``seq`` (the
     highest ``seq`` of its tables they account for), ``rows`` (each table's row count
     then) and ``version`` (the ``seq`` they were computed at: unlike ``seq`` it does not
     move when new rows leave the values as they were)."""
-    tables = (table_of(family),) + (
-        (members_table(), endpoints_table(), known_table()) if family == "graph" else ())
+    tables = (table_of(family),) + (LOOKUP_TABLES if family == "graph" else ())
     return KeptValues(tables, f"projections/digest/globals/{family}")
 
 
@@ -61,15 +65,11 @@ def version_of(watermarks: Mapping[str, Any], family: str) -> int | None:
 
 def _rows(part: str, ids: pl.Series | list[str], n: pl.Series | list[int] | None = None,
           text: pl.Series | list[str] | None = None) -> pl.DataFrame:
-    ids = pl.Series("id", ids, dtype=pl.String)
-    height = ids.len()
-    return pl.DataFrame({
-        "part": pl.Series("part", [part] * height, dtype=pl.String),
-        "id": ids,
-        "n": pl.Series("n", n if n is not None else [None] * height, dtype=pl.Int64),
-        "text": pl.Series("text", text if text is not None else [None] * height,
-                          dtype=pl.String),
-    })
+    height = len(ids)
+    return pl.DataFrame({"part": [part] * height, "id": ids,
+                         "n": n if n is not None else [None] * height,
+                         "text": text if text is not None else [None] * height},
+                        schema=MEMO_SCHEMA)
 
 
 def _json_row(part: str, value: Any) -> pl.DataFrame:
@@ -91,7 +91,7 @@ def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
     pieces = [_rows("relations", [""], [values["relations"]])]
     if projection["status"] == "ok":
         pieces.append(_json_row("dag", {"status": "ok"}))
-        for name in _DAG_LISTS:
+        for name in DAG_LISTS:
             ids = projection[name]
             pieces.append(_rows(name, ids, list(range(len(ids)))))
     else:
@@ -115,10 +115,6 @@ MEMBERS_SCHEMA = pl.Schema({"epic": pl.String(), "member": pl.String()})
 MEMBERS_GROUP_ROWS = 1_024
 
 
-def members_table() -> str:
-    return table_of("graph") + "_members"
-
-
 def member_rows(values: Mapping[str, Any]) -> pl.DataFrame:
     """The graph's distinct ``part_of`` edges, sorted by epic then member."""
     stats = values["effort_graph"].member_stats
@@ -135,7 +131,7 @@ class MemberIndex:
         self.rows_visited = 0
 
     def __call__(self, epics: pl.Series) -> pl.DataFrame:
-        rows, n = self.view.read_matching(members_table(), MEMBERS_SCHEMA, "epic",
+        rows, n = self.view.read_matching(MEMBERS_TABLE, MEMBERS_SCHEMA, "epic",
                                           [e for e in epics.to_list() if e is not None])
         self.rows_visited += n
         return rows
@@ -165,7 +161,7 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
 
     dag = json.loads(part("dag").get_column("text").item())
     if dag["status"] == "ok":
-        for name in _DAG_LISTS:
+        for name in DAG_LISTS:
             dag[name] = part(name).sort("n").get_column("id").to_list()
     children = part("children").select(
         pl.col("id"), pl.col("n").alias("children")).sort("id")
@@ -186,20 +182,12 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
 ENDPOINTS_SCHEMA = pl.Schema({"id": pl.String()})
 
 
-def endpoints_table() -> str:
-    return table_of("graph") + "_endpoints"
-
-
 def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
     """The ids whose tombstone can change the graph's values: both ends of every
     ``blocks``, ``witnesses`` and ``grounded_in`` edge, sorted."""
     edges = relations.filter(pl.col("kind").is_in(["blocks", "witnesses", "grounded_in"]))
     return (pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
             .drop_nulls().unique().sort().alias("id").to_frame())
-
-
-def known_table() -> str:
-    return table_of("graph") + "_known"
 
 
 def known_rows(relations: pl.DataFrame, forgets: pl.DataFrame) -> pl.DataFrame:

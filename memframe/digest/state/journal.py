@@ -91,36 +91,27 @@ def watermark_of(view: StoreView) -> dict[str, Any] | None:
 
 def read_checkpoint(view: StoreView) -> tuple[pl.DataFrame, int]:
     """The checkpoint rows at ``view`` and the Parquet rows read."""
-    if not view.partitions(TABLE):
-        return pl.DataFrame(schema=CHECKPOINT_SCHEMA), 0
     frame = view.derived(TABLE, CHECKPOINT_SCHEMA).collect(engine="in-memory")
     return frame, view.row_count(TABLE)
 
 
-def _part_rows(parts: Sequence[Partition], frames: Sequence[pl.DataFrame],
-               prints: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for part, frame, fp in zip(parts, frames, prints, strict=True):
-        audit = frame.get_column("audit_seq")
-        out.append({"path": part.path, "rows": part.rows,
-                    "audit_lo": as_int(audit.min()) if frame.height else None,
-                    "audit_hi": as_int(audit.max()) if frame.height else None, **fp})
-    return out
-
-
 def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
                 ) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
-    """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted."""
-    schema = S.table_schema("journal")
+    """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted, and
+    their checkpoint rows."""
     if not record:
         return view.read_partitions("journal", parts, JOURNAL_COLUMNS), []
     read = view.read_partitions_fingerprinted("journal", parts, JOURNAL_COLUMNS)
-    frames = [frame for frame, _ in read]
-    prints = [fp for _, fp in read]
-    rows = _part_rows(parts, frames, prints)
-    if not frames:
+    rows = []
+    for part, (frame, fp) in zip(parts, read, strict=True):
+        audit = frame.get_column("audit_seq")
+        rows.append({"path": part.path, "rows": part.rows,
+                     "audit_lo": as_int(audit.min()) if frame.height else None,
+                     "audit_hi": as_int(audit.max()) if frame.height else None, **fp})
+    if not read:
+        schema = S.table_schema("journal")
         return pl.DataFrame(schema={c: schema[c] for c in JOURNAL_COLUMNS}), rows
-    return pl.concat(frames, how="vertical"), rows
+    return pl.concat([frame for frame, _ in read], how="vertical"), rows
 
 
 def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None

@@ -2,7 +2,7 @@
 
 The job keeps each family's values (`family_codec`) with marks: the highest ``seq`` of its
 tables and their row counts (`stage_cycle`). A digest reuses them while no part of those
-tables lies above the marks (`is_current`, `read_valid`); new ``forgets`` that tombstone no
+tables lies above the marks (`is_current`); new ``forgets`` that tombstone no
 end of a blocks, witnesses or grounded_in edge leave the graph's values usable. Rows the
 digest fails closed on are never kept, and a family that cannot be kept is dropped with a
 note.
@@ -39,7 +39,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
 
 #: tables whose new rows leave a family current unless they name one of its ids: a forget
 #: changes the graph only when it tombstones an endpoint of a blocks, witnesses or
-#: grounded_in edge (the ids kept in `endpoints_table`)
+#: grounded_in edge (the ids kept in `ENDPOINTS_TABLE`)
 _TOLERANT: dict[str, str] = {"graph": "forgets"}
 
 
@@ -77,7 +77,7 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
     if int(counts[tolerant]) + new.height != view.row_count(tolerant):
         return False, visited, True
     ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
-    hit, n = view.read_matching(family_codec.endpoints_table(), family_codec.ENDPOINTS_SCHEMA,
+    hit, n = view.read_matching(family_codec.ENDPOINTS_TABLE, family_codec.ENDPOINTS_SCHEMA,
                                 "id", ids)
     return hit.height == 0, visited + n, True
 
@@ -106,16 +106,6 @@ def read_values(view: StoreView, family: str) -> tuple[dict[str, Any], int]:
     rows = view.derived(family_codec.table_of(family), family_codec.MEMO_SCHEMA).collect(
         engine="in-memory")
     return family_codec.decode(family, rows, view), view.row_count(family_codec.table_of(family))
-
-
-def read_valid(view: StoreView, family: str) -> tuple[dict[str, Any], int] | None:
-    """The family's stored values and the Parquet rows read, when they are current at
-    ``view`` (see `_current`); None otherwise (the digest then reads the tables)."""
-    current, visited = is_current(view, family)
-    if not current:
-        return None
-    values, n = read_values(view, family)
-    return values, visited + n
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
@@ -163,35 +153,26 @@ def _stage_family(commit: Commit, view: StoreView, family: str, full: bool,
     except UNREADABLE as exc:  # the digest reads the table itself (and fails, or not)
         notes.append(f"digest_globals: {family} not kept: a table cannot be read "
                      f"({type(exc).__name__}: {exc})")
-        _drop_family(commit, view, family)
+        # values kept before must not be served: the digest reads the tables itself
+        family_codec.kept(family).drop(commit, view)
         return job_report()
     problem = check_tables(tables)
     if problem:  # the digest fails closed on these rows: never keep values computed over them
         notes.append(f"digest_globals: {family} not kept: the digest fails closed on "
                      f"its rows ({problem})")
-        _drop_family(commit, view, family)
+        family_codec.kept(family).drop(commit, view)
         return job_report(visited)
     values = family_values(family, tables)
     rows = {family_codec.table_of(family): family_codec.encode(family, values)}
     if family == "graph":
-        rows[family_codec.members_table()] = family_codec.member_rows(values)
-        rows[family_codec.endpoints_table()] = family_codec.endpoint_rows(tables["relations"])
-        rows[family_codec.known_table()] = family_codec.known_rows(tables["relations"],
+        rows[family_codec.MEMBERS_TABLE] = family_codec.member_rows(values)
+        rows[family_codec.ENDPOINTS_TABLE] = family_codec.endpoint_rows(tables["relations"])
+        rows[family_codec.KNOWN_TABLE] = family_codec.known_rows(tables["relations"],
                                                                    tables["forgets"])
-    group_rows = family_codec.MEMBERS_GROUP_ROWS
-    groups = {family_codec.members_table(): group_rows,
-              family_codec.endpoints_table(): group_rows,
-              family_codec.known_table(): group_rows}
+    groups = dict.fromkeys(family_codec.LOOKUP_TABLES, family_codec.MEMBERS_GROUP_ROWS)
     written = family_codec.kept(family).stage(commit, rows, _marks(view, family),
                                               row_group_rows=groups)
     return job_report(visited, visited, written)
-
-
-def _drop_family(commit: Commit, view: StoreView, family: str) -> None:
-    """Drop what was kept of ``family`` (its tables and marks): values kept before its
-    tables became unreadable, or took rows the digest fails closed on, must not be served
-    (the digest reads the tables itself)."""
-    family_codec.kept(family).drop(commit, view)
 
 
 def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from memframe.digest import families
-from memframe.digest.capsules import headline_rows
+from memframe.digest.capsules import RECALL_EXTRA, headline_rows
 from memframe.digest.efforts import EffortGraph
 from memframe.digest.families import FAMILIES
 from memframe.digest.scope import SCOPE, fence, fence_expr, population
@@ -30,10 +30,8 @@ from memframe.digest.state import (
     session_edges,
 )
 from memframe.digest.state.warm_reader import TopRequest, WarmState
-from memframe.graph import cap_projection
 from memframe.schema import TIERS
 from memframe.state import KEY, STATE_SCHEMA, population_expr, state_columns, state_frame
-from memframe.text import rfc3339
 
 __all__ = ["KeptSource", "KeptGraph", "read_kept_families", "top_requests"]
 
@@ -67,8 +65,8 @@ class KeptSource(TableSource):
     """The incremental `DigestSource` (see the module docstring).
 
     Args:
-        base: the tables read in full (those of no current kept family), as a
-            `TableSource` whose state is the subset's rows (empty with ``kept``).
+        args, kwargs: `TableSource`'s: the tables read in full (those of no current kept
+            family) and the subset's state rows (empty with ``kept``).
         warm: the aggregates, the subset and the top-N readers.
         kept_families: family -> its kept values (the graph's as a `KeptGraph`), for the
             families that were current; their tables were not read.
@@ -76,11 +74,9 @@ class KeptSource(TableSource):
             instant, when current.
     """
 
-    def __init__(self, base: TableSource, warm: WarmState,
-                 kept_families: dict[str, Any], kept: dict | None) -> None:
-        super().__init__(base.tables, base.optional, base.state(), base.now, base.chain,
-                         base.audit_events(), base._tombstoned, base.visited,
-                         base.generation, base._content)
+    def __init__(self, *args: Any, warm: WarmState, kept_families: dict[str, Any],
+                 kept: dict | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.warm, self.families, self.kept = warm, kept_families, kept
 
     def rows_visited(self) -> int:
@@ -91,15 +87,15 @@ class KeptSource(TableSource):
         if self.kept is not None:  # the sections that read the graph were kept
             return {"relations": self.kept["relations"], "dag": self.kept["dag"],
                     "mission_graph": None, "dag_projection": None, "efforts": None}
+        return super().graph(n)
+
+    def graph_values(self) -> dict[str, Any]:
+        """The graph's kept values (read on first use) when current, else the tables'."""
         graph = self.families.get("graph")
         if graph is None:
-            return super().graph(n)
-        values = graph.values()  # read on first use
-        return {"relations": values["relations"],
-                "dag": cap_projection(values["dag_projection"], n),
-                "mission_graph": values["mission_graph"],
-                "dag_projection": values["dag_projection"],
-                "efforts": self._kept_efforts(values)}
+            return super().graph_values()
+        values = graph.values()
+        return {**values, "effort_graph": self._kept_efforts(values)}
 
     def _kept_efforts(self, kept: dict) -> EffortGraph:
         """The board's graph from kept values: witnessed ids and member lookups from the
@@ -174,11 +170,8 @@ class KeptSource(TableSource):
         section["newest"] = headline_rows(newest, self.now, attach=self.attach)
         if total:
             section["newest_total"] = total
-        section["most_recalled"] = headline_rows(
-            recalled, self.now,
-            extra=(("recall_count", pl.col("recall_count").cast(pl.Int64)),
-                   ("last_recalled_at", rfc3339(pl.col("last_recalled_at")))),
-            attach=self.attach)
+        section["most_recalled"] = headline_rows(recalled, self.now, RECALL_EXTRA,
+                                                 attach=self.attach)
         if recalled_total:
             section["most_recalled_total"] = recalled_total
         return {scope: section}

@@ -88,10 +88,6 @@ def _get(values: dict, path: tuple[str, ...]) -> Any:
     return node
 
 
-def _number(name: str) -> int:
-    return list(LISTS).index(name)
-
-
 def encode(values: dict) -> pl.DataFrame:
     """Kept values -> the stored rows: row 0 the values with every list emptied, then one
     row per list item (`decode` gives the values back).
@@ -118,7 +114,7 @@ def encode(values: dict) -> pl.DataFrame:
         _get(head, path[:-1])[path[-1]] = []
         for position, item in enumerate(items):
             keys.append(1 + position if name in _UNCAPPED
-                        else _BASE + (position << _LIST_BITS) + _number(name))
+                        else _BASE + (position << _LIST_BITS) + list(LISTS).index(name))
             texts.append(json.dumps(item, ensure_ascii=False))
     keys.insert(0, 0)
     texts.insert(0, json.dumps({"lists": present, "values": head}, ensure_ascii=False))
@@ -146,9 +142,9 @@ def decode(rows: pl.DataFrame) -> dict:
     return values
 
 
-def _wanted(n: int) -> list[tuple[int, int]]:
-    """The ``k`` ranges (inclusive) a digest with cap ``n`` reads: one prefix."""
-    return [(0, _BASE + (n << _LIST_BITS) - 1)]
+def _last(n: int) -> int:
+    """The last ``k`` a digest with cap ``n`` reads: it reads the prefix up to it."""
+    return _BASE + (n << _LIST_BITS) - 1
 
 
 def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
@@ -158,21 +154,17 @@ def read_current(view: StoreView, n: int) -> tuple[dict | None, int]:
     subset)."""
     if n > CAP or not KEPT.holds(view, marks_of(view.watermarks)):
         return None, 0
-    parts = view.partitions(TABLE)
-    spans = _wanted(n)
+    last = _last(n)
     read, frames = 0, []
-    for part in parts:
-        mins, maxs, counts = view.row_group_ranges(part, "k")
-        groups = [g for g, (lo, hi) in enumerate(zip(mins, maxs, strict=True))
-                  if lo is None or hi is None or any(lo <= b and a <= hi for a, b in spans)]
+    for part in view.partitions(TABLE):
+        mins, _maxs, counts = view.row_group_ranges(part, "k")
+        groups = [g for g, lo in enumerate(mins) if lo is None or lo <= last]
         if groups:
             read += sum(counts[g] for g in groups)
             frames.append(view.read_row_groups(part, groups, SCHEMA))
     if not frames:
         return None, read
-    rows = pl.concat(frames, how="vertical")
-    keep = pl.any_horizontal([pl.col("k").is_between(a, b) for a, b in spans])
-    rows = rows.filter(keep)
+    rows = pl.concat(frames, how="vertical").filter(pl.col("k") <= last)
     if rows.filter(pl.col("k") == 0).height != 1:
         return None, read
     return decode(rows), read

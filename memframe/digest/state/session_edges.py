@@ -7,6 +7,7 @@ value stays as kept (`FreshEdges`).
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,32 +55,25 @@ class FreshEdges:
 
 
 def _acyclic(edges: list[tuple[str, str]]) -> bool:
-    """Kahn's sweep over a few edges (not `memframe.graph.cycle_status`: a warm digest
-    process never loads networkx)."""
-    successors: dict[str, list[str]] = {}
-    indegree: dict[str, int] = {}
+    """Whether a few edges form no cycle (the standard library's sorter, not
+    `memframe.graph.cycle_status`: a warm digest process never loads networkx)."""
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
     for a, b in edges:
-        successors.setdefault(a, []).append(b)
-        indegree[b] = indegree.get(b, 0) + 1
-        indegree.setdefault(a, 0)
-    ready = [node for node, d in indegree.items() if d == 0]
-    removed = 0
-    while ready:
-        removed += 1
-        for b in successors.get(ready.pop(), ()):
-            indegree[b] -= 1
-            if indegree[b] == 0:
-                ready.append(b)
-    return removed == len(indegree)
+        sorter.add(b, a)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError:
+        return False
+    return True
 
 
 def fresh_edges(view: StoreView) -> FreshEdges | None:
     """The graph's new rows as `FreshEdges`, when they are that (None otherwise: the
     digest then reads the graph's tables). Reads the rows above the kept values'
-    watermark and looks their ids up in the kept ids (`known_table`); a new forget
+    watermark and looks their ids up in the kept ids (`KNOWN_TABLE`); a new forget
     must leave the graph as the tolerant check says (`kept_families.is_current`) and name no new node."""
     marks = family_codec.kept("graph").marks(view.watermarks)
-    if marks is None or not view.partitions(family_codec.known_table()):
+    if marks is None or not view.partitions(family_codec.KNOWN_TABLE):
         return None
     mark, counts = marks["seq"], marks["rows"]
     new: dict[str, pl.DataFrame] = {}
@@ -102,13 +96,13 @@ def fresh_edges(view: StoreView) -> FreshEdges | None:
     forgotten = [i for i in set(new["forgets"].get_column("capsule_id").to_list()) if i]
     if set(ids) & set(forgotten) or not _acyclic(edges):
         return None
-    hit, n = view.read_matching(family_codec.known_table(), family_codec.ENDPOINTS_SCHEMA,
+    hit, n = view.read_matching(family_codec.KNOWN_TABLE, family_codec.ENDPOINTS_SCHEMA,
                                 "id", ids)
     visited += n
     if hit.height:
         return None
     if forgotten:
-        hit, n = view.read_matching(family_codec.endpoints_table(),
+        hit, n = view.read_matching(family_codec.ENDPOINTS_TABLE,
                                     family_codec.ENDPOINTS_SCHEMA, "id", forgotten)
         visited += n
         if hit.height:

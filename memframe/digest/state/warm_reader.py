@@ -53,11 +53,6 @@ class WarmState:
             was reduced to: the first ``n`` rows of each range of capsule numbers in
             ``order`` under ``keep`` (`fold_warm`); a request they cannot answer is
             refused. None: ``merged`` holds every state row.
-
-    ``subset`` (read on first use): the subset's state rows at ``view``, members only.
-    ``leaders(order, keep, n)``: the kept first rows of the newest or most-recalled list,
-    as far as a request needs them (see `leaders_first`), or None when the job has not
-    kept them.
     """
 
     view: Any
