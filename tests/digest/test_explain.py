@@ -230,3 +230,24 @@ def test_unknown_ids_and_bad_parameters_are_refused_like_the_digest_refuses_them
         mf.explain(store, "cap-1", project_prefix="nott/")
     with pytest.raises(mf.errors.InvalidInputError, match="an id like 'cap-12'"):
         mf.explain(store, 1)
+
+
+def test_a_repeated_handoff_is_one_capsule_and_the_machine_counts_it_once():
+    # regression: two sessions finishing with the same handoff text share one capsule; the
+    # machine once counted two and asked explain about an id the store never wrote
+    machine = ExplainMachine()
+    try:
+        machine.start(rows=[{"content": "plain note", "late_days": 0, "project_id": "nott",
+                             "handoff": False, "event": False, "imported": False,
+                             "expires": False, "evidence": None, "kind": None,
+                             "conversation": None}])
+        machine.session_start(project="nott/sub")
+        machine.session_start(project="nottx")
+        machine.session_finish(i=0, handoff="next: carry on")
+        machine.session_finish(i=0, handoff="next: carry on")
+        assert machine.written == machine.store.counters["capsules"] == 2
+        machine.explain_agrees()
+        why = mf.explain(machine.store, "cap-2")
+        assert why.filter(pl.col("section") == "handoff")["listed"].item()
+    finally:
+        machine.teardown()
