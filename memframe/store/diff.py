@@ -104,11 +104,13 @@ class StoreDiff:
         views = (self._since, self._until)
         kept = [view.memory.kept_state_of(numbers) for view in views]
         rewritten = _rewritten(*views, numbers)
+        both = all(k is not None for k in kept)  # one way at both ends (see _kept_state)
         for view, found in zip(views, kept, strict=True):
-            if found is not None and all(k is not None for k in kept):
+            if both and found is not None:
                 frame, visited = _kept_state(view, found, rewritten, wanted)
             else:
                 frame, visited = _folded_state(view, wanted, numbers)
+                visited += found[1] if found is not None else 0  # its lookup read them too
             frames.append(frame)
             self.rows_visited += visited
         before, after = (_as_text(f) for f in frames)
