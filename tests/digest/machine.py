@@ -296,7 +296,7 @@ class DigestMachine(RuleBasedStateMachine):
     def session_finish(self, i: int, handoff: str | None) -> None:
         sid = self.open[i % len(self.open)]
         try:
-            handed = self.store.session_finish(sid, handoff=handoff)
+            self.store.session_finish(sid, handoff=handoff)
         except mf.errors.TombstonedContentError:
             return  # the handoff's text was purged before: refused, the session stays open
         self.open.remove(sid)
