@@ -119,6 +119,10 @@ def _run(commit: Commit, stage: str, operation: str, progress: Progress | None =
     for name in registry.MEMORY_PROJECTION_NAMES:
         parts.update(getattr(registry.PROJECTIONS[name], stage)(job))
     commit.operations.append(operation)
+    # everything folded is at or below the watermarks: rows other writers append above
+    # them meanwhile change none of it, so a lost race links these files on top of theirs
+    commit.allow_rebase(lambda report, generation: dataclasses.replace(report,
+                                                                      generation=generation))
     return _report(commit, job, parts)
 
 

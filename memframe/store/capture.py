@@ -151,6 +151,7 @@ class Commit:
         self.erases = False  # whether this commit erases content (redact/purge)
         self.erased: set[int] = set()  # the numbers of the capsules it erases
         self._merges: set[str] = set()  # rewrites that keep every row (replace_parts)
+        self._relabel: Callable[[Any, int], Any] | None = None  # see allow_rebase
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -308,6 +309,33 @@ class Commit:
             self._merges.add(key)
         else:
             self._merges.discard(key)
+
+    def allow_rebase(self, relabel: Callable[[Any, int], Any] | None = lambda result, _g: result
+                     ) -> None:
+        """Let a lost race link what this commit staged on top of commits that only
+        appended rows above its snapshot (`Log.rebase`) instead of staging it again.
+
+        For commits whose staged files stay exact when rows arrive above what they read:
+        a compaction (it rewrites parts the appends do not touch), the projections' fold
+        (everything it folds is at or below its watermarks). It holds only while the
+        commit stages no row of its own (`rebasable`). ``relabel(result, generation)``
+        gives ``fn``'s result for the generation the commit landed at instead; None
+        withdraws the leave (a transaction handed its verbs' results out already).
+        """
+        self._relabel = relabel
+
+    @property
+    def rebasable(self) -> bool:
+        """Whether `allow_rebase` was asked and the commit stages no row (no seq, id or
+        journal link of its own to renumber) and erases nothing."""
+        return (self._relabel is not None and not self.frames and not self._journal
+                and not self.erases)
+
+    def relabel(self, result: Any, generation: int) -> Any:
+        """``result`` for the generation the commit landed at (a rebase moves it)."""
+        if self._relabel is None or generation == self.snapshot.generation + 1:
+            return result
+        return self._relabel(result, generation)
 
     @property
     def compaction(self) -> bool:

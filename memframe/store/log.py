@@ -368,6 +368,8 @@ class Log:
     def __init__(self, root: Path):
         self.root = root
         self.log_dir = root / LOG_DIR
+        # (newest generation read, its file's identity, what the files up to it said)
+        self._lifetimes: tuple[int, str | None, Lifetimes] | None = None
 
     # -- creation / identification ------------------------------------------------------
     @staticmethod
@@ -609,6 +611,37 @@ class Log:
         _fsync_dir(self.log_dir)
         return True
 
+    def rebase(self, entry: Mapping[str, Any], snap: Snapshot, tables: Iterable[str]
+               ) -> tuple[dict[str, Any], Snapshot] | None:
+        """``entry`` (staged on ``snap``, lost the race) moved on top of the newest
+        generation, with that generation's snapshot; None when a commit that beat it did
+        more than append rows of ``tables`` above ``snap``'s last ``seq``.
+
+        The conflict check of optimistic table formats: a commit that adds no row of its
+        own (a compaction, the projections' fold below its watermark) reads only rows at
+        or below ``snap``; commits that only appended above it (no part removed, nothing
+        erased or compacted, no watermark moved) cannot have changed what it read, so its
+        staged files stay right and only the entry's generation, parent, counters and
+        stamp follow the newer generation.
+        """
+        allowed, top = set(tables), int(snap.counter("seq"))
+        latest = self.latest_generation(known=snap.generation)
+        base = snap
+        for g in range(snap.generation + 1, latest + 1):
+            won = self.read_entry(g)
+            if (won.get("remove") or won.get("erases") or won.get("compaction")
+                    or won.get("watermarks", snap.watermarks) != snap.watermarks
+                    or not all(add["table"] in allowed and (add.get("seq") or [None])[0]
+                               is not None and add["seq"][0] > top
+                               for add in won.get("add", ()))):
+                return None
+            base = base.apply(won)
+        stamp = entry.get("timestamp")
+        if base.timestamp is not None and (stamp is None or stamp < base.timestamp):
+            stamp = base.timestamp  # commit stamps never go backwards (as_of bisects)
+        return ({**entry, "generation": latest + 1, "parent": latest, "timestamp": stamp,
+                 "counters": dict(base.counters)}, base)
+
     def write_checkpoint(self, snap: Snapshot) -> None:
         path = self.log_dir / f"_checkpoint.{snap.generation:020d}.json"
         body = snap.to_checkpoint()
@@ -677,7 +710,7 @@ class Log:
                             f"a writer kept committing to {self.root} for {wait_seconds:g} s; "
                             f"nothing was removed: run vacuum again when writers are idle"
                         ) from None
-                    time.sleep(0.01)
+                    time.sleep(0.001)  # the commits in flight are small: take it as they end
             yield
         finally:
             os.close(fd)
@@ -771,11 +804,24 @@ class Log:
 
     def lifetimes(self, newest: int) -> Lifetimes:
         """Every partition the log ever named, with the generations that added and removed
-        it, read from every generation file (no checkpoint: vacuum deletes by it)."""
-        paths: dict[str, tuple[int, int | None]] = {}
-        stamps: list[str] = []
-        last_erasure = 0
-        for g in range(1, newest + 1):
+        it, read from every generation file (no checkpoint: vacuum deletes by it).
+
+        The generation files this handle read before are not read again (they never
+        change once linked: only the new ones are), so a vacuum under a stream of commits
+        costs the commits since the last one, not the log's length. The cache is dropped
+        when its newest file is no longer the one read (a log restored from a copy)."""
+        cached = self._lifetimes
+        if cached is not None and (cached[0] > newest or cached[1] != self._identity(cached[0])):
+            cached = None
+        if cached is None:
+            paths: dict[str, tuple[int, int | None]] = {}
+            stamps: list[str] = []
+            last_erasure, start = 0, 1
+        else:
+            _g, _id, known = cached
+            paths, stamps = dict(known.paths), list(known.stamps)
+            last_erasure, start = known.last_erasure, cached[0] + 1
+        for g in range(start, newest + 1):
             entry = self.read_entry(g)
             stamps.append(entry["timestamp"])
             for add in entry["add"]:
@@ -786,7 +832,17 @@ class Log:
                     paths[path] = (paths[path][0], g)
             if _erases(entry):
                 last_erasure = g
-        return Lifetimes(paths, stamps, last_erasure)
+        found = Lifetimes(paths, stamps, last_erasure)
+        if newest:
+            self._lifetimes = (newest, self._identity(newest), found)
+        return Lifetimes(dict(paths), list(stamps), last_erasure)
+
+    def _identity(self, generation: int) -> str | None:
+        # its bytes (an inode is reused and a stamp is coarse: a restored file can match both)
+        try:
+            return _sha256((self.log_dir / gen_name(generation)).read_bytes())
+        except OSError:
+            return None
 
 
 def _erases(entry: Mapping[str, Any]) -> bool:

@@ -718,7 +718,7 @@ class Store(StoreView):
                 rewrites = bool(commit.rewrites or commit.derived or commit.erased)
                 defer = ticket is None and not deferred
                 if self._land(commit, operation, kept, defer=defer):
-                    return result
+                    return commit.relabel(result, self._snap.generation)
                 deferred = deferred or (defer and self._deferred)
                 self._backoff(attempt)
             raise ConcurrentCommitError(
@@ -874,6 +874,16 @@ class Store(StoreView):
                 # attempt stands aside (its files kept for the rebase), once per commit
                 self._deferred = defer and self._log.ticket_taken()
                 won = not self._deferred and self._log.try_commit(entry)
+                base = snap
+                while not won and not self._deferred and commit.rebasable:
+                    # beaten by commits that only appended: link on top of them as staged
+                    moved = self._log.rebase(entry, base, S.CANONICAL_TABLES)
+                    if moved is None:
+                        break  # a true conflict: stage again on the newer generation
+                    entry, base = moved
+                    generation = entry["generation"]
+                    self._delta.before_link(generation)
+                    won = self._log.try_commit(entry)
             except BaseException:
                 if pool is not None:  # no thread may create a file after the cleanup
                     concurrent.futures.wait(pending)
@@ -893,11 +903,11 @@ class Store(StoreView):
                     if not any(k is r for r in reused):
                         k.path.unlink(missing_ok=True)
                 kept.clear()
-            self._snap = snap.apply(entry)
+            self._snap = base.apply(entry)
             # Delta versions only after the generation landed, still under the shared lock
             # so a vacuum never prunes a Delta log while this writer extends it
             self._delta.after_land(entry, self._snap)
-        self._indexes.learn_own(snap.generation, generation, commit.frames)
+        self._indexes.learn_own(base.generation, generation, commit.frames)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):
                 self._log.write_checkpoint(self._snap)
@@ -1330,6 +1340,7 @@ class Store(StoreView):
                         w.replace_parts(name, run, frame)
                         merged[name] = merged.get(name, 0) + len(run)
                     run = []
+            w.allow_rebase()  # the merged parts are the same rows whatever is appended
             return merged
 
         return self.commit(merge, operation="compact")
@@ -1520,6 +1531,8 @@ class _Transaction:
             return
         store = self.store
         kept: list[_Kept] = []
+        # the verbs' results are out already, for the generation after the pinned one
+        self.commit.allow_rebase(None)
         try:
             if not store._land(self.commit, "transaction", kept):
                 store._commit_fairly(self._replay, "transaction", {}, kept, lost=1)
@@ -1529,6 +1542,7 @@ class _Transaction:
 
     def _replay(self, commit: capture.Commit) -> list[Any]:
         replayed = [fn(commit) for fn in self.calls]
+        commit.allow_rebase(None)  # (see land)
         if replayed != self.results:
             raise ConcurrentCommitError(
                 "another writer committed during the transaction and its verbs now give "

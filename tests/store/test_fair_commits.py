@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 import time
 
+import polars as pl
 import pytest
 
 import memframe as mf
+from memframe.jobs import cycle as cycle_module
 from memframe.store import log as log_module
 from memframe.store import tables
 
@@ -222,3 +224,115 @@ def test_a_transaction_that_keeps_losing_is_rebased_and_takes_the_ticket(tmp_pat
     assert caps.height == 53
     assert store.table("relations").collect().height == 1
     assert store.history()["operation"][-1] == "transaction"
+
+
+def _beaten_at_the_link(store, other, monkeypatch, winner, times: int = 1) -> list[int]:
+    """Make ``store``'s next link attempts lose: before each of its first ``times`` links,
+    ``winner(other, k)`` lands a commit through another handle. Returns the link count."""
+    real = store._log.try_commit
+    links = [0]
+
+    def try_commit(entry):  # noqa: ANN001, ANN202
+        links[0] += 1
+        if links[0] <= times:
+            winner(other, links[0])
+        return real(entry)
+
+    monkeypatch.setattr(store._log, "try_commit", try_commit)
+    return links
+
+
+def _append(other, k):  # noqa: ANN001, ANN202
+    other.ingest([{"content": f"appended {k}.{i}", "source": "s", "anchor": f"z{k}",
+                   "conversation_id": "conv-late"} for i in range(2)])
+
+
+def test_a_cycle_beaten_by_appends_links_as_staged(tmp_path, monkeypatch, tickets):
+    """The cycle folds what is at or below its watermarks: commits that only appended
+    rows above them while it staged change none of it, so it links its files on top of
+    theirs (the conflict check of optimistic table formats) instead of folding again."""
+    store = _store(tmp_path)
+    store.memory.run_cycle()
+    store.ingest({"content": "new", "source": "s", "anchor": "n", "conversation_id": "c1"})
+    other = mf.Store.open(tmp_path / "s")
+    writes: list[str] = []
+    real_write = tables.write_part
+
+    def write(root, rel, *a, **k):  # noqa: ANN001, ANN202
+        writes.append(rel)
+        return real_write(root, rel, *a, **k)
+
+    monkeypatch.setattr(tables, "write_part", write)
+    links = _beaten_at_the_link(store, other, monkeypatch, _append, times=2)
+    before = store.generation
+    report = store.memory.run_cycle()
+    # two appends won (one generation each), then the cycle linked on the first retry
+    assert links[0] == 3 and tickets == []
+    assert report.generation == store.generation == before + 3
+    assert store.history()["operation"][-1] == "memory_projections"
+    derived = [w for w in writes if w.startswith("projections/")]
+    assert derived and len(derived) == len(set(derived))  # each written once
+    entry = store._log.read_entry(store.generation)
+    assert entry["parent"] == before + 2
+    assert entry["counters"] == store._log.read_entry(before + 2)["counters"]
+    # the appended rows are above the watermark: read now, folded by the next cycle
+    assert report.watermark < store._log.read_entry(before + 1)["seq"][0]
+    for _ in range(2):
+        warm = mf.digest(store).to_json()
+        assert warm == mf.digest(store, verify="full").to_json()
+        assert "appended 2.1" in warm
+        store.memory.run_cycle()
+    folded = store.memory.sessions().rows
+    assert folded.filter(pl.col("conversation_id") == "conv-late")["memory_count"].to_list() == [4]
+    store.memory.rebuild_projections()  # the fold of every row from scratch agrees
+    assert store.memory.sessions().rows.equals(folded)
+
+
+def test_a_compaction_beaten_by_appends_links_as_staged(tmp_path, monkeypatch, tickets):
+    store = mf.Store.create(tmp_path / "s")
+    for n in range(6):
+        store.ingest({"content": f"c{n}", "source": "s", "anchor": str(n)})
+    other = mf.Store.open(tmp_path / "s")
+    links = _beaten_at_the_link(store, other, monkeypatch, _append)
+    rows_before = store.table("capsules").collect().height
+    assert store.compact("capsules") == {"capsules": 6}
+    assert links[0] == 2 and tickets == []
+    entry = store._log.read_entry(store.generation)
+    assert entry.get("compaction") is True and entry["counters"]["capsules"] == 8
+    caps = store.table("capsules").collect()
+    assert caps.height == rows_before + 2 and caps["id"].is_unique().all()
+    assert len(store.partitions("capsules")) == 2  # the merged part and the appended one
+
+
+@pytest.mark.parametrize("winner", ["purge", "cycle", "derived"])
+def test_a_cycle_beaten_by_more_than_appends_folds_again(tmp_path, monkeypatch, winner):
+    """A winner that erased, moved a watermark or wrote derived rows changed what the
+    cycle read (or cannot be told apart from one that did): it stages again."""
+    store = _store(tmp_path)
+    store.ingest({"content": "new", "source": "s", "anchor": "n"})
+    other = mf.Store.open(tmp_path / "s")
+
+    def win(o, _k):  # noqa: ANN001, ANN202
+        if winner == "purge":
+            o.forget("cap-3", mode="purge")
+        elif winner == "cycle":
+            o.memory.run_cycle()
+        else:
+            o.commit(lambda w: w.write_derived("projections/example", pl.DataFrame({"x": [1]}),
+                                               replace=False), operation="example")
+
+    stagings = [0]
+    real_report = cycle_module._report
+
+    def report(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        stagings[0] += 1
+        return real_report(*a, **k)
+
+    monkeypatch.setattr(cycle_module, "_report", report)
+    links = _beaten_at_the_link(store, other, monkeypatch, win)
+    result = store.memory.run_cycle()
+    if winner == "cycle":  # the winner folded everything: nothing is left to write
+        assert result.generation is None and stagings[0] == 3  # the winner's, ours twice
+    else:
+        assert links[0] == 2 and stagings[0] == 2 and result.generation == store.generation
+    assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()

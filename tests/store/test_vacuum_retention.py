@@ -112,3 +112,50 @@ def test_the_cli_dry_run_lists_files_and_generations(tmp_path, capsys):
     assert "would remove 6 partition file(s)" in out and "capsules/part-" in out
     assert "generations 1..6 would stop being readable" in out
     assert readable(store) == list(range(1, 8))
+
+
+def test_a_second_vacuum_reads_only_the_generation_files_since_the_first(tmp_path,
+                                                                          monkeypatch):
+    """Vacuum reads the log's history of partitions; a handle keeps what the files it
+    read said (they never change once linked), so a vacuum under a stream of commits
+    costs the commits since the last one, not the log's length."""
+    from memframe.store.log import Log
+
+    store, clock = history(tmp_path)
+    read: list[int] = []
+    real = Log.read_entry
+    monkeypatch.setattr(Log, "read_entry", lambda self, g: read.append(g) or real(self, g))
+    first = store.vacuum(retention_hours=0, dry_run=True, allow_short_retention=True)
+    assert sorted(set(read)) == list(range(1, 8))
+    store.ingest({"content": "e", "source": "s", "anchor": "e"})
+    store.compact("capsules")
+    read.clear()
+    again = store.vacuum(retention_hours=0, dry_run=True, allow_short_retention=True)
+    assert 7 not in read and {8, 9} <= set(read)
+    # the same answer as a handle that reads every file
+    fresh = mf.Store.open(tmp_path / "s", clock=clock).vacuum(retention_hours=0, dry_run=True, allow_short_retention=True)
+    assert again == fresh and again["files"] != first["files"]
+    removed = store.vacuum(retention_hours=0, allow_short_retention=True)
+    assert removed["files"] == fresh["files"] and readable(store) == [9]
+
+
+def test_a_restored_log_is_read_again_from_the_start(tmp_path):
+    """When the newest file a handle read is no longer the same file (a log restored from
+    a copy, then committed on), the kept history is dropped, not trusted."""
+    from memframe.store.log import Log
+
+    store, clock = history(tmp_path)
+    log_dir = tmp_path / "s" / "_log"
+    saved = {p.name for p in log_dir.iterdir() if p.is_file()}
+    other = mf.Store.open(tmp_path / "s", clock=clock)
+    other.ingest({"content": "lost", "source": "s", "anchor": "l"})
+    other.compact("capsules")  # generations 8 and 9, read by a vacuum, then lost
+    lost = store._log.lifetimes(9)  # read once: kept by the handle's log
+    for name in [p.name for p in log_dir.iterdir() if p.is_file()]:
+        if name not in saved:
+            (log_dir / name).unlink()
+    other = mf.Store.open(tmp_path / "s", clock=clock)
+    other.ingest({"content": "kept", "source": "s", "anchor": "k"})  # generation 8 again
+    other.compact("capsules")  # and 9
+    kept, fresh = store._log.lifetimes(9), Log.open(tmp_path / "s").lifetimes(9)
+    assert kept == fresh and kept.stamps[-1] != lost.stamps[-1]
