@@ -91,7 +91,9 @@ def _worker(args: argparse.Namespace) -> None:
         store.ingest({"content": f"solo {time.time_ns()}", "source": "s", "anchor": "solo"})
 
     def setup(op: str) -> None:
-        if op in ("compact", "cycle"):
+        # what folds or merges new rows gets some, idle and loaded alike (under load the
+        # writers add theirs on top): an idle hook with nothing to fold is no baseline
+        if op in ("compact", "cycle", "digest hook"):
             for _ in range(5):
                 small()
 
@@ -147,7 +149,7 @@ def _worker(args: argparse.Namespace) -> None:
     time.sleep(args.warmup)
     quiet = (time.time(), time.time() + args.baseline)
     time.sleep(args.baseline)
-    loaded, busy = {}, []
+    loaded, busy, per_op = {}, [], {}
     failures: dict[str, str] = {}
     for op in OPERATIONS:
         try:
@@ -155,6 +157,7 @@ def _worker(args: argparse.Namespace) -> None:
             loaded[op] = statistics.median(times)
             if op != "small commit":
                 busy.extend(windows)
+                per_op[op] = windows
         except Exception as exc:  # noqa: BLE001 - reported, as the issue's table did
             loaded[op] = None
             failures[op] = f"{type(exc).__name__}: {str(exc)[:120]}"
@@ -175,6 +178,7 @@ def _worker(args: argparse.Namespace) -> None:
     shutil.rmtree(base, ignore_errors=True)
     print(json.dumps({"idle": idle, "loaded": loaded, "failures": failures, "tries": tries,
                       "quiet_rate": rate([quiet]), "busy_rate": rate(busy),
+                      "op_rates": {op: rate(w) for op, w in per_op.items()},
                       "writer_errors": errors, "commits": len(stamps)}))
 
 
@@ -182,8 +186,10 @@ def _measure(code: Path, writers: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--writers", str(writers),
            "--capsules", str(args.capsules), "--rounds", str(args.rounds),
            "--warmup", str(args.warmup), "--baseline", str(args.baseline)]
-    out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True,
-                         text=True, timeout=3600)
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    if args.threads:  # every process of the run (the writers inherit it)
+        env["POLARS_MAX_THREADS"] = str(args.threads)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode:
         raise SystemExit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -197,6 +203,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--baseline", type=float, default=4.0)
     parser.add_argument("--against", type=Path, help="a checkout of the code before")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="Polars threads per process (default: every core); with one "
+                             "writer on two cores, 1 gives each process its own core, so "
+                             "the throughput figure measures the commit protocol, not CPU "
+                             "sharing")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -205,8 +216,9 @@ def main() -> None:
         return
     codes = [("after", ROOT)] + ([("before", args.against)] if args.against else [])
     load = os.getloadavg()[0]
+    threads = f", {args.threads} Polars thread(s) per process" if args.threads else ""
     print(f"{args.capsules:,} capsules, {args.rounds} rounds, load average {load:.1f} on "
-          f"{os.cpu_count()} cores; times are medians (seconds)")
+          f"{os.cpu_count()} cores{threads}; times are medians (seconds)")
     for writers in args.writers:
         for label, code in codes:
             r = _measure(code, writers, args)
@@ -230,6 +242,8 @@ def main() -> None:
             drop = 1 - r["busy_rate"] / r["quiet_rate"] if r["quiet_rate"] else float("nan")
             print(f"  small commits/s: {r['quiet_rate']:.1f} with no operation running, "
                   f"{r['busy_rate']:.1f} while operations run (drop {drop:.0%}; target <= 20%)")
+            print("  while each runs: " + ", ".join(
+                f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
 
 
 if __name__ == "__main__":
