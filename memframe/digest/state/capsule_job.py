@@ -28,7 +28,6 @@ from memframe.state import (
     STATE_SCHEMA,
     STORED_SCHEMA,
     TEXT,
-    fold_state,
 )
 
 if TYPE_CHECKING:
@@ -63,10 +62,8 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     touched = digest_capsules.touched_numbers(delta)
     written = 0
     if touched:
-        existing, n = digest_capsules.state_runs().read_keys(view, touched)
+        existing, merged, n = digest_capsules.fold_touched(view, delta, touched)
         visited += n
-        existing = digest_capsules.with_text(existing)
-        merged = fold_state(delta, existing if existing.height else None)
         if existing.height:
             changed = merged.join(existing.select(list(STORED_SCHEMA)),
                                   on=list(STORED_SCHEMA), how="anti", nulls_equal=True)
@@ -154,10 +151,9 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame,
     stored, visited = digest_leaders.read_leaders(view)
     leaders = digest_leaders.update_leaders(stored, changed) if stored is not None else None
     if leaders is None:
-        rows, n = digest_capsules.state_runs().read_all(view)
+        rows, n = digest_capsules.read_stored(view)
         visited += n
-        current = pl.concat([digest_capsules.with_text(rows)
-                             .filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
+        current = pl.concat([rows.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
         leaders = digest_leaders.leaders_of(current)

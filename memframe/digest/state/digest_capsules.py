@@ -34,6 +34,7 @@ from memframe.state import (
     STATE_SCHEMA,
     STORED_SCHEMA,
     TEXT,
+    fold_state,
     guarded_expr,
 )
 from memframe.text import headline_expr
@@ -114,10 +115,25 @@ def read_above(view: StoreView, mark: int, shared: Shared | None = None
         if pre is not None and {p.path for p in parts} <= {p.path for p in pre[0]}:
             out[name] = pre[1].select(names).filter(pl.col("seq") > mark)
             continue
-        visited += sum(p.rows for p in parts)
-        frame = view.scan_partitions(name, parts).select(source_columns(name))
-        out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
+        out[name], n = rows_above(view, name, mark, source_columns(name), parts)
+        visited += n
     return out, visited, top
+
+
+def rows_above(view: StoreView, name: str, mark: int, columns: Sequence[str | pl.Expr],
+               parts: Sequence[Partition] | None = None) -> tuple[pl.DataFrame, int]:
+    """The ``columns`` of source ``name``'s rows with ``seq > mark``, and the Parquet rows
+    read: those of its ``parts`` that reach above ``mark`` (found when None; none: nothing
+    read, the rows come back empty)."""
+    if parts is None:
+        parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
+    if not parts:
+        from memframe.schema import empty_frame
+
+        return empty_frame(name).select(columns), 0
+    rows = (view.scan_partitions(name, parts).select(columns)
+            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
+    return rows, sum(p.rows for p in parts)
 
 
 def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
@@ -155,6 +171,24 @@ def state_runs() -> keyed.KeyedRuns:
     an erasure must remove may be in them."""
     return keyed.KeyedRuns(f"projections/{NAME}", STORED_SCHEMA, KEY,
                            row_group_rows=ROW_GROUP_ROWS)
+
+
+def read_stored(view: StoreView, numbers: Sequence[int] | None = None
+                ) -> tuple[pl.DataFrame, int]:
+    """The stored state rows of capsule ``numbers`` (None: every row), their text unknown
+    (`with_text`), and the Parquet rows read."""
+    runs = state_runs()
+    rows, visited = runs.read_all(view) if numbers is None else runs.read_keys(view, numbers)
+    return with_text(rows), visited
+
+
+def fold_touched(view: StoreView, delta: Mapping[str, pl.DataFrame], numbers: Sequence[int]
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The stored rows of capsule ``numbers`` (`read_stored`: the numbers the rows above
+    the watermark, ``delta``, touch, or some of them), those rows with ``delta`` folded in
+    (state rows of every number ``delta`` touches), and the Parquet rows read."""
+    old, visited = read_stored(view, numbers)
+    return old, fold_state(delta, old if old.height else None) if delta else old, visited
 
 
 def with_text(rows: pl.DataFrame) -> pl.DataFrame:

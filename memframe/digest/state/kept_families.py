@@ -17,7 +17,8 @@ import polars as pl
 from memframe.derived import job_report
 from memframe.digest.checks import check_tables
 from memframe.digest.families import FAMILIES, family_values
-from memframe.digest.state import family_codec
+from memframe.digest.reads import COLUMNS
+from memframe.digest.state import digest_capsules, family_codec
 from memframe.errors import MemframeError
 
 if TYPE_CHECKING:
@@ -25,16 +26,8 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
 
 
-#: the columns each family reads from its tables
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "relations": ("seq", "kind", "from_id", "to_id"),
-    "forgets": ("seq", "capsule_id"),
-    "source_cursors": ("seq", "at", "source_key", "cursor"),
-    "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
-    "recall_misses": ("seq", "at", "term", "outcome"),
-    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
-    "brackets": ("seq", "at", "session_id", "event"),
-}
+#: the columns each family reads from its tables: the digest's, a forget's id alone
+_COLUMNS: dict[str, tuple[str, ...]] = {**COLUMNS, "forgets": ("seq", "capsule_id")}
 
 
 #: tables whose new rows leave a family current unless they name one of its ids: a forget
@@ -84,13 +77,8 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
 
 def rows_above(view: StoreView, name: str, mark: int) -> tuple[pl.DataFrame, int]:
     """A family table's rows above ``mark`` (the columns the family reads), and the
-    Parquet rows read: those of its parts that reach above it (none: nothing read)."""
-    parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
-    if not parts:
-        return _empty(name), 0
-    rows = (view.scan_partitions(name, parts).select(_COLUMNS[name])
-            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
-    return rows, sum(p.rows for p in parts)
+    Parquet rows read (`digest_capsules.rows_above`)."""
+    return digest_capsules.rows_above(view, name, mark, _COLUMNS[name])
 
 
 def is_current(view: StoreView, family: str) -> tuple[bool, int]:
@@ -113,15 +101,9 @@ def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame],
     for name in FAMILIES[family]:
         parts = view.partitions(name)
         out[name] = view.scan_partitions(name, parts).select(_COLUMNS[name]).collect(
-            engine="streaming") if parts else _empty(name)
+            engine="streaming") if parts else rows_above(view, name, 0)[0]  # no part: no row
         visited += sum(p.rows for p in parts)
     return out, visited
-
-
-def _empty(name: str) -> pl.DataFrame:
-    from memframe.schema import empty_frame
-
-    return empty_frame(name).select(_COLUMNS[name])
 
 
 def _marks(view: StoreView, family: str, version: int | None = None) -> dict[str, Any]:

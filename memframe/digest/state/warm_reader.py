@@ -219,12 +219,8 @@ def read_warm(view: StoreView, shared: digest_capsules.Shared | None = None
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark, shared)
     touched = digest_capsules.touched_numbers(delta)
-    old, n = digest_capsules.state_runs().read_keys(view, touched)
-    old = digest_capsules.with_text(old)
-    visited += n
-    merged = fold_state(delta, old if old.height else None) if delta else \
-        pl.DataFrame(schema=STATE_SCHEMA)
-    visited += view.row_count(digest_aggregates.AGG_TABLE)
+    old, merged, n = digest_capsules.fold_touched(view, delta, touched)
+    visited += n + view.row_count(digest_aggregates.AGG_TABLE)
     # the stored aggregates and the changes, unsummed: a reader sums what it selects
     aggregates = pl.concat([
         view.derived(digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA),
@@ -249,8 +245,7 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
         sources, visited, _top = digest_capsules.scan_all(view)
         return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
-    stored, visited = digest_capsules.state_runs().read_all(view)
-    stored = digest_capsules.with_text(stored)
+    stored, visited = digest_capsules.read_stored(view)
     delta, n, _top = digest_capsules.read_above(view, mark)
     visited += n
     touched = digest_capsules.touched_numbers(delta)
@@ -278,8 +273,6 @@ def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame
     if mark is None or not seal.holds(view):
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark)
-    old, n = digest_capsules.state_runs().read_keys(view, list(numbers))
-    old = digest_capsules.with_text(old)
+    _old, merged, n = digest_capsules.fold_touched(view, delta, list(numbers))
     wanted = pl.Series(list(numbers), dtype=pl.Int64).implode()
-    merged = fold_state(delta, old if old.height else None) if delta else old
     return merged.filter(pl.col(KEY).is_in(wanted)), visited + n
