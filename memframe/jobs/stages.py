@@ -18,7 +18,7 @@ from memframe.derived import job_report
 from memframe.digest.state import (
     capsule_job,
     digest_capsules,
-    journal_job,
+    journal,
     keep_sections,
     kept_families,
     seal,
@@ -169,9 +169,9 @@ def digest_cycle(job: Job) -> Reports:
                          "copied): the digest's state was rebuilt from every row")
         return digest_rebuild(job)
     job.step("journal checkpoint")
-    check = journal_job.stage_checkpoint(commit, view, full=False)
-    if check.read is not None:
-        job.shared["journal"] = check.read
+    checkpoint, read = journal.stage_checkpoint(commit, view, full=False)
+    if read is not None:
+        job.shared["journal"] = read
     rebuilt: dict[str, Any] = {}
     job.step("digest state")
     state = capsule_job.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
@@ -183,7 +183,7 @@ def digest_cycle(job: Job) -> Reports:
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
     seal.stage(commit, view)
-    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
+    return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
 
@@ -191,7 +191,7 @@ def digest_cycle(job: Job) -> Reports:
 def digest_rebuild(job: Job) -> Reports:
     """The digest's whole state from every row, replacing what is stored."""
     commit, view = job.commit, job.view
-    check = journal_job.stage_checkpoint(commit, view, full=True)
+    checkpoint, _read = journal.stage_checkpoint(commit, view, full=True)
     rebuilt: dict[str, Any] = {}
     state = capsule_job.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
@@ -199,6 +199,6 @@ def digest_rebuild(job: Job) -> Reports:
     sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
     seal.stage(commit, view)
-    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
+    return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
