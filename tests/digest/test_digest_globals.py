@@ -278,13 +278,13 @@ def test_values_kept_by_other_code_are_not_read(tmp_path, monkeypatch):
 
 def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
     from memframe.digest.efforts import effort_graph
-    from memframe.digest.state import capsule_door
+    from memframe.digest.state import warm_reader
 
     store, ids = _populated(tmp_path / "s")
     store.relate(ids[7], ids[0], "part_of")
     store.relate(ids[11], ids[0], "part_of")
     store.relate(ids[2], ids[9], "part_of")  # into a forgotten capsule: counted all the same
-    state = capsule_door.state_door(store.pinned()).rows
+    state = warm_reader.state_door(store.pinned()).rows
     want = effort_graph(store.table("relations").collect()).member_stats
     got = (state.filter(pl.col("members") > 0)
            .select(pl.format("cap-{}", "num").alias("epic"),

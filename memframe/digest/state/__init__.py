@@ -8,10 +8,10 @@ The per-capsule state and what is kept beside it:
 * `memframe.digest.state.digest_aggregates`: the per-project counts and archive instants;
 * `memframe.digest.state.digest_leaders`: the first rows of the newest and most-recalled
   lists;
-* `memframe.digest.state.warm_reader`: what a digest reads of all that (`WarmState`);
+* `memframe.digest.state.warm_reader`: what a digest reads of all that (`WarmState`), and
+  the projection's door;
 * `memframe.digest.state.cold_fold`: the same from every source row, range by range;
-* `memframe.digest.state.capsule_job`: the job that keeps it;
-* `memframe.digest.state.capsule_door`: the projection's door.
+* `memframe.digest.state.capsule_job`: the job that keeps it.
 
 Beside it:
 

@@ -12,8 +12,8 @@ when no kept row carries them. Rows the digest fails closed on are never folded.
 
 Beside the runs, in the same generation: the subset (`digest_subset`), the aggregates and
 archive instants (`digest_aggregates`) and the leaders (`digest_leaders`); the job that
-keeps them all is `capsule_job`, the readers `warm_reader` (from the kept state) and
-`cold_fold` (every row, one range of capsule numbers at a time), the door `capsule_door`.
+keeps them all is `capsule_job`, the readers `warm_reader` (from the kept state; also the
+door) and `cold_fold` (every row, one range of capsule numbers at a time).
 The layout, and what each part buys: docs/architecture.md ("The digest's state").
 """
 

@@ -4,7 +4,8 @@
 the watermark, the subset read on first use, and the top-N readers (`WarmState.top_rows`:
 the rows at hand, then the leaders, then the state's row groups in the order of their
 statistics). `read_state` gives the exact state rows at a generation (stored rows plus the
-rows above the watermark; every row folded when there is no state yet).
+rows above the watermark; every row folded when there is no state yet), `state_door` the
+same as the ``digest`` projection's door (registered in `memframe.jobs.registry`).
 """
 
 from __future__ import annotations
@@ -260,6 +261,24 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     visited += n
     rows, n = digest_capsules.fill_text(view, stored, subset, need=pl.col("threaded"))
     return rows, visited + n, delta
+
+
+def state_door(view: StoreView) -> Any:
+    """The digest state's door: the exact state rows at ``view`` as a `Page`. The text
+    columns (``thread``, ``headline``) are those of the subset's members and of the rows
+    folded now; the state keeps no other text (null: read it from the capsule).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
+        >>> state_door(store.pinned()).rows.select("num", "threaded", "thread", "named").rows()
+        [(1, True, 't', True)]
+    """
+    from memframe.projections.doors import Page
+
+    state, visited, _delta = read_state(view)
+    return Page(rows=state, rows_visited=visited, hash=digest_capsules.state_hash(state))
 
 
 def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
