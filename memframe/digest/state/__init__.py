@@ -16,8 +16,8 @@ The per-capsule state and what is kept beside it:
 Beside it:
 
 * `memframe.digest.state.kept_families`: the store-wide families kept whole (telemetry, the
-  graph's values, open sessions), stored as `memframe.digest.state.family_codec` says, and
-  `memframe.digest.state.session_edges`: a session's new blocks edges taken into them;
+  graph's values, open sessions; a session's new blocks edges taken into them), stored as
+  `memframe.digest.state.family_codec` says;
 * `memframe.digest.state.sections`: the subset's sections kept for the capsule fence;
 * `memframe.digest.state.journal`: the audit chain's verified checkpoint.
 

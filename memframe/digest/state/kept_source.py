@@ -27,7 +27,6 @@ from memframe.digest.state import (
     digest_capsules,
     family_codec,
     kept_families,
-    session_edges,
 )
 from memframe.digest.state.warm_reader import TopRequest, WarmState
 from memframe.schema import TIERS
@@ -40,7 +39,7 @@ class KeptGraph:
     """The graph family's kept values, read on first use: a digest answered from the kept
     sections (`memframe.digest.state.sections`) never reads them."""
 
-    def __init__(self, view: Any, fresh: session_edges.FreshEdges | None = None) -> None:
+    def __init__(self, view: Any, fresh: kept_families.FreshEdges | None = None) -> None:
         self.view = view
         #: blocks edges written since, between ids the kept values never named
         self.fresh = fresh
@@ -221,7 +220,7 @@ def read_kept_families(view: Any) -> tuple[dict[str, Any], int]:
             kept[family] = KeptGraph(view)
         elif family == "graph":  # a session's new blocks edges leave the rest as kept
             try:
-                fresh = session_edges.fresh_edges(view)
+                fresh = kept_families.fresh_edges(view)
             except kept_families.UNREADABLE:  # unreadable kept ids: read the tables
                 fresh = None
             if fresh is not None:
