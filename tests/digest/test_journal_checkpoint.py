@@ -16,6 +16,7 @@ import pytest
 from conftest import T0, put
 
 import memframe as mf
+from memframe.derived import read_whole
 from memframe.digest.state import journal
 from memframe.errors import InvalidInputError
 from memframe.store import fingerprint
@@ -200,7 +201,7 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
 
 def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
     build(store, checkpoint=True)  # parts recorded within RACY_NS of their writing
-    rows, _ = journal.read_checkpoint(store.pinned())
+    rows, _ = read_whole(store.pinned(), journal.TABLE, journal.CHECKPOINT_SCHEMA)
     assert rows["ctime_ns"].null_count() == rows.height
     hashed = []
     real = fingerprint.hashlib.file_digest

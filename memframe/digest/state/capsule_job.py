@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.derived import job_report
+from memframe.derived import job_report, read_whole
 from memframe.derived.runs import Budget, merge_budget
 from memframe.digest.checks import check_tables
 from memframe.digest.state import (
@@ -108,9 +108,8 @@ def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
     text = joining.select(list(digest_subset.TEXT_SCHEMA))
     replace = len(parts) >= digest_subset.TEXT_PARTS
     if replace:
-        stored = view.derived(digest_subset.SUBSET_TEXT, digest_subset.TEXT_SCHEMA).collect(
-            engine="in-memory")
-        visited += view.row_count(digest_subset.SUBSET_TEXT)
+        stored, n = read_whole(view, digest_subset.SUBSET_TEXT, digest_subset.TEXT_SCHEMA)
+        visited += n
         text = pl.concat([stored, text], how="vertical").unique(KEY, keep="last").sort(KEY)
     commit.write_derived(digest_subset.SUBSET_TEXT, text, replace=replace,
                          row_group_rows=digest_capsules.ROW_GROUP_ROWS)
@@ -126,7 +125,7 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
     """Stage the aggregates, the archive instants and the leaders for state rows that
     changed (``old``: their stored rows, absent for new numbers; ``subset``: the subset
     rows staged, when they changed). Returns the Parquet rows read."""
-    stored, visited = digest_aggregates.read_aggregates(view)
+    stored, visited = read_whole(view, digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA)
     aggregates = digest_aggregates.merge_aggregates(
         stored, digest_aggregates.contributions(changed), digest_aggregates.contributions(old, -1))
     is_archive = pl.col("metric") == "archive"
@@ -135,7 +134,8 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
     # or an event on a superseded capsule)
     moved = aggregates.filter(is_archive)
     if moved.height:
-        archive, n = digest_aggregates.read_archive(view)
+        archive, n = read_whole(view, digest_aggregates.ARCHIVE_TABLE,
+                                digest_aggregates.ARCHIVE_SCHEMA)
         visited += n
         commit.write_derived(digest_aggregates.ARCHIVE_TABLE,
                              digest_aggregates.archive_rows(archive, moved), replace=True,

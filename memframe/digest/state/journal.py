@@ -21,7 +21,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe._scalars import as_int
-from memframe.derived import job_report
+from memframe.derived import job_report, read_whole
 from memframe.digest.ledger import JOURNAL_COLUMNS, chain_walk, walk_parts
 from memframe.digest.params import VERIFY_MODES
 from memframe.store import fingerprint
@@ -90,12 +90,6 @@ class ChainCheck:
 def watermark_of(view: StoreView) -> dict[str, Any] | None:
     mark = view.watermarks.get(WATERMARK)
     return dict(mark) if isinstance(mark, dict) else None
-
-
-def read_checkpoint(view: StoreView) -> tuple[pl.DataFrame, int]:
-    """The checkpoint rows at ``view`` and the Parquet rows read."""
-    frame = view.derived(TABLE, CHECKPOINT_SCHEMA).collect(engine="in-memory")
-    return frame, view.row_count(TABLE)
 
 
 def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
@@ -170,7 +164,7 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
         return _above(view, journal, record, 0, (), mark, slice_rows,
                       [p for p in view.partitions("journal")
                        if (p.seq_hi or 0) > int(mark["seq"])])
-    recorded, visited = read_checkpoint(view)
+    recorded, visited = read_whole(view, TABLE, CHECKPOINT_SCHEMA)
     reason = _confirm(view, recorded, mark)
     if reason is not None:
         return _full(view, journal, record, reason, visited, slice_rows)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.derived import job_report
+from memframe.derived import job_report, read_whole
 from memframe.digest.checks import check_rows, check_tables
 from memframe.digest.families import FAMILIES, family_values
 from memframe.digest.reads import COLUMNS
@@ -101,9 +101,8 @@ def is_current(view: StoreView, family: str) -> tuple[bool, int]:
 def read_values(view: StoreView, family: str) -> tuple[dict[str, Any], int]:
     """The family's stored values (`decode`) and the Parquet rows read; call it once
     `is_current` said they are current."""
-    rows = view.derived(family_codec.table_of(family), family_codec.MEMO_SCHEMA).collect(
-        engine="in-memory")
-    return family_codec.decode(family, rows, view), view.row_count(family_codec.table_of(family))
+    rows, visited = read_whole(view, family_codec.table_of(family), family_codec.MEMO_SCHEMA)
+    return family_codec.decode(family, rows, view), visited
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
