@@ -21,7 +21,6 @@ import polars as pl
 from memframe.derived import job_report, read_whole
 from memframe.digest.checks import check_rows, check_tables
 from memframe.digest.families import FAMILIES, family_values
-from memframe.digest.reads import COLUMNS
 from memframe.digest.state import digest_capsules, family_codec
 from memframe.errors import MemframeError
 
@@ -30,8 +29,16 @@ if TYPE_CHECKING:
     from memframe.store.capture import Commit
 
 
-#: the columns each family reads from its tables: the digest's, a forget's id alone
-_COLUMNS: dict[str, tuple[str, ...]] = {**COLUMNS, "forgets": ("seq", "capsule_id")}
+#: the columns each family reads from its tables
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "relations": ("seq", "kind", "from_id", "to_id"),
+    "forgets": ("seq", "capsule_id"),
+    "source_cursors": ("seq", "at", "source_key", "cursor"),
+    "corroborations": ("seq", "capsule_id", "source", "kind", "ref", "verdict"),
+    "recall_misses": ("seq", "at", "term", "outcome"),
+    "lane_overrides": ("seq", "at", "forced", "auto_pick"),
+    "brackets": ("seq", "at", "session_id", "event"),
+}
 
 
 #: tables whose new rows leave a family current unless they name one of its ids: a forget
