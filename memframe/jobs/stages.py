@@ -21,7 +21,6 @@ from memframe.digest.state import (
     journal,
     keep_sections,
     kept_families,
-    seal,
 )
 from memframe.projections import forgotten, session_rows
 from memframe.projections.session import (
@@ -161,9 +160,10 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
 
 def digest_cycle(job: Job) -> Reports:
     """Advance the digest's state by what was written since its watermarks; rebuild it
-    when the canonical parts it folded are no longer the files sealed (`seal`)."""
+    when the canonical parts it folded are no longer the files sealed
+    (`digest_capsules.seal_holds`)."""
     commit, view = job.commit, job.view
-    if seal.MARK in view.watermarks and not seal.holds(view):
+    if digest_capsules.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view):
         job.notes.append("digest: canonical parts at or below the digest state's seal "
                          "changed since it was recorded (a part rewritten, compacted or "
                          "copied): the digest's state was rebuilt from every row")
@@ -182,7 +182,7 @@ def digest_cycle(job: Job) -> Reports:
     job.step("kept sections")
     sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
-    seal.stage(commit, view)
+    digest_capsules.stage_seal(commit, view)
     return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
@@ -198,7 +198,7 @@ def digest_rebuild(job: Job) -> Reports:
     families = kept_families.stage_cycle(commit, view, full=True, notes=job.notes)
     sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
-    seal.stage(commit, view)
+    digest_capsules.stage_seal(commit, view)
     return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}

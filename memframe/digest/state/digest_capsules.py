@@ -5,7 +5,8 @@ one fold every reader of capsule state runs), stored as versioned sorted runs
 (`memframe.derived.keyed`) under ``projections/digest_capsules/T<k>`` with the watermark
 ``projections/digest/capsules``. This module holds where the runs live (`state_runs`), the
 watermark, the reads of the source rows above it (`read_above`, `scan_all`, the capsule
-numbers they touch), the state's hash, and the text a row carries: the runs hold no text
+numbers they touch), the seal over the canonical parts folded (`seal_holds`), the state's
+hash, and the text a row carries: the runs hold no text
 read from content (old versions stay in them until a merge, so nothing an erasure must
 remove may be in them), and `fill_text` reads a row's label and headline from its capsule
 when no kept row carries them. Rows the digest fails closed on are never folded.
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe.derived import keyed
 from memframe.ids import capsule_number_expr
-from memframe.schema import THREAD_PATTERN
+from memframe.schema import CANONICAL_TABLES, THREAD_PATTERN
 from memframe.state import (
     KEY,
     SOURCES,
@@ -37,6 +38,7 @@ from memframe.state import (
     fold_state,
     guarded_expr,
 )
+from memframe.store import fingerprint
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
@@ -253,3 +255,56 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     return filled.with_columns(
         [pl.when(unknown).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in TEXT]
     ).drop([f"_{c}" for c in TEXT]), read
+
+
+# -- the seal over the canonical parts the state folded -------------------------------------
+# The state trusts that the canonical parts at or below its watermarks are the very files
+# the job folded. The job records the sha256 of every such part's path, row count and size
+# (watermark `SEAL_MARK`); a warm digest stats the parts and compares (one stat each, nothing
+# read): when the seal does not hold it uses no derived state, and the next cycle rebuilds
+# it. Sizes, not inodes, so that a copy of the store keeps its seal; an edit that keeps a
+# part's size is seen only by ``verify="full"``. A compaction or an erasure seals the parts
+# it rewrote again in its own commit.
+
+#: the watermark holding the seal of the canonical parts the digest's state folded
+SEAL_MARK = fingerprint.SEAL_MARK
+
+
+def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
+    """The seal of the canonical parts at or below ``top`` (default: every part) at
+    ``view``, by their sizes now; None when a part cannot be stat'ed."""
+    if top is None:
+        top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
+                  default=0)
+    return fingerprint.canonical_seal(view.path, {name: view.partitions(name)
+                                                  for name in CANONICAL_TABLES}, top)
+
+
+def seal_holds(view: StoreView) -> bool:
+    """Are the canonical parts at or below the recorded seal the very files sealed? False
+    when no seal was recorded (a store whose digest job never ran).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a"})
+        >>> seal_holds(store.pinned())
+        False
+        >>> _ = store.memory.run_cycle()
+        >>> seal_holds(store.pinned())
+        True
+    """
+    recorded = view.watermarks.get(SEAL_MARK)
+    if not isinstance(recorded, dict):
+        return False
+    now = seal_of(view, int(recorded.get("seq", -1)))
+    return now is not None and now == recorded
+
+
+def stage_seal(commit: Any, view: StoreView) -> None:
+    """Record the seal of every canonical part ``view`` names (the parts the job just
+    folded), unless it is the one recorded (a cycle with nothing new writes nothing) or
+    there is none (a virgin store)."""
+    now = seal_of(view)
+    if now is not None and now["parts"] and view.watermarks.get(SEAL_MARK) != now:
+        commit.set_watermark(SEAL_MARK, now)

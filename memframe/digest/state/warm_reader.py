@@ -286,10 +286,8 @@ def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame
     the rows above the watermark, folded) and the Parquet rows read; None when the state
     is not kept, or its canonical parts are no longer the files sealed (then only a fold
     of every row is exact)."""
-    from memframe.digest.state import seal
-
     mark = digest_capsules.watermark_of(view)
-    if mark is None or not seal.holds(view):
+    if mark is None or not digest_capsules.seal_holds(view):
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark)
     _old, merged, n = digest_capsules.fold_touched(view, delta, list(numbers))
