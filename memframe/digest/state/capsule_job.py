@@ -27,7 +27,6 @@ from memframe.state import (
     SOURCES,
     STATE_SCHEMA,
     STORED_SCHEMA,
-    TEXT,
 )
 
 if TYPE_CHECKING:
@@ -113,10 +112,7 @@ def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
         text = pl.concat([stored, text], how="vertical").unique(KEY, keep="last").sort(KEY)
     commit.write_derived(digest_subset.SUBSET_TEXT, text, replace=replace,
                          row_group_rows=digest_capsules.ROW_GROUP_ROWS)
-    known = joining.select(KEY, *TEXT)
-    members = members.join(known.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
-                           maintain_order="left").with_columns(
-        [pl.coalesce(f"_{c}", c).alias(c) for c in TEXT]).drop([f"_{c}" for c in TEXT])
+    members, _none = digest_capsules.fill_text(view, members, joining, need=pl.lit(False))
     return members, visited
 
 
