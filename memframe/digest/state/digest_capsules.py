@@ -31,6 +31,7 @@ from memframe.ids import capsule_number_expr
 from memframe.schema import CANONICAL_TABLES, THREAD_PATTERN
 from memframe.state import (
     KEY,
+    SOURCE_KEY,
     SOURCES,
     STATE_SCHEMA,
     STORED_SCHEMA,
@@ -155,8 +156,7 @@ def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
 def touched_numbers(delta: Mapping[str, pl.DataFrame]) -> list[int]:
     nums = []
     for name, frame in delta.items():
-        column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
-            name, "capsule_id")
+        column = SOURCE_KEY.get(name, "capsule_id")
         if name == "relations":
             frame = frame.filter(pl.col("kind").is_in(["supersedes", "part_of"]))
         nums.append(frame.lazy().select(capsule_number_expr(column).alias(KEY)))
