@@ -19,7 +19,6 @@ from memframe.digest.state import (
     capsule_job,
     digest_capsules,
     journal,
-    keep_sections,
     kept_families,
 )
 from memframe.projections import forgotten, session_rows
@@ -180,7 +179,7 @@ def digest_cycle(job: Job) -> Reports:
     families = kept_families.stage_cycle(commit, view, notes=job.notes)
     # last: the kept sections follow the marks the state and the families just staged
     job.step("kept sections")
-    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
+    sections = capsule_job.stage_sections(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
     digest_capsules.stage_seal(commit, view)
     return {"digest": checkpoint,
@@ -196,7 +195,7 @@ def digest_rebuild(job: Job) -> Reports:
     state = capsule_job.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
     families = kept_families.stage_cycle(commit, view, full=True, notes=job.notes)
-    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
+    sections = capsule_job.stage_sections(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
     digest_capsules.stage_seal(commit, view)
     return {"digest": checkpoint,

@@ -11,7 +11,7 @@ The per-capsule state and what is kept beside it:
 * `memframe.digest.state.warm_reader`: what a digest reads of all that (`WarmState`), and
   the projection's door;
 * `memframe.digest.state.cold_fold`: the same from every source row, range by range;
-* `memframe.digest.state.capsule_job`: the job that keeps it.
+* `memframe.digest.state.capsule_job`: the jobs that keep it (and the kept sections).
 
 Beside it:
 

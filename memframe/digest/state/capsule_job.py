@@ -1,9 +1,13 @@
-"""The job that keeps the digest's per-capsule state (`stage_cycle`, `stage_rebuild`).
+"""The jobs that keep the digest's per-capsule state (`stage_cycle`, `stage_rebuild`) and
+its kept subset sections (`stage_sections`).
 
 A cycle folds the rows above the watermark with the stored rows of the numbers they touch,
 appends the changed rows as runs, and stages the subset (`digest_subset`), its text, the
 aggregates and archive instants (`digest_aggregates`) and the leaders (`digest_leaders`)
-in the same commit; the rebuild writes them all from every source row.
+in the same commit; the rebuild writes them all from every source row. The sections job
+(`memframe.digest.state.sections`) runs last in the job's commit, after the state and the
+store-wide families staged theirs, and computes the values with the reference section
+functions (`memframe.digest.assemble.kept_values`) over what the commit lands.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ import polars as pl
 
 from memframe.derived import job_report, read_whole
 from memframe.derived.runs import Budget, merge_budget
-from memframe.digest.checks import check_tables
+from memframe.digest.assemble import kept_values
+from memframe.digest.checks import check_rows, check_tables
+from memframe.digest.reads import COLUMNS, StateNotWarm, digest_failed, job_source
+from memframe.digest.source import DigestSource, TableSource
 from memframe.digest.state import (
     cold_fold,
     digest_aggregates,
@@ -22,11 +29,14 @@ from memframe.digest.state import (
     digest_leaders,
     digest_subset,
 )
+from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
+from memframe.errors import MemframeError
 from memframe.state import (
     KEY,
     SOURCES,
     STATE_SCHEMA,
     STORED_SCHEMA,
+    state_frame,
 )
 
 if TYPE_CHECKING:
@@ -195,3 +205,53 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     commit.set_watermark(digest_capsules.WATERMARK, top)
     commit.set_watermark(digest_subset.SUBSET_MARK, top)
     return job_report(visited, visited, rows.height)
+
+
+def stage_sections(commit: Commit, view: StoreView, *, full: bool = False,
+                   subset: pl.DataFrame | None = None, shared: Any = None,
+                   notes: list[str] | None = None) -> dict[str, int]:
+    """Stage the kept values after the other digest states staged theirs on ``commit``,
+    when its watermarks say they changed (`sections`); nothing is read when they did not.
+    The values are computed at ``view`` by the warm digest's own reads (the stored state
+    plus the rows the cycle folds: the job trusts its stored state as the state's own
+    cycle does, and a digest uses the kept values only where it trusts that state, when
+    the journal checkpoint holds), or, when this commit rebuilt the state (``full``, or a
+    store's first cycle), from the rebuilt ``subset`` rows and the graph's tables: either
+    is the state ``commit`` lands. ``shared``: the source parts the cycle
+    read already (not read again). Nothing is kept when the digest would fail (said in
+    ``notes``, with why), or when a rebuild kept no state."""
+    report = job_report()
+    marks = marks_of(commit.watermarks)
+    if digest_capsules.WATERMARK not in commit.watermarks:
+        return report  # no state (a virgin store): nothing to keep
+    if subset is None and (full or digest_capsules.watermark_of(view) is None):
+        return report  # the state was not rebuilt (rows the digest fails closed on)
+    if subset is None and KEPT.marks(commit.watermarks) == marks and view.partitions(TABLE):
+        return report
+    try:
+        if subset is not None:
+            source: DigestSource = _rebuilt_source(view, subset)
+        else:
+            source = job_source(view, CAP, shared)
+        values = kept_values(source, CAP)
+    except (MemframeError, StateNotWarm) as exc:  # the digest computes (and fails) itself
+        if notes is not None:
+            notes.append(f"digest_sections: not kept: {exc}")
+        return report
+    report["rows_visited"] = source.rows_visited()
+    report["rows_written"] = KEPT.stage(commit, {TABLE: encode(values)}, marks,
+                                        row_group_rows={TABLE: GROUP_ROWS})
+    return report
+
+
+def _rebuilt_source(view: StoreView, subset: pl.DataFrame) -> TableSource:
+    """What `kept_values` reads, from a rebuilt state's subset rows and the graph's tables
+    (the sections computed over them are the full digest's: the law tests compare)."""
+    tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
+              for name in ("relations", "forgets")}
+    problem = check_rows("relations", tables["relations"])
+    if problem:
+        raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
+    tombstoned = tables["forgets"].get_column("capsule_id").unique().sort()
+    return TableSource(tables, {}, state_frame(subset), view.now(), {}, 0, tombstoned,
+                       sum(view.row_count(n) for n in tables))
