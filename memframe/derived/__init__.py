@@ -8,6 +8,14 @@ what they mean: the projections (`memframe.projections`) and the digest's state
 writing through a ``Commit``: no module here does I/O of its own.
 """
 
+from typing import Any
+
+
+def read_whole(view: Any, table: str, schema: Any) -> tuple[Any, int]:
+    """Every row of the derived ``table`` (a ``pl.DataFrame`` in ``schema``) and the
+    Parquet rows read."""
+    return view.derived(table, schema).collect(engine="in-memory"), view.row_count(table)
+
 
 def job_report(visited: int = 0, folded: int = 0, written: int = 0) -> dict[str, int]:
     """What one job of a cycle did, in rows: read, folded, written."""

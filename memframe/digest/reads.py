@@ -214,9 +214,9 @@ def _trusted(view: Any, verify: str, check: Any) -> bool:
     """Is the kept state trusted: as far as the journal checkpoint is (the verified parts
     are the very files verified), and as far as the canonical parts it folded are the
     files sealed (one stat each)."""
-    from memframe.digest.state import seal
+    from memframe.digest.state import digest_capsules
 
-    return verify != "full" and check.walked == "incremental" and seal.holds(view)
+    return verify != "full" and check.walked == "incremental" and digest_capsules.seal_holds(view)
 
 
 def _reference(view: Any, now: _dt.datetime, check: Any, names: Sequence[str] = FAIL_CLOSED,

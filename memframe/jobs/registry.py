@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from memframe.digest.state import capsule_door
+from memframe.digest.state import warm_reader
 from memframe.errors import ProjectionRegistryError
 from memframe.jobs import stages
 from memframe.projections import doors, session
@@ -44,7 +44,7 @@ PROJECTIONS: dict[str, Projection] = {
     # stored partials with it
     "session": Projection(session.combine_partials, doors.sessions, stages.session_cycle,
                           stages.session_rebuild),
-    "digest": Projection(fold_state, capsule_door.state_door,
+    "digest": Projection(fold_state, warm_reader.state_door,
                          stages.digest_cycle, stages.digest_rebuild),
 }
 

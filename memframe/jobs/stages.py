@@ -18,10 +18,8 @@ from memframe.derived import job_report
 from memframe.digest.state import (
     capsule_job,
     digest_capsules,
-    journal_job,
-    keep_sections,
+    journal,
     kept_families,
-    seal,
 )
 from memframe.projections import forgotten, session_rows
 from memframe.projections.session import (
@@ -161,17 +159,18 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
 
 def digest_cycle(job: Job) -> Reports:
     """Advance the digest's state by what was written since its watermarks; rebuild it
-    when the canonical parts it folded are no longer the files sealed (`seal`)."""
+    when the canonical parts it folded are no longer the files sealed
+    (`digest_capsules.seal_holds`)."""
     commit, view = job.commit, job.view
-    if seal.MARK in view.watermarks and not seal.holds(view):
+    if digest_capsules.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view):
         job.notes.append("digest: canonical parts at or below the digest state's seal "
                          "changed since it was recorded (a part rewritten, compacted or "
                          "copied): the digest's state was rebuilt from every row")
         return digest_rebuild(job)
     job.step("journal checkpoint")
-    check = journal_job.stage_checkpoint(commit, view, full=False)
-    if check.read is not None:
-        job.shared["journal"] = check.read
+    checkpoint, read = journal.stage_checkpoint(commit, view, full=False)
+    if read is not None:
+        job.shared["journal"] = read
     rebuilt: dict[str, Any] = {}
     job.step("digest state")
     state = capsule_job.stage_cycle(commit, view, shared=job.shared, keep=rebuilt)
@@ -180,10 +179,10 @@ def digest_cycle(job: Job) -> Reports:
     families = kept_families.stage_cycle(commit, view, notes=job.notes)
     # last: the kept sections follow the marks the state and the families just staged
     job.step("kept sections")
-    sections = keep_sections.stage_cycle(commit, view, subset=job.subset, shared=job.shared,
+    sections = capsule_job.stage_sections(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
-    seal.stage(commit, view)
-    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
+    digest_capsules.stage_seal(commit, view)
+    return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}
 
@@ -191,14 +190,14 @@ def digest_cycle(job: Job) -> Reports:
 def digest_rebuild(job: Job) -> Reports:
     """The digest's whole state from every row, replacing what is stored."""
     commit, view = job.commit, job.view
-    check = journal_job.stage_checkpoint(commit, view, full=True)
+    checkpoint, _read = journal.stage_checkpoint(commit, view, full=True)
     rebuilt: dict[str, Any] = {}
     state = capsule_job.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
     families = kept_families.stage_cycle(commit, view, full=True, notes=job.notes)
-    sections = keep_sections.stage_cycle(commit, view, full=True, subset=job.subset,
+    sections = capsule_job.stage_sections(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
-    seal.stage(commit, view)
-    return {"digest": job_report(check.rows_visited, 0, check.parts_recorded),
+    digest_capsules.stage_seal(commit, view)
+    return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}

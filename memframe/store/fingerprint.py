@@ -98,7 +98,7 @@ def current_identity(path: str | Path) -> dict[str, Any] | None:
 
 
 #: the watermark holding the seal of the canonical parts the digest's state folded
-#: (`memframe.digest.state.seal`); a commit that rewrites canonical parts itself (an
+#: (`memframe.digest.state.digest_capsules.seal_holds`); a commit that rewrites canonical parts itself (an
 #: erasure, a compaction: same rows, new files) seals them again (`canonical_seal`)
 SEAL_MARK = "projections/digest/seal"
 

@@ -17,7 +17,7 @@ import memframe as mf
 from memframe.digest import families
 from memframe.digest.checks import check_rows
 from memframe.digest.families import FAMILIES
-from memframe.digest.state import family_codec, kept_families, session_edges
+from memframe.digest.state import family_codec, kept_families
 from memframe.store import StoreView
 from tests.conftest import TickingClock
 
@@ -99,7 +99,7 @@ def test_a_sessions_blocks_edges_between_fresh_capsules_leave_the_graph_kept(tmp
     store.relate(b, c, "blocks")
     store.relate(d, c, "blocks")
     store.record_recall([a, b])
-    fresh = session_edges.fresh_edges(store.pinned())
+    fresh = kept_families.fresh_edges(store.pinned())
     assert fresh is not None and fresh.relations == 3
     assert fresh.ready.to_list() == sorted([a, d]) and fresh.blocked.to_list() == sorted([b, c])
     reads.clear()
@@ -134,7 +134,7 @@ def test_new_relation_rows_that_are_not_fresh_blocks_edges_read_the_tables(tmp_p
         store.forget(b)
     else:  # ids[9] was forgotten before the cycle: dead, not a ready node
         store.relate(ids[9], c, "blocks")
-    assert session_edges.fresh_edges(store.pinned()) is None
+    assert kept_families.fresh_edges(store.pinned()) is None
     reads.clear()
     warm = mf.digest(store, now=NOW)
     assert "relations" in reads
@@ -278,13 +278,13 @@ def test_values_kept_by_other_code_are_not_read(tmp_path, monkeypatch):
 
 def test_the_state_folds_the_member_counts_the_board_reads(tmp_path):
     from memframe.digest.efforts import effort_graph
-    from memframe.digest.state import capsule_door
+    from memframe.digest.state import warm_reader
 
     store, ids = _populated(tmp_path / "s")
     store.relate(ids[7], ids[0], "part_of")
     store.relate(ids[11], ids[0], "part_of")
     store.relate(ids[2], ids[9], "part_of")  # into a forgotten capsule: counted all the same
-    state = capsule_door.state_door(store.pinned()).rows
+    state = warm_reader.state_door(store.pinned()).rows
     want = effort_graph(store.table("relations").collect()).member_stats
     got = (state.filter(pl.col("members") > 0)
            .select(pl.format("cap-{}", "num").alias("epic"),
@@ -426,6 +426,6 @@ def test_fresh_edges_are_taken_exactly_when_the_model_says_and_answer_the_full_b
                  for x in (ids[a], ids[b])}
     expected = expected and not dead_after & endpoints
     event(f"fresh: {expected}")
-    assert (session_edges.fresh_edges(store.pinned()) is not None) == expected
+    assert (kept_families.fresh_edges(store.pinned()) is not None) == expected
     for warm_json, full_json in _every_shape(store):
         assert warm_json == full_json

@@ -17,7 +17,6 @@ import memframe as mf
 from memframe.derived import runs
 from memframe.digest.checks import check_rows
 from memframe.digest.state import (
-    capsule_door,
     digest_aggregates,
     digest_capsules,
     digest_subset,
@@ -57,7 +56,7 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str]) -> bool:
 
 
 def test_the_registry_names_the_digest_fold_and_door():
-    assert FOLDS["digest"] is fold_state and DOORS["digest"] is capsule_door.state_door
+    assert FOLDS["digest"] is fold_state and DOORS["digest"] is warm_reader.state_door
 
 
 @pytest.mark.parametrize("tiny_runs", [False, True], ids=["default-runs", "tiny-runs"])
@@ -115,7 +114,7 @@ def test_an_erased_subset_member_keeps_the_text_of_no_content(tmp_path):
 
 def test_a_virgin_store_answers_zero(tmp_path):
     store = mf.Store.create(tmp_path / "s")
-    page = capsule_door.state_door(store.pinned())
+    page = warm_reader.state_door(store.pinned())
     assert page.rows.height == 0 and page.rows_visited == 0
     report = store.memory.run_cycle()
     assert report.generation is None and store.generation == 0
@@ -132,7 +131,7 @@ def test_the_state_door_answers_the_current_rows_without_the_job(tmp_path):
     store.relate(b, a, "supersedes")
     store.record_recall([a, a])
     store.pin(b)
-    rows = capsule_door.state_door(store.pinned()).rows.sort("num")
+    rows = warm_reader.state_door(store.pinned()).rows.sort("num")
     assert rows.select("num", "thread", "headline", "bracket", "superseded", "recall_count",
                        "pinned").rows() == [
         (1, "t", "ACTIVE(t): one", False, True, 2, None),

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import memframe as mf
-from memframe.digest.state import seal
+from memframe.digest.state import digest_capsules
 from tests.conftest import TickingClock
 
 NOW = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
@@ -55,15 +55,15 @@ def _bodies(store, **kwargs):
 def test_an_edited_part_is_never_served_from_the_state(tmp_path, edit):
     store, _ids = _store(tmp_path / "s")
     stale = _bodies(store)
-    assert seal.holds(store.pinned())
+    assert digest_capsules.seal_holds(store.pinned())
     _edit_below_the_watermark(store, edit)
-    assert not seal.holds(store.pinned())
+    assert not digest_capsules.seal_holds(store.pinned())
     full = _bodies(store, verify="full")
     assert full != stale  # the edit changes the answer
     assert _bodies(store) == full
     report = store.memory.run_cycle()
     assert "canonical parts" in " ".join(report.notes)  # the cycle says why it rebuilt
-    assert seal.holds(store.pinned())
+    assert digest_capsules.seal_holds(store.pinned())
     assert _bodies(store) == _bodies(store, verify="full") == full
 
 
@@ -74,6 +74,6 @@ def test_the_seal_costs_one_stat_per_part_and_no_row(tmp_path, monkeypatch):
     stats = []
     real = os.stat
     monkeypatch.setattr(os, "stat", lambda p, *a, **k: stats.append(p) or real(p, *a, **k))
-    assert seal.holds(view)
+    assert digest_capsules.seal_holds(view)
     parts = sum(len(view.partitions(name)) for name in mf.schema.CANONICAL_TABLES)
     assert 0 < len(stats) <= parts

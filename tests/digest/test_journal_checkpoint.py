@@ -16,7 +16,8 @@ import pytest
 from conftest import T0, put
 
 import memframe as mf
-from memframe.digest.state import journal, journal_job
+from memframe.derived import read_whole
+from memframe.digest.state import journal
 from memframe.errors import InvalidInputError
 from memframe.store import fingerprint
 from tests.conftest import verify_chain as reference_walk
@@ -200,7 +201,7 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
 
 def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
     build(store, checkpoint=True)  # parts recorded within RACY_NS of their writing
-    rows, _ = journal.read_checkpoint(store.pinned())
+    rows, _ = read_whole(store.pinned(), journal.TABLE, journal.CHECKPOINT_SCHEMA)
     assert rows["ctime_ns"].null_count() == rows.height
     hashed = []
     real = fingerprint.hashlib.file_digest
@@ -295,10 +296,10 @@ def test_checkpoint_advances_and_time_travel_answers_exactly(store):
 
 def test_checkpoint_table_is_folded_into_one_part_when_it_grows(store):
     put(store, "first")
-    for i in range(journal_job.MAX_CHECKPOINT_PARTS + 2):
+    for i in range(journal.MAX_CHECKPOINT_PARTS + 2):
         store.memory.run_cycle()
         put(store, f"more {i}")
-    assert len(store.pinned().snapshot.parts(journal.TABLE)) <= journal_job.MAX_CHECKPOINT_PARTS
+    assert len(store.pinned().snapshot.parts(journal.TABLE)) <= journal.MAX_CHECKPOINT_PARTS
     store.memory.run_cycle()
     assert journal.check_chain(store.pinned()).walked == "incremental"
     assert chain(store) == expected(store)

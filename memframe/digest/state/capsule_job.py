@@ -1,9 +1,13 @@
-"""The job that keeps the digest's per-capsule state (`stage_cycle`, `stage_rebuild`).
+"""The jobs that keep the digest's per-capsule state (`stage_cycle`, `stage_rebuild`) and
+its kept subset sections (`stage_sections`).
 
 A cycle folds the rows above the watermark with the stored rows of the numbers they touch,
 appends the changed rows as runs, and stages the subset (`digest_subset`), its text, the
 aggregates and archive instants (`digest_aggregates`) and the leaders (`digest_leaders`)
-in the same commit; the rebuild writes them all from every source row.
+in the same commit; the rebuild writes them all from every source row. The sections job
+(`memframe.digest.state.sections`) runs last in the job's commit, after the state and the
+store-wide families staged theirs, and computes the values with the reference section
+functions (`memframe.digest.assemble.kept_values`) over what the commit lands.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.derived import job_report
+from memframe.derived import job_report, read_whole
 from memframe.derived.runs import Budget, merge_budget
-from memframe.digest.checks import check_tables
+from memframe.digest.assemble import kept_values
+from memframe.digest.checks import check_rows, check_tables
+from memframe.digest.reads import COLUMNS, StateNotWarm, digest_failed, job_source
+from memframe.digest.source import DigestSource, TableSource
 from memframe.digest.state import (
     cold_fold,
     digest_aggregates,
@@ -22,13 +29,14 @@ from memframe.digest.state import (
     digest_leaders,
     digest_subset,
 )
+from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
+from memframe.errors import MemframeError
 from memframe.state import (
     KEY,
     SOURCES,
     STATE_SCHEMA,
     STORED_SCHEMA,
-    TEXT,
-    fold_state,
+    state_frame,
 )
 
 if TYPE_CHECKING:
@@ -63,10 +71,8 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     touched = digest_capsules.touched_numbers(delta)
     written = 0
     if touched:
-        existing, n = digest_capsules.state_runs().read_keys(view, touched)
+        existing, merged, n = digest_capsules.fold_touched(view, delta, touched)
         visited += n
-        existing = digest_capsules.with_text(existing)
-        merged = fold_state(delta, existing if existing.height else None)
         if existing.height:
             changed = merged.join(existing.select(list(STORED_SCHEMA)),
                                   on=list(STORED_SCHEMA), how="anti", nulls_equal=True)
@@ -111,16 +117,12 @@ def _stage_subset_text(commit: Commit, view: StoreView, members: pl.DataFrame,
     text = joining.select(list(digest_subset.TEXT_SCHEMA))
     replace = len(parts) >= digest_subset.TEXT_PARTS
     if replace:
-        stored = view.derived(digest_subset.SUBSET_TEXT, digest_subset.TEXT_SCHEMA).collect(
-            engine="in-memory")
-        visited += view.row_count(digest_subset.SUBSET_TEXT)
+        stored, n = read_whole(view, digest_subset.SUBSET_TEXT, digest_subset.TEXT_SCHEMA)
+        visited += n
         text = pl.concat([stored, text], how="vertical").unique(KEY, keep="last").sort(KEY)
     commit.write_derived(digest_subset.SUBSET_TEXT, text, replace=replace,
                          row_group_rows=digest_capsules.ROW_GROUP_ROWS)
-    known = joining.select(KEY, *TEXT)
-    members = members.join(known.rename({c: f"_{c}" for c in TEXT}), on=KEY, how="left",
-                           maintain_order="left").with_columns(
-        [pl.coalesce(f"_{c}", c).alias(c) for c in TEXT]).drop([f"_{c}" for c in TEXT])
+    members, _none = digest_capsules.fill_text(view, members, joining, need=pl.lit(False))
     return members, visited
 
 
@@ -129,7 +131,7 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
     """Stage the aggregates, the archive instants and the leaders for state rows that
     changed (``old``: their stored rows, absent for new numbers; ``subset``: the subset
     rows staged, when they changed). Returns the Parquet rows read."""
-    stored, visited = digest_aggregates.read_aggregates(view)
+    stored, visited = read_whole(view, digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA)
     aggregates = digest_aggregates.merge_aggregates(
         stored, digest_aggregates.contributions(changed), digest_aggregates.contributions(old, -1))
     is_archive = pl.col("metric") == "archive"
@@ -138,7 +140,8 @@ def _stage_derived(commit: Commit, view: StoreView, changed: pl.DataFrame,
     # or an event on a superseded capsule)
     moved = aggregates.filter(is_archive)
     if moved.height:
-        archive, n = digest_aggregates.read_archive(view)
+        archive, n = read_whole(view, digest_aggregates.ARCHIVE_TABLE,
+                                digest_aggregates.ARCHIVE_SCHEMA)
         visited += n
         commit.write_derived(digest_aggregates.ARCHIVE_TABLE,
                              digest_aggregates.archive_rows(archive, moved), replace=True,
@@ -154,10 +157,9 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame,
     stored, visited = digest_leaders.read_leaders(view)
     leaders = digest_leaders.update_leaders(stored, changed) if stored is not None else None
     if leaders is None:
-        rows, n = digest_capsules.state_runs().read_all(view)
+        rows, n = digest_capsules.read_stored(view)
         visited += n
-        current = pl.concat([digest_capsules.with_text(rows)
-                             .filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
+        current = pl.concat([rows.filter(~pl.col(KEY).is_in(changed.get_column(KEY).implode()))
                              .select(list(STATE_SCHEMA)), changed.select(list(STATE_SCHEMA))],
                             how="vertical")
         leaders = digest_leaders.leaders_of(current)
@@ -203,3 +205,53 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     commit.set_watermark(digest_capsules.WATERMARK, top)
     commit.set_watermark(digest_subset.SUBSET_MARK, top)
     return job_report(visited, visited, rows.height)
+
+
+def stage_sections(commit: Commit, view: StoreView, *, full: bool = False,
+                   subset: pl.DataFrame | None = None, shared: Any = None,
+                   notes: list[str] | None = None) -> dict[str, int]:
+    """Stage the kept values after the other digest states staged theirs on ``commit``,
+    when its watermarks say they changed (`sections`); nothing is read when they did not.
+    The values are computed at ``view`` by the warm digest's own reads (the stored state
+    plus the rows the cycle folds: the job trusts its stored state as the state's own
+    cycle does, and a digest uses the kept values only where it trusts that state, when
+    the journal checkpoint holds), or, when this commit rebuilt the state (``full``, or a
+    store's first cycle), from the rebuilt ``subset`` rows and the graph's tables: either
+    is the state ``commit`` lands. ``shared``: the source parts the cycle
+    read already (not read again). Nothing is kept when the digest would fail (said in
+    ``notes``, with why), or when a rebuild kept no state."""
+    report = job_report()
+    marks = marks_of(commit.watermarks)
+    if digest_capsules.WATERMARK not in commit.watermarks:
+        return report  # no state (a virgin store): nothing to keep
+    if subset is None and (full or digest_capsules.watermark_of(view) is None):
+        return report  # the state was not rebuilt (rows the digest fails closed on)
+    if subset is None and KEPT.marks(commit.watermarks) == marks and view.partitions(TABLE):
+        return report
+    try:
+        if subset is not None:
+            source: DigestSource = _rebuilt_source(view, subset)
+        else:
+            source = job_source(view, CAP, shared)
+        values = kept_values(source, CAP)
+    except (MemframeError, StateNotWarm) as exc:  # the digest computes (and fails) itself
+        if notes is not None:
+            notes.append(f"digest_sections: not kept: {exc}")
+        return report
+    report["rows_visited"] = source.rows_visited()
+    report["rows_written"] = KEPT.stage(commit, {TABLE: encode(values)}, marks,
+                                        row_group_rows={TABLE: GROUP_ROWS})
+    return report
+
+
+def _rebuilt_source(view: StoreView, subset: pl.DataFrame) -> TableSource:
+    """What `kept_values` reads, from a rebuilt state's subset rows and the graph's tables
+    (the sections computed over them are the full digest's: the law tests compare)."""
+    tables = {name: view.table(name).select(COLUMNS[name]).collect(engine="streaming")
+              for name in ("relations", "forgets")}
+    problem = check_rows("relations", tables["relations"])
+    if problem:
+        raise digest_failed(problem)  # the digest fails closed on these rows: keep nothing
+    tombstoned = tables["forgets"].get_column("capsule_id").unique().sort()
+    return TableSource(tables, {}, state_frame(subset), view.now(), {}, 0, tombstoned,
+                       sum(view.row_count(n) for n in tables))

@@ -101,16 +101,6 @@ def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, in
     return bounds, spans
 
 
-def _in_range(expr: pl.Expr, lo: int | None, hi: int | None) -> pl.Expr:
-    """``lo <= expr < hi`` (an open end when None)."""
-    inside = pl.lit(True)
-    if lo is not None:
-        inside = inside & (expr >= lo)
-    if hi is not None:
-        inside = inside & (expr < hi)
-    return inside
-
-
 def _own(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` in buffers of its own. A filtered or gathered frame shares the text
     buffers of the frame it was taken from: the few rows kept of a range would keep all
@@ -146,7 +136,9 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
         if parts:
             visited += sum(p.rows for p in parts)
             sources["capsules"] = (view.scan_partitions("capsules", parts)
-                                   .filter(_in_range(capsule_number_expr("id"), lo, hi))
+                                   .filter(capsule_number_expr("id").is_between(
+                                       -(2**63) if lo is None else lo,
+                                       2**63 - 1 if hi is None else hi, closed="left"))
                                    .select(digest_capsules.source_columns("capsules")))
         rows = fold_state(sources, engine="streaming")
         del sources

@@ -125,11 +125,6 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
             .select(list(AGG_SCHEMA)).collect(engine="in-memory"))
 
 
-def read_aggregates(view: StoreView) -> tuple[pl.DataFrame, int]:
-    return (view.derived(AGG_TABLE, AGG_SCHEMA).collect(engine="in-memory"),
-            view.row_count(AGG_TABLE))
-
-
 #: the archive candidates by instant: one row per instant at which some become candidates,
 #: sorted by instant, with the running total, so "how many at ``now``" reads one row group
 ARCHIVE_TABLE = "projections/digest_archive"
@@ -160,11 +155,6 @@ def archive_rows(stored: pl.DataFrame | None, changes: pl.DataFrame) -> pl.DataF
     return (pl.concat(pieces, how="vertical").group_by("at").agg(pl.col("n").sum())
             .filter(pl.col("n") != 0).sort("at")
             .with_columns(pl.col("n").cum_sum().alias("cum")).select(list(ARCHIVE_SCHEMA)))
-
-
-def read_archive(view: StoreView) -> tuple[pl.DataFrame, int]:
-    return (view.derived(ARCHIVE_TABLE, ARCHIVE_SCHEMA).collect(engine="in-memory"),
-            view.row_count(ARCHIVE_TABLE))
 
 
 def archive_at(view: StoreView, now: Any) -> tuple[int, int]:

@@ -5,15 +5,16 @@ one fold every reader of capsule state runs), stored as versioned sorted runs
 (`memframe.derived.keyed`) under ``projections/digest_capsules/T<k>`` with the watermark
 ``projections/digest/capsules``. This module holds where the runs live (`state_runs`), the
 watermark, the reads of the source rows above it (`read_above`, `scan_all`, the capsule
-numbers they touch), the state's hash, and the text a row carries: the runs hold no text
+numbers they touch), the seal over the canonical parts folded (`seal_holds`), the state's
+hash, and the text a row carries: the runs hold no text
 read from content (old versions stay in them until a merge, so nothing an erasure must
 remove may be in them), and `fill_text` reads a row's label and headline from its capsule
 when no kept row carries them. Rows the digest fails closed on are never folded.
 
 Beside the runs, in the same generation: the subset (`digest_subset`), the aggregates and
 archive instants (`digest_aggregates`) and the leaders (`digest_leaders`); the job that
-keeps them all is `capsule_job`, the readers `warm_reader` (from the kept state) and
-`cold_fold` (every row, one range of capsule numbers at a time), the door `capsule_door`.
+keeps them all is `capsule_job`, the readers `warm_reader` (from the kept state; also the
+door) and `cold_fold` (every row, one range of capsule numbers at a time).
 The layout, and what each part buys: docs/architecture.md ("The digest's state").
 """
 
@@ -21,21 +22,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from memframe.derived import keyed
 from memframe.ids import capsule_number_expr
-from memframe.schema import THREAD_PATTERN
+from memframe.schema import CANONICAL_TABLES, THREAD_PATTERN
 from memframe.state import (
     KEY,
+    SOURCE_KEY,
     SOURCES,
     STATE_SCHEMA,
     STORED_SCHEMA,
     TEXT,
+    fold_state,
     guarded_expr,
 )
+from memframe.store import fingerprint
 from memframe.text import headline_expr
 
 if TYPE_CHECKING:
@@ -114,10 +118,25 @@ def read_above(view: StoreView, mark: int, shared: Shared | None = None
         if pre is not None and {p.path for p in parts} <= {p.path for p in pre[0]}:
             out[name] = pre[1].select(names).filter(pl.col("seq") > mark)
             continue
-        visited += sum(p.rows for p in parts)
-        frame = view.scan_partitions(name, parts).select(source_columns(name))
-        out[name] = frame.filter(pl.col("seq") > mark).collect(engine="in-memory")
+        out[name], n = rows_above(view, name, mark, source_columns(name), parts)
+        visited += n
     return out, visited, top
+
+
+def rows_above(view: StoreView, name: str, mark: int, columns: Sequence[str | pl.Expr],
+               parts: Sequence[Partition] | None = None) -> tuple[pl.DataFrame, int]:
+    """The ``columns`` of source ``name``'s rows with ``seq > mark``, and the Parquet rows
+    read: those of its ``parts`` that reach above ``mark`` (found when None; none: nothing
+    read, the rows come back empty)."""
+    if parts is None:
+        parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
+    if not parts:
+        from memframe.schema import empty_frame
+
+        return empty_frame(name).select(columns), 0
+    rows = (view.scan_partitions(name, parts).select(columns)
+            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
+    return rows, sum(p.rows for p in parts)
 
 
 def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
@@ -137,8 +156,7 @@ def scan_all(view: StoreView) -> tuple[dict[str, pl.LazyFrame], int, int]:
 def touched_numbers(delta: Mapping[str, pl.DataFrame]) -> list[int]:
     nums = []
     for name, frame in delta.items():
-        column = {"capsules": "id", "journal": "subject", "relations": "to_id"}.get(
-            name, "capsule_id")
+        column = SOURCE_KEY.get(name, "capsule_id")
         if name == "relations":
             frame = frame.filter(pl.col("kind").is_in(["supersedes", "part_of"]))
         nums.append(frame.lazy().select(capsule_number_expr(column).alias(KEY)))
@@ -155,6 +173,24 @@ def state_runs() -> keyed.KeyedRuns:
     an erasure must remove may be in them."""
     return keyed.KeyedRuns(f"projections/{NAME}", STORED_SCHEMA, KEY,
                            row_group_rows=ROW_GROUP_ROWS)
+
+
+def read_stored(view: StoreView, numbers: Sequence[int] | None = None
+                ) -> tuple[pl.DataFrame, int]:
+    """The stored state rows of capsule ``numbers`` (None: every row), their text unknown
+    (`with_text`), and the Parquet rows read."""
+    runs = state_runs()
+    rows, visited = runs.read_all(view) if numbers is None else runs.read_keys(view, numbers)
+    return with_text(rows), visited
+
+
+def fold_touched(view: StoreView, delta: Mapping[str, pl.DataFrame], numbers: Sequence[int]
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The stored rows of capsule ``numbers`` (`read_stored`: the numbers the rows above
+    the watermark, ``delta``, touch, or some of them), those rows with ``delta`` folded in
+    (state rows of every number ``delta`` touches), and the Parquet rows read."""
+    old, visited = read_stored(view, numbers)
+    return old, fold_state(delta, old if old.height else None) if delta else old, visited
 
 
 def with_text(rows: pl.DataFrame) -> pl.DataFrame:
@@ -219,3 +255,56 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     return filled.with_columns(
         [pl.when(unknown).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in TEXT]
     ).drop([f"_{c}" for c in TEXT]), read
+
+
+# -- the seal over the canonical parts the state folded -------------------------------------
+# The state trusts that the canonical parts at or below its watermarks are the very files
+# the job folded. The job records the sha256 of every such part's path, row count and size
+# (watermark `SEAL_MARK`); a warm digest stats the parts and compares (one stat each, nothing
+# read): when the seal does not hold it uses no derived state, and the next cycle rebuilds
+# it. Sizes, not inodes, so that a copy of the store keeps its seal; an edit that keeps a
+# part's size is seen only by ``verify="full"``. A compaction or an erasure seals the parts
+# it rewrote again in its own commit.
+
+#: the watermark holding the seal of the canonical parts the digest's state folded
+SEAL_MARK = fingerprint.SEAL_MARK
+
+
+def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
+    """The seal of the canonical parts at or below ``top`` (default: every part) at
+    ``view``, by their sizes now; None when a part cannot be stat'ed."""
+    if top is None:
+        top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
+                  default=0)
+    return fingerprint.canonical_seal(view.path, {name: view.partitions(name)
+                                                  for name in CANONICAL_TABLES}, top)
+
+
+def seal_holds(view: StoreView) -> bool:
+    """Are the canonical parts at or below the recorded seal the very files sealed? False
+    when no seal was recorded (a store whose digest job never ran).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "hi", "source": "s", "anchor": "a"})
+        >>> seal_holds(store.pinned())
+        False
+        >>> _ = store.memory.run_cycle()
+        >>> seal_holds(store.pinned())
+        True
+    """
+    recorded = view.watermarks.get(SEAL_MARK)
+    if not isinstance(recorded, dict):
+        return False
+    now = seal_of(view, int(recorded.get("seq", -1)))
+    return now is not None and now == recorded
+
+
+def stage_seal(commit: Any, view: StoreView) -> None:
+    """Record the seal of every canonical part ``view`` names (the parts the job just
+    folded), unless it is the one recorded (a cycle with nothing new writes nothing) or
+    there is none (a virgin store)."""
+    now = seal_of(view)
+    if now is not None and now["parts"] and view.watermarks.get(SEAL_MARK) != now:
+        commit.set_watermark(SEAL_MARK, now)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.derived import read_whole
 from memframe.state import (
     KEY,
     STATE_SCHEMA,
@@ -171,5 +172,4 @@ def leaders_first(leaders: pl.DataFrame, merged: pl.DataFrame, touched: pl.Serie
 def read_leaders(view: StoreView) -> tuple[pl.DataFrame | None, int]:
     if not view.partitions(LEADERS):
         return None, 0
-    return (view.derived(LEADERS, LEADERS_SCHEMA).collect(engine="in-memory"),
-            view.row_count(LEADERS))
+    return read_whole(view, LEADERS, LEADERS_SCHEMA)

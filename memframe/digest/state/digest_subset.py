@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from memframe.derived import keyed
+from memframe.derived import keyed, read_whole
 from memframe.digest.state import digest_capsules
 from memframe.state import (
     KEY,
@@ -78,10 +78,9 @@ def read_subset(view: StoreView) -> tuple[pl.DataFrame, int]:
     rows = rows.filter(pl.col("member")).select(list(STORED_SCHEMA))
     if not view.partitions(SUBSET_TEXT) or not rows.height:
         return digest_capsules.with_text(rows), visited
-    text = (view.derived(SUBSET_TEXT, TEXT_SCHEMA).collect(engine="in-memory")
-            .unique(KEY, keep="last"))
-    return (rows.join(text, on=KEY, how="left", maintain_order="left").select(*STATE_SCHEMA),
-            visited + view.row_count(SUBSET_TEXT))
+    text, n = read_whole(view, SUBSET_TEXT, TEXT_SCHEMA)
+    return (rows.join(text.unique(KEY, keep="last"), on=KEY, how="left", maintain_order="left")
+            .select(*STATE_SCHEMA), visited + n)
 
 
 def subset_changes(rows: pl.DataFrame, old: pl.DataFrame | None) -> pl.DataFrame:

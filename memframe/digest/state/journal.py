@@ -8,7 +8,7 @@ each against the seal, else part by part, by identity or bytes) and walks only t
 above the checkpoint; any difference sends it to the full walk, so its answer is always
 the full walk's. The trust model in full: docs/architecture.md ("Verifying the journal").
 
-This module checks the chain against the checkpoint; `journal_job` records it.
+`check_chain` checks the chain against the checkpoint; `stage_checkpoint` records it.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import polars as pl
 
 from memframe import schema as S
 from memframe._scalars import as_int
+from memframe.derived import job_report, read_whole
 from memframe.digest.ledger import JOURNAL_COLUMNS, chain_walk, walk_parts
 from memframe.digest.params import VERIFY_MODES
 from memframe.store import fingerprint
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
+    from memframe.store.capture import Commit
 
 __all__ = [
     "TABLE",
@@ -35,6 +37,7 @@ __all__ = [
     "ChainCheck",
     "check_chain",
     "is_sealed",
+    "stage_checkpoint",
 ]
 
 TABLE = "projections/digest/journal"
@@ -89,12 +92,6 @@ def watermark_of(view: StoreView) -> dict[str, Any] | None:
     return dict(mark) if isinstance(mark, dict) else None
 
 
-def read_checkpoint(view: StoreView) -> tuple[pl.DataFrame, int]:
-    """The checkpoint rows at ``view`` and the Parquet rows read."""
-    frame = view.derived(TABLE, CHECKPOINT_SCHEMA).collect(engine="in-memory")
-    return frame, view.row_count(TABLE)
-
-
 def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
                 ) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
     """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted, and
@@ -109,8 +106,7 @@ def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
                      "audit_lo": as_int(audit.min()) if frame.height else None,
                      "audit_hi": as_int(audit.max()) if frame.height else None, **fp})
     if not read:
-        schema = S.table_schema("journal")
-        return pl.DataFrame(schema={c: schema[c] for c in JOURNAL_COLUMNS}), rows
+        return S.empty_frame("journal").select(JOURNAL_COLUMNS), rows
     return pl.concat([frame for frame, _ in read], how="vertical"), rows
 
 
@@ -168,7 +164,7 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
         return _above(view, journal, record, 0, (), mark, slice_rows,
                       [p for p in view.partitions("journal")
                        if (p.seq_hi or 0) > int(mark["seq"])])
-    recorded, visited = read_checkpoint(view)
+    recorded, visited = read_whole(view, TABLE, CHECKPOINT_SCHEMA)
     reason = _confirm(view, recorded, mark)
     if reason is not None:
         return _full(view, journal, record, reason, visited, slice_rows)
@@ -261,3 +257,68 @@ def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> s
         if not view.partition_is(row["path"], row):
             return f"verified journal part {row['path']} is not the file that was verified"
     return None
+
+
+# -- recording -----------------------------------------------------------------------------
+
+#: the checkpoint table is rewritten as one part once it has more parts than this
+MAX_CHECKPOINT_PARTS = 8
+
+
+def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
+    """True when the journal has no part the checkpoint has not seen and its seal, if it
+    has one, still holds (nothing is read; a seal broken by a copy of the store is
+    recorded again)."""
+    parts = view.partitions("journal")
+    if mark is None:
+        return not parts
+    return (len(parts) == int(mark.get("parts", -1))
+            and all((p.seq_hi or 0) <= int(mark.get("seq", -1)) for p in parts)
+            and (not mark.get("seal") or is_sealed(view, mark)))
+
+
+def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
+                     ) -> tuple[dict[str, int], tuple[tuple[Partition, ...], pl.DataFrame] | None]:
+    """Verify the chain at ``view`` and, when intact, stage the checkpoint on ``commit``.
+
+    Records a row for every part verified now (appended; the whole table is rewritten
+    after a full walk, when parts recorded racily can now be trusted, or once it has
+    many parts) and moves the watermark to the last verified row. A broken chain stages
+    nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
+    Returns the job's report (rows read, parts recorded) and, after an incremental walk,
+    the parts it read with their rows (`ChainCheck.read`).
+    """
+    mark = watermark_of(view)
+    if not full and _nothing_new(view, mark):
+        return job_report(), None
+    check = check_chain(view, "full" if full else "incremental", record=True)
+    if check.section["chain"] != "ok" or check.tail is None:
+        return job_report(check.rows_visited), None
+    audit_seq, chained = check.tail
+    fresh = list(check.fresh)
+    recorded = list(check.recorded)
+    retrusted = False
+    # parts recorded racily, or whose identity moved with their bytes unchanged (a copy of
+    # the store, a restored backup): their identity now, fingerprinted with their bytes
+    for i, row in enumerate(recorded):
+        if view.partition_identity(row["path"]) != {
+                k: row[k] for k in ("size", "inode", "mtime_ns", "ctime_ns")}:
+            fp = view.partition_fingerprint(row["path"])
+            if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
+                recorded[i] = {**row, **fp}
+                retrusted = True
+    replace = (check.walked == "full" or retrusted
+               or len(view.partitions(TABLE)) >= MAX_CHECKPOINT_PARTS)
+    frame = pl.DataFrame(recorded + fresh if replace else fresh, schema=CHECKPOINT_SCHEMA,
+                         orient="row")
+    commit.write_derived(TABLE, frame.sort("audit_lo", nulls_last=True), replace=replace)
+    parts = view.partitions("journal")
+    commit.set_watermark(WATERMARK, {
+        "audit_seq": audit_seq,
+        "hash": chained,
+        "verified": int(check.section["verified"]),
+        "seq": max((p.seq_hi or 0 for p in parts), default=0),
+        "parts": len(parts),
+        "seal": seal_of(recorded + fresh),
+    })
+    return job_report(check.rows_visited, 0, len(fresh)), check.read

@@ -3,21 +3,25 @@
 The job keeps each family's values (`family_codec`) with marks: the highest ``seq`` of its
 tables and their row counts (`stage_cycle`). A digest reuses them while no part of those
 tables lies above the marks (`is_current`); new ``forgets`` that tombstone no
-end of a blocks, witnesses or grounded_in edge leave the graph's values usable. Rows the
+end of a blocks, witnesses or grounded_in edge leave the graph's values usable, and so do a
+session's new ``blocks`` edges between ids no earlier row named (`fresh_edges`: the
+blocks-DAG gains them as ready or blocked nodes, every other value stays as kept). Rows the
 digest fails closed on are never kept, and a family that cannot be kept is dropped with a
 note.
 """
 
 from __future__ import annotations
 
+import graphlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.derived import job_report
-from memframe.digest.checks import check_tables
+from memframe.derived import job_report, read_whole
+from memframe.digest.checks import check_rows, check_tables
 from memframe.digest.families import FAMILIES, family_values
-from memframe.digest.state import family_codec
+from memframe.digest.state import digest_capsules, family_codec
 from memframe.errors import MemframeError
 
 if TYPE_CHECKING:
@@ -77,20 +81,21 @@ def _current(view: StoreView, family: str) -> tuple[bool, int, bool]:
     if int(counts[tolerant]) + new.height != view.row_count(tolerant):
         return False, visited, True
     ids = [i for i in new.get_column("capsule_id").unique().to_list() if i is not None]
-    hit, n = view.read_matching(family_codec.ENDPOINTS_TABLE, family_codec.ENDPOINTS_SCHEMA,
-                                "id", ids)
-    return hit.height == 0, visited + n, True
+    hit, n = _names_any(view, family_codec.ENDPOINTS_TABLE, ids)
+    return not hit, visited + n, True
+
+
+def _names_any(view: StoreView, table: str, ids: list[str]) -> tuple[bool, int]:
+    """Does a kept lookup of the graph's ids (`ENDPOINTS_TABLE`, `KNOWN_TABLE`) hold one
+    of ``ids``? Also the Parquet rows read (the row groups that can hold them)."""
+    hit, n = view.read_matching(table, family_codec.ENDPOINTS_SCHEMA, "id", ids)
+    return hit.height > 0, n
 
 
 def rows_above(view: StoreView, name: str, mark: int) -> tuple[pl.DataFrame, int]:
     """A family table's rows above ``mark`` (the columns the family reads), and the
-    Parquet rows read: those of its parts that reach above it (none: nothing read)."""
-    parts = [p for p in view.partitions(name) if (p.seq_hi or 0) > mark]
-    if not parts:
-        return _empty(name), 0
-    rows = (view.scan_partitions(name, parts).select(_COLUMNS[name])
-            .filter(pl.col("seq") > mark).collect(engine="in-memory"))
-    return rows, sum(p.rows for p in parts)
+    Parquet rows read (`digest_capsules.rows_above`)."""
+    return digest_capsules.rows_above(view, name, mark, _COLUMNS[name])
 
 
 def is_current(view: StoreView, family: str) -> tuple[bool, int]:
@@ -103,9 +108,8 @@ def is_current(view: StoreView, family: str) -> tuple[bool, int]:
 def read_values(view: StoreView, family: str) -> tuple[dict[str, Any], int]:
     """The family's stored values (`decode`) and the Parquet rows read; call it once
     `is_current` said they are current."""
-    rows = view.derived(family_codec.table_of(family), family_codec.MEMO_SCHEMA).collect(
-        engine="in-memory")
-    return family_codec.decode(family, rows, view), view.row_count(family_codec.table_of(family))
+    rows, visited = read_whole(view, family_codec.table_of(family), family_codec.MEMO_SCHEMA)
+    return family_codec.decode(family, rows, view), visited
 
 
 def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame], int]:
@@ -113,15 +117,9 @@ def _read_tables(view: StoreView, family: str) -> tuple[dict[str, pl.DataFrame],
     for name in FAMILIES[family]:
         parts = view.partitions(name)
         out[name] = view.scan_partitions(name, parts).select(_COLUMNS[name]).collect(
-            engine="streaming") if parts else _empty(name)
+            engine="streaming") if parts else rows_above(view, name, 0)[0]  # no part: no row
         visited += sum(p.rows for p in parts)
     return out, visited
-
-
-def _empty(name: str) -> pl.DataFrame:
-    from memframe.schema import empty_frame
-
-    return empty_frame(name).select(_COLUMNS[name])
 
 
 def _marks(view: StoreView, family: str, version: int | None = None) -> dict[str, Any]:
@@ -188,3 +186,91 @@ def stage_cycle(commit: Commit, view: StoreView, *, full: bool = False,
         report = _stage_family(commit, view, family, full, notes)
         total = {k: total[k] + report[k] for k in total}
     return total
+
+
+@dataclass(frozen=True)
+class FreshEdges:
+    """The relation rows written since the graph's values were kept, when they are
+    ``blocks`` edges that only join ids the graph's tables never named (what a session
+    does when it orders the work it just captured): each such id is alive, unwitnessed
+    and in no epic, and the new edges are acyclic, so the blocks-DAG gains them as ready
+    or blocked nodes and every other value of the graph stays as kept, the relation count
+    aside. ``rows_visited``: the Parquet rows read to find out."""
+
+    relations: int
+    ready: pl.Series
+    blocked: pl.Series
+    rows_visited: int
+
+    def dag(self, dag: dict, cap: int | None = None) -> dict:
+        """A kept ``dag`` projection (uncapped, or capped at ``cap`` with its totals) with
+        the new nodes; a cycle report stays as it is (the new nodes lie on no cycle)."""
+        if dag.get("status") != "ok":
+            return dag
+        out = dict(dag)
+        for name, new in (("ready", self.ready), ("blocked", self.blocked)):
+            merged = pl.concat([pl.Series(dag[name], dtype=pl.String), new]).sort()
+            out[name] = (merged if cap is None else merged.head(cap)).to_list()
+            if cap is not None:
+                out[f"{name}_total"] = dag[f"{name}_total"] + new.len()
+        return out
+
+    def values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The graph family's kept (decoded) values with the new edges."""
+        return {**values, "relations": values["relations"] + self.relations,
+                "dag_projection": self.dag(values["dag_projection"])}
+
+
+def _acyclic(edges: list[tuple[str, str]]) -> bool:
+    """Whether a few edges form no cycle (the standard library's sorter, not
+    `memframe.graph.cycle_status`: a warm digest process never loads networkx)."""
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    for a, b in edges:
+        sorter.add(b, a)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError:
+        return False
+    return True
+
+
+def fresh_edges(view: StoreView) -> FreshEdges | None:
+    """The graph's new rows as `FreshEdges`, when they are that (None otherwise: the
+    digest then reads the graph's tables). Reads the rows above the kept values'
+    watermark and looks their ids up in the kept ids (`KNOWN_TABLE`); a new forget
+    must leave the graph as the tolerant check says (`is_current`) and name no new node."""
+    marks = family_codec.kept("graph").marks(view.watermarks)
+    if marks is None or not view.partitions(family_codec.KNOWN_TABLE):
+        return None
+    mark, counts = marks["seq"], marks["rows"]
+    new: dict[str, pl.DataFrame] = {}
+    visited = 0
+    for name in FAMILIES["graph"]:
+        new[name], n = rows_above(view, name, mark)
+        visited += n
+        if counts.get(name) is None or int(counts[name]) + new[name].height != \
+                view.row_count(name):
+            return None
+    relations = new["relations"]
+    if relations.height == 0 or check_rows("relations", relations):
+        return None
+    # a session's few rows: plain Python (each Polars call here would cost more than it)
+    rows = relations.select("kind", "from_id", "to_id").rows()
+    edges = sorted({(a, b) for _kind, a, b in rows})
+    if any(kind != "blocks" or a is None or b is None or a == b for kind, a, b in rows):
+        return None
+    ids = sorted({x for edge in edges for x in edge})
+    forgotten = [i for i in set(new["forgets"].get_column("capsule_id").to_list()) if i]
+    if set(ids) & set(forgotten) or not _acyclic(edges):
+        return None
+    # no new node is an id the graph named, no new forget an end of an edge it counts
+    for table, wanted in ((family_codec.KNOWN_TABLE, ids),
+                          (family_codec.ENDPOINTS_TABLE, forgotten)):
+        hit, n = _names_any(view, table, wanted) if wanted else (False, 0)
+        visited += n
+        if hit:
+            return None
+    targets = sorted({b for _a, b in edges})
+    ready = [i for i in ids if i not in set(targets)]
+    return FreshEdges(relations.height, pl.Series("id", ready, dtype=pl.String),
+                      pl.Series("id", targets, dtype=pl.String), visited)

@@ -27,11 +27,10 @@ from memframe.digest.state import (
     digest_capsules,
     family_codec,
     kept_families,
-    session_edges,
 )
 from memframe.digest.state.warm_reader import TopRequest, WarmState
 from memframe.schema import TIERS
-from memframe.state import KEY, STATE_SCHEMA, population_expr, state_columns, state_frame
+from memframe.state import KEY, population_expr, state_columns, state_frame
 
 __all__ = ["KeptSource", "KeptGraph", "read_kept_families", "top_requests"]
 
@@ -40,7 +39,7 @@ class KeptGraph:
     """The graph family's kept values, read on first use: a digest answered from the kept
     sections (`memframe.digest.state.sections`) never reads them."""
 
-    def __init__(self, view: Any, fresh: session_edges.FreshEdges | None = None) -> None:
+    def __init__(self, view: Any, fresh: kept_families.FreshEdges | None = None) -> None:
         self.view = view
         #: blocks edges written since, between ids the kept values never named
         self.fresh = fresh
@@ -193,20 +192,13 @@ class KeptSource(TableSource):
                     .get_column(KEY).drop_nulls().unique().sort())
             if warm.in_memory and warm.tops is not None:
                 return _population_of(warm.view, ids, prefix)
-            # the population needs no text: the rows' text columns stay unknown (null)
-            if warm.in_memory:  # every state row was folded
-                rows = digest_capsules.with_text(
-                    warm.merged.filter(pl.col(KEY).is_in(nums.implode())))
-            else:
-                touched = nums.filter(nums.is_in(warm.touched.implode()))
-                stored, read = digest_capsules.state_runs().read_keys(
+            # the population needs no text: the stored rows' text columns stay unknown
+            rows = warm.merged.filter(pl.col(KEY).is_in(nums.implode()))
+            if not warm.in_memory:  # the numbers not touched: their stored rows
+                stored, read = digest_capsules.read_stored(
                     warm.view, nums.filter(~nums.is_in(warm.touched.implode())).to_list())
                 warm.rows_visited += read
-                rows = pl.concat([
-                    digest_capsules.with_text(stored).select(list(STATE_SCHEMA)),
-                    digest_capsules.with_text(warm.merged.filter(
-                        pl.col(KEY).is_in(touched.implode()))).select(list(STATE_SCHEMA))],
-                    how="vertical")
+                rows = pl.concat([stored, rows], how="vertical")
             return fence(population(state_frame(rows)), prefix).select("id", SCOPE)
 
         return lookup
@@ -228,7 +220,7 @@ def read_kept_families(view: Any) -> tuple[dict[str, Any], int]:
             kept[family] = KeptGraph(view)
         elif family == "graph":  # a session's new blocks edges leave the rest as kept
             try:
-                fresh = session_edges.fresh_edges(view)
+                fresh = kept_families.fresh_edges(view)
             except kept_families.UNREADABLE:  # unreadable kept ids: read the tables
                 fresh = None
             if fresh is not None:

@@ -4,7 +4,8 @@
 the watermark, the subset read on first use, and the top-N readers (`WarmState.top_rows`:
 the rows at hand, then the leaders, then the state's row groups in the order of their
 statistics). `read_state` gives the exact state rows at a generation (stored rows plus the
-rows above the watermark; every row folded when there is no state yet).
+rows above the watermark; every row folded when there is no state yet), `state_door` the
+same as the ``digest`` projection's door (registered in `memframe.jobs.registry`).
 """
 
 from __future__ import annotations
@@ -219,12 +220,8 @@ def read_warm(view: StoreView, shared: digest_capsules.Shared | None = None
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark, shared)
     touched = digest_capsules.touched_numbers(delta)
-    old, n = digest_capsules.state_runs().read_keys(view, touched)
-    old = digest_capsules.with_text(old)
-    visited += n
-    merged = fold_state(delta, old if old.height else None) if delta else \
-        pl.DataFrame(schema=STATE_SCHEMA)
-    visited += view.row_count(digest_aggregates.AGG_TABLE)
+    old, merged, n = digest_capsules.fold_touched(view, delta, touched)
+    visited += n + view.row_count(digest_aggregates.AGG_TABLE)
     # the stored aggregates and the changes, unsummed: a reader sums what it selects
     aggregates = pl.concat([
         view.derived(digest_aggregates.AGG_TABLE, digest_aggregates.AGG_SCHEMA),
@@ -249,8 +246,7 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     if mark is None:  # no state yet (a virgin store, or the job never ran): fold all
         sources, visited, _top = digest_capsules.scan_all(view)
         return fold_state(sources, engine="streaming"), visited, sources  # type: ignore[return-value]
-    stored, visited = digest_capsules.state_runs().read_all(view)
-    stored = digest_capsules.with_text(stored)
+    stored, visited = digest_capsules.read_stored(view)
     delta, n, _top = digest_capsules.read_above(view, mark)
     visited += n
     touched = digest_capsules.touched_numbers(delta)
@@ -267,19 +263,33 @@ def read_state(view: StoreView) -> tuple[pl.DataFrame, int, dict[str, pl.DataFra
     return rows, visited + n, delta
 
 
+def state_door(view: StoreView) -> Any:
+    """The digest state's door: the exact state rows at ``view`` as a `Page`. The text
+    columns (``thread``, ``headline``) are those of the subset's members and of the rows
+    folded now; the state keeps no other text (null: read it from the capsule).
+
+    Examples:
+        >>> import memframe as mf, tempfile, os
+        >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+        >>> _ = store.ingest({"content": "ACTIVE(t): go", "source": "s", "anchor": "a"})
+        >>> state_door(store.pinned()).rows.select("num", "threaded", "thread", "named").rows()
+        [(1, True, 't', True)]
+    """
+    from memframe.projections.doors import Page
+
+    state, visited, _delta = read_state(view)
+    return Page(rows=state, rows_visited=visited, hash=digest_capsules.state_hash(state))
+
+
 def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
     """The exact state rows of the capsule ``numbers`` at ``view`` (their stored rows plus
     the rows above the watermark, folded) and the Parquet rows read; None when the state
     is not kept, or its canonical parts are no longer the files sealed (then only a fold
     of every row is exact)."""
-    from memframe.digest.state import seal
-
     mark = digest_capsules.watermark_of(view)
-    if mark is None or not seal.holds(view):
+    if mark is None or not digest_capsules.seal_holds(view):
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark)
-    old, n = digest_capsules.state_runs().read_keys(view, list(numbers))
-    old = digest_capsules.with_text(old)
+    _old, merged, n = digest_capsules.fold_touched(view, delta, list(numbers))
     wanted = pl.Series(list(numbers), dtype=pl.Int64).implode()
-    merged = fold_state(delta, old if old.height else None) if delta else old
     return merged.filter(pl.col(KEY).is_in(wanted)), visited + n
