@@ -103,7 +103,7 @@ def _worker(args: argparse.Namespace) -> None:
         elif op in ("purge", "redact"):
             store.forget(f"cap-{next(victims)}", mode=op)
         elif op == "compact":
-            store.compact()
+            merged.append(sum(store.compact().values()))
         elif op == "cycle":
             store.memory.run_cycle()
         elif op == "vacuum":
@@ -113,6 +113,7 @@ def _worker(args: argparse.Namespace) -> None:
                 assert main(["digest", str(path), "--format", "json"]) == 0
 
     attempts = [0]  # link attempts of this process's commits (a retry is one more)
+    merged: list[int] = []  # parts each compaction merged (idle rounds first)
     land = mf.Store._land
 
     def counted(self, *a, **k):  # noqa: ANN001, ANN202
@@ -179,6 +180,7 @@ def _worker(args: argparse.Namespace) -> None:
     print(json.dumps({"idle": idle, "loaded": loaded, "failures": failures, "tries": tries,
                       "quiet_rate": rate([quiet]), "busy_rate": rate(busy),
                       "op_rates": {op: rate(w) for op, w in per_op.items()},
+                      "merged": merged,
                       "writer_errors": errors, "commits": len(stamps)}))
 
 
@@ -244,6 +246,8 @@ def main() -> None:
                   f"{r['busy_rate']:.1f} while operations run (drop {drop:.0%}; target <= 20%)")
             print("  while each runs: " + ", ".join(
                 f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
+            if r.get("merged"):  # under load a compaction also merges the writers' parts
+                print(f"  parts merged per compaction, idle then loaded: {r['merged']}")
 
 
 if __name__ == "__main__":

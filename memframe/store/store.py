@@ -416,6 +416,26 @@ class StoreView:
     append = compact = vacuum = review = pin = _refuse
 
 
+def _vacuum_report(snap: Snapshot, doomed: list[tuple[Path, str, str]],
+                   sizes: dict[str, int], before: int | None, after: int | None, *,
+                   dry_run: bool, retention_hours: float) -> dict[str, Any]:
+    """`Store.vacuum`'s answer for what its survey found (removed, or that would be)."""
+    removed = {"partitions": 0, "temporary": 0}
+    for _full, _rel, kind in doomed:
+        removed["partitions" if kind == "partition" else kind] += 1
+    newest = snap.generation
+    return {
+        **removed,
+        "files": sorted(rel for _, rel, _ in doomed),
+        "bytes": sum(sizes[rel] for _, rel, _ in doomed),
+        "readable": [after, newest] if newest and after is not None else [],
+        "no_longer_readable": ([before, after - 1] if newest and before is not None
+                               and after is not None and after > before else None),
+        "retention_hours": float(retention_hours),
+        "dry_run": dry_run,
+    }
+
+
 def _checked_now(clock: Clock) -> datetime.datetime:
     now = clock()
     if not isinstance(now, datetime.datetime):
@@ -849,7 +869,7 @@ class Store(StoreView):
                 if snap.timestamp is not None and stamp < snap.timestamp:
                     stamp = snap.timestamp  # commit stamps never go backwards (as_of bisects)
                 first_seq = int(snap.counter("seq")) + 1
-                entry = {
+                entry: dict[str, Any] = {
                     "generation": generation,
                     "parent": snap.generation,
                     "operation": op,
@@ -1233,64 +1253,71 @@ class Store(StoreView):
         lock = (contextlib.nullcontext() if dry_run and not os.access(lock_file, os.W_OK)
                 else self._log.exclusive(wait_seconds) if dry_run
                 else self._ticketed_exclusive(wait_seconds))
+        # A survey without the lock first: a vacuum that has nothing to remove (the
+        # common case under the default window) never stops the writers. Taking the lock
+        # cannot make a file removable that was not (what is present and named only
+        # moves on), so an empty survey stands; a non-empty one is surveyed again under it.
+        if not dry_run and self._delta.synced_through() is None:
+            with self._lock, log_module.storage_errors(self.path, "vacuum"):
+                survey = self._vacuum_survey(retention_hours, grace_seconds)
+            if not survey[1]:
+                return _vacuum_report(*survey, dry_run=dry_run, retention_hours=retention_hours)
         with self._lock, log_module.storage_errors(self.path, "vacuum"), lock:
-            snap = self._refresh()
-            history = self._log.lifetimes(snap.generation)
-            alive = {path for path, (_, gone) in history.paths.items() if gone is None}
-            if alive != {p.path for parts in snap.tables.values() for p in parts}:
-                raise CorruptStoreError(
-                    f"a checkpoint of {self.path} disagrees with the log at generation "
-                    f"{snap.generation}; nothing was removed. Delete the _log/_checkpoint.* "
-                    f"files (the log alone is authoritative) and run vacuum again"
-                )
-            window_start = _commit_stamp(
-                self.now() - datetime.timedelta(hours=float(retention_hours)))
-            first_kept = max(history.current_at(window_start), history.last_erasure, 1)
-            keep = {path for path, (_, gone) in history.paths.items()
-                    if gone is None or gone > first_kept}
-            cutoff = time.time() - grace_seconds
-            doomed: list[tuple[Path, str, str]] = []
-            present: set[str] = set()
-            sizes: dict[str, int] = {}
-            for full, kind in _owned_files(self._log.root):
-                rel = full.relative_to(self._log.root).as_posix()
-                try:
-                    st = full.lstat()
-                except FileNotFoundError:
-                    continue
-                mtime, sizes[rel] = st.st_mtime, st.st_size
-                if kind == "partition":
-                    present.add(rel)
-                if kind == "temporary":
-                    if mtime < cutoff:
-                        doomed.append((full, rel, kind))
-                elif rel not in keep:
-                    if _part_generation(full.name) > snap.generation and mtime >= cutoff:
-                        continue  # a writer that has not linked yet (it holds no lock: crashed)
-                    doomed.append((full, rel, kind))
-            gone_now = {rel for _, rel, kind in doomed if kind == "partition"}
-            before = history.readable_from(present)
-            after = history.readable_from(present - gone_now)
-            removed = {"partitions": 0, "temporary": 0}
-            for full, _rel, kind in doomed:
+            snap, doomed, sizes, before, after = self._vacuum_survey(retention_hours,
+                                                                     grace_seconds)
+            for full, _rel, _kind in doomed:
                 if not dry_run:
                     full.unlink(missing_ok=True)
-                removed["partitions" if kind == "partition" else kind] += 1
             if not dry_run and self._delta.synced_through() is not None:
                 # Delta readers open no version naming a removed file: catch the logs up,
                 # then checkpoint each at its first version that names none (older go)
                 self._delta.sync(snap, prune=True)
-            newest = snap.generation
-            return {
-                **removed,
-                "files": sorted(rel for _, rel, _ in doomed),
-                "bytes": sum(sizes[rel] for _, rel, _ in doomed),
-                "readable": [after, newest] if newest and after is not None else [],
-                "no_longer_readable": ([before, after - 1] if newest and before is not None
-                                       and after is not None and after > before else None),
-                "retention_hours": float(retention_hours),
-                "dry_run": dry_run,
-            }
+            return _vacuum_report(snap, doomed, sizes, before, after, dry_run=dry_run,
+                                  retention_hours=retention_hours)
+
+    def _vacuum_survey(self, retention_hours: float, grace_seconds: float
+                       ) -> tuple[Snapshot, list[tuple[Path, str, str]], dict[str, int],
+                                  int | None, int | None]:
+        """What a vacuum at the newest generation removes: the snapshot, the doomed files
+        (path, store-relative path, kind), every owned file's size, and the first
+        generation readable before and after."""
+        snap = self._refresh()
+        history = self._log.lifetimes(snap.generation)
+        alive = {path for path, (_, gone) in history.paths.items() if gone is None}
+        if alive != {p.path for parts in snap.tables.values() for p in parts}:
+            raise CorruptStoreError(
+                f"a checkpoint of {self.path} disagrees with the log at generation "
+                f"{snap.generation}; nothing was removed. Delete the _log/_checkpoint.* "
+                f"files (the log alone is authoritative) and run vacuum again"
+            )
+        window_start = _commit_stamp(
+            self.now() - datetime.timedelta(hours=float(retention_hours)))
+        first_kept = max(history.current_at(window_start), history.last_erasure, 1)
+        keep = {path for path, (_, gone) in history.paths.items()
+                if gone is None or gone > first_kept}
+        cutoff = time.time() - grace_seconds
+        doomed: list[tuple[Path, str, str]] = []
+        present: set[str] = set()
+        sizes: dict[str, int] = {}
+        for full, kind in _owned_files(self._log.root):
+            rel = full.relative_to(self._log.root).as_posix()
+            try:
+                st = full.lstat()
+            except FileNotFoundError:
+                continue
+            mtime, sizes[rel] = st.st_mtime, st.st_size
+            if kind == "partition":
+                present.add(rel)
+            if kind == "temporary":
+                if mtime < cutoff:
+                    doomed.append((full, rel, kind))
+            elif rel not in keep:
+                if _part_generation(full.name) > snap.generation and mtime >= cutoff:
+                    continue  # a writer that has not linked yet (it holds no lock: crashed)
+                doomed.append((full, rel, kind))
+        gone_now = {rel for _, rel, kind in doomed if kind == "partition"}
+        return (snap, doomed, sizes, history.readable_from(present),
+                history.readable_from(present - gone_now))
 
     @contextlib.contextmanager
     def _ticketed_exclusive(self, wait_seconds: float) -> Iterator[None]:

@@ -5,6 +5,7 @@ went from 1..96 to 105..105) with no window, no dry run and no report of what wa
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 
@@ -159,3 +160,29 @@ def test_a_restored_log_is_read_again_from_the_start(tmp_path):
     other.compact("capsules")  # and 9
     kept, fresh = store._log.lifetimes(9), Log.open(tmp_path / "s").lifetimes(9)
     assert kept == fresh and kept.stamps[-1] != lost.stamps[-1]
+
+
+def test_a_vacuum_with_nothing_to_remove_never_stops_the_writers(tmp_path, monkeypatch):
+    """Under the default window most vacuums remove nothing: they survey without the
+    commit lock and answer, so a stream of small commits is never held up by them. One
+    that removes files takes the ticket and the lock, and surveys again under them."""
+    from memframe.store.log import Log
+
+    store, _clock = history(tmp_path)
+    taken: list[str] = []
+    real_exclusive, real_ticket = Log.exclusive, Log.take_ticket
+    monkeypatch.setattr(Log, "exclusive",
+                        lambda self, *a: taken.append("lock") or real_exclusive(self, *a))
+    monkeypatch.setattr(Log, "take_ticket",
+                        lambda self, *a: taken.append("ticket") or real_ticket(self, *a))
+    quiet = store.vacuum()
+    assert taken == [] and quiet["partitions"] == 0 and quiet["readable"] == [1, 7]
+    (tmp_path / "s" / "_log" / ".tmp-0123456789abcdef").write_bytes(b"left by a crash")
+    old = dt.datetime.now().timestamp() - 3600
+    os.utime(tmp_path / "s" / "_log" / ".tmp-0123456789abcdef", (old, old))
+    swept = store.vacuum()
+    assert taken == ["ticket", "lock"] and swept["temporary"] == 1
+    assert not (tmp_path / "s" / "_log" / ".tmp-0123456789abcdef").exists()
+    cut = store.vacuum(retention_hours=0, allow_short_retention=True)
+    assert taken[2:] == ["ticket", "lock"] and cut["partitions"] > 0
+    assert readable(store) == [7]
