@@ -1257,7 +1257,9 @@ class Store(StoreView):
         # common case under the default window) never stops the writers. Taking the lock
         # cannot make a file removable that was not (what is present and named only
         # moves on), so an empty survey stands; a non-empty one is surveyed again under it.
-        if not dry_run and self._delta.synced_through() is None:
+        # (A store memframe may not write is refused as a vacuum, not answered.)
+        if (not dry_run and os.access(lock_file, os.W_OK)
+                and self._delta.synced_through() is None):
             with self._lock, log_module.storage_errors(self.path, "vacuum"):
                 survey = self._vacuum_survey(retention_hours, grace_seconds)
             if not survey[1]:
