@@ -63,6 +63,18 @@ def render(nb) -> str:
     exporter.require_js_url = ""
     for cell in nb.cells:  # execution metadata holds timestamps
         cell.metadata.pop("execution", None)
+        # a print arrives in one stream message or several, as the kernel flushes it:
+        # join neighbouring chunks of one stream, as a notebook shows them
+        merged: list = []
+        for out in cell.get("outputs", []):
+            if (merged and out.get("output_type") == "stream"
+                    and merged[-1].get("output_type") == "stream"
+                    and merged[-1].get("name") == out.get("name")):
+                merged[-1]["text"] += out["text"]
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = merged
     body, _ = exporter.from_notebook_node(nbformat.from_dict(nb))
     # the checkout's own path (the sample store's) is the reader's, not this machine's
     return body.replace(str(ROOT), "…")
