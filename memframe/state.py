@@ -33,7 +33,14 @@ from typing import Any
 import polars as pl
 
 from memframe.ids import capsule_number_expr
-from memframe.schema import ERASING_MODES, FORGET_ACTIONS, HANDOFF_SOURCE, THREAD_PATTERN, TIMESTAMP
+from memframe.schema import (
+    ERASING_MODES,
+    FORGET_ACTIONS,
+    HANDOFF_SOURCE,
+    THREAD_PATTERN,
+    TIMESTAMP,
+    empty_of,
+)
 from memframe.text import headline_expr
 
 __all__ = [
@@ -321,7 +328,7 @@ def fold_state(sources: Mapping[str, pl.LazyFrame | pl.DataFrame],
         else:
             folded.append(rows.group_by(KEY).agg(terms))
     if not folded:
-        return pl.DataFrame(schema=STATE_SCHEMA)
+        return empty_of(STATE_SCHEMA)
     collected = []
     if engine == "in-memory":  # the rows since a watermark: every group in one collect
         for frame in pl.collect_all(folded, engine="in-memory"):
@@ -460,7 +467,7 @@ def state_frame(state: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 @functools.cache
 def _empty_state_frame() -> pl.DataFrame:
-    return pl.DataFrame(schema=STATE_SCHEMA).lazy().select(state_columns()).collect()
+    return empty_of(STATE_SCHEMA).lazy().select(state_columns()).collect()
 
 
 @functools.cache

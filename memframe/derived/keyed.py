@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.derived.runs import Budget, SortedRuns
+from memframe.schema import empty_of
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
@@ -101,7 +102,7 @@ class KeyedRuns:
         """The current rows of ``values`` (absent keys have none) and the Parquet rows read
         (only the row groups whose statistics can hold one of them)."""
         if not values:
-            return pl.DataFrame(schema=self.schema), 0
+            return empty_of(self.schema), 0
         rows, visited = self.runs.lookup(view, values)
         return self._current(rows), visited
 

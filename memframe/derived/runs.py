@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.schema import empty_of
+
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
@@ -295,7 +297,7 @@ class SortedRuns:
                                  cursors)
                   for part, groups in plan.groups]
         if not pieces:
-            return pl.DataFrame(schema=self.schema)
+            return empty_of(self.schema)
         wanted = pl.Series(sorted(set(values)), dtype=self.schema[self.column])
         return pl.concat(pieces).filter(pl.col(self.column).is_in(wanted.implode()))
 
@@ -312,7 +314,7 @@ class SortedRuns:
                   for part in self.runs(view)]
         visited = sum(p.rows for p in self.runs(view))
         if not pieces:
-            return pl.DataFrame(schema=self.schema), visited
+            return empty_of(self.schema), visited
         return pl.concat(pieces), visited
 
     # -- writing ------------------------------------------------------------------------------
@@ -474,7 +476,7 @@ class SortedRuns:
     def _finish(self, commit: Commit, k: int, inputs: list[Partition], merges: dict[int, _Merge],
                 landed: dict[int, int]) -> None:
         """The merge of tier ``k`` wrote its last chunk: its inputs go, tier k+1 has a run."""
-        commit.replace_parts(self.table(k), inputs, pl.DataFrame(schema=self.schema))
+        commit.replace_parts(self.table(k), inputs, empty_of(self.schema))
         del merges[k]
         landed[k + 1] = landed.get(k + 1, 0) + 1
 

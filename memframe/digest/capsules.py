@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -31,43 +32,45 @@ Attach = Callable[[pl.DataFrame], pl.DataFrame]
 
 #: the key of a deferred ``expired`` flag (`headline_rows` with ``now=None``)
 DEFERRED_EXPIRY = "valid_to_ns"
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 #: what a ``most_recalled`` row carries beyond a headline row (`headline_rows`' ``extra``)
 RECALL_EXTRA = (("recall_count", pl.col("recall_count").cast(pl.Int64)),
                 ("last_recalled_at", rfc3339(pl.col("last_recalled_at"))))
 
 
-def resolve_expired(value: object, now: _dt.datetime) -> None:
-    """Settle, in place, every deferred ``expired`` flag under ``value`` (headline rows
-    rendered with ``now=None``, nested in lists and dicts) for the instant ``now``: the
-    flag is kept (``true``) when ``now`` is after the row's ``valid_to``, else dropped, as
-    `headline_rows` would have rendered it at ``now``.
+def resolve_expired(value: Any, now: _dt.datetime) -> Any:
+    """A copy of ``value`` (headline rows rendered with ``now=None``, nested in lists and
+    dicts) with every deferred ``expired`` flag settled for the instant ``now``: kept
+    (``true``) when ``now`` is after the row's ``valid_to``, else dropped, as
+    `headline_rows` would have rendered it at ``now``. Lists and dicts are copied, other
+    values shared: ``value`` is untouched.
 
     Examples:
         >>> import datetime as dt
         >>> rows = [{"id": "cap-1", "expired": {"valid_to_ns": 0}, "kind": "task"},
         ...         {"id": "cap-2", "expired": {"valid_to_ns": 2 * 10**18}}]
         >>> resolve_expired(rows, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-        >>> rows
         [{'id': 'cap-1', 'expired': True, 'kind': 'task'}, {'id': 'cap-2'}]
     """
-    now_ns = pl.Series([now]).cast(TIMESTAMP).cast(pl.Int64).item()
+    aware = now if now.tzinfo is not None else now.replace(tzinfo=_dt.UTC)
+    now_ns = (aware - _EPOCH) // _dt.timedelta(microseconds=1) * 1000
 
-    def walk(item: object) -> None:
+    def walk(item: Any) -> Any:
         if isinstance(item, list):
-            for element in item:
-                walk(element)
-        elif isinstance(item, dict):
-            flag = item.get("expired")
-            if isinstance(flag, dict) and DEFERRED_EXPIRY in flag:
-                if now_ns > flag[DEFERRED_EXPIRY]:
-                    item["expired"] = True  # same position: the key order is kept
-                else:
-                    del item["expired"]
-            for element in item.values():
-                walk(element)
+            return [walk(element) for element in item]
+        if not isinstance(item, dict):
+            return item
+        out = {}
+        for key, element in item.items():
+            if key == "expired" and isinstance(element, dict) and DEFERRED_EXPIRY in element:
+                if now_ns > element[DEFERRED_EXPIRY]:
+                    out[key] = True  # same position: the key order is kept
+            else:
+                out[key] = walk(element)
+        return out
 
-    walk(value)
+    return walk(value)
 
 
 def with_content(rows: pl.DataFrame, attach: Attach | None) -> pl.DataFrame:

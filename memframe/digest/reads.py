@@ -32,6 +32,7 @@ from memframe.digest.checks import check_tables
 from memframe.digest.families import FAMILIES
 from memframe.digest.source import TableSource
 from memframe.errors import DigestFailedError, MemframeError
+from memframe.schema import empty_of
 from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
 __all__ = ["COLUMNS", "FAIL_CLOSED", "FAIL_OPEN", "StateNotWarm", "digest_failed",
@@ -318,7 +319,7 @@ def _kept(view: Any, now: _dt.datetime, chain: dict, chain_rows: int, trusted: b
                       "relations": values["relations"] + fresh.relations}
         if values is not None and not values.pop("_member_admission", False):
             kept = cap_kept(values, sections[0], now)  # no section reads the state
-    rows = (state_frame(pl.DataFrame(schema=STATE_SCHEMA)) if kept is not None
+    rows = (state_frame(empty_of(STATE_SCHEMA)) if kept is not None
             else _guard("", lambda: state_frame(warm.subset), "capsule state: "))
     # the journal's rows as the log records them, or (when the verified parts could not
     # be confirmed) as the files hold them

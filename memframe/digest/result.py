@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from memframe.digest.capsules import HEADLINE_KEYS
+from memframe.schema import empty_of
 
 __all__ = ["Digest", "wire_json"]
 
@@ -61,7 +62,7 @@ def _headline_frame(rows: list[dict], extra: dict[str, pl.DataType] | None = Non
     schema.update(extra or {})
     return pl.DataFrame(
         [{key: row.get(key) for key in schema} for row in rows], schema=schema, orient="row"
-    ) if rows else pl.DataFrame(schema=schema)
+    ) if rows else empty_of(schema)
 
 
 class Digest:

@@ -208,7 +208,10 @@ def test_resolve_expired_renders_as_the_flag_would():
     for now in (t - dt.timedelta(days=1), t, t + dt.timedelta(microseconds=1),
                 t + dt.timedelta(days=1)):
         deferred = headline_rows(rows, None)
-        resolve_expired(deferred, now)
+        before = repr(deferred)
+        settled = resolve_expired(deferred, now)
+        assert repr(deferred) == before  # the input is untouched
+        deferred = settled
         assert deferred == headline_rows(rows, now)
         assert [list(r) for r in deferred] == [list(r) for r in headline_rows(rows, now)]
 
@@ -221,9 +224,11 @@ def test_kept_values_capped_equal_the_values_computed_for_the_cap(tmp_path):
     kept = kept_values(job_source(store.pinned(), sections.CAP), sections.CAP)
     for n in (0, 1, 2, 5, sections.CAP):
         direct = kept_values(job_source(store.pinned(), n), n)
-        resolve_expired(direct, NOW)
+        direct = resolve_expired(direct, NOW)
         assert cap_kept(kept, n, NOW) == direct, n
+    before = repr(kept)
     assert cap_kept(kept, 1, NOW) != cap_kept(kept, sections.CAP, NOW)
+    assert repr(kept) == before  # capping copies: the kept values are untouched
 
 
 def test_the_law_holds_with_the_job_run_at_random_points(tmp_path, monkeypatch):

@@ -80,7 +80,7 @@ def check_kept(ref: DigestSource, inc: DigestSource, n: int) -> None:
         return
     scoped = fence(population(ref.state()), None)
     direct = subset_sections(ref, ref.graph(n), scoped, [""], n, None)[""]
-    resolve_expired(direct, ref.now)
+    direct = resolve_expired(direct, ref.now)
     assert {key: kept[key] for key in direct} == direct
     graph = ref.graph(n)
     assert (kept["dag"], kept["relations"]) == (graph["dag"], graph["relations"])

@@ -21,6 +21,7 @@ from memframe.digest.state import (
     warm_reader,
 )
 from memframe.ids import capsule_number_expr
+from memframe.schema import empty_of
 from memframe.state import (
     KEY,
     SOURCE_KEY,
@@ -150,7 +151,7 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
             kept.extend(_own(digest_leaders.first_rows(rows, n, order, keep))
                         for n, order, keep in tops if n > 0)
         del rows
-    merged = pl.concat(kept, how="vertical") if kept else pl.DataFrame(schema=STATE_SCHEMA)
+    merged = pl.concat(kept, how="vertical") if kept else empty_of(STATE_SCHEMA)
     if tops is not None:  # a row may be a candidate of several requests
         merged = merged.unique(KEY, keep="first", maintain_order=True)
     return (digest_aggregates.merge_aggregates(*aggregates), pl.concat(subset, how="vertical"),

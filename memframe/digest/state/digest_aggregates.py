@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from memframe.schema import STALE_AFTER_NS, TIMESTAMP
+from memframe.schema import STALE_AFTER_NS, TIMESTAMP, empty_of
 from memframe.state import (
     KEY,
     alive_expr,
@@ -118,7 +118,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """Sum aggregate rows by (metric, key, at); rows summing to zero are dropped."""
     lazy = [f.lazy() for f in frames]
     if not lazy:
-        return pl.DataFrame(schema=AGG_SCHEMA)
+        return empty_of(AGG_SCHEMA)
     return (pl.concat(lazy, how="vertical").group_by("metric", "key", "at")
             .agg(pl.col("n").sum()).filter(pl.col("n") != 0)
             .sort("metric", "key", "at", nulls_last=False)

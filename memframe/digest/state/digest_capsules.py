@@ -28,7 +28,7 @@ import polars as pl
 
 from memframe.derived import keyed
 from memframe.ids import capsule_number_expr
-from memframe.schema import CANONICAL_TABLES, THREAD_PATTERN
+from memframe.schema import CANONICAL_TABLES, THREAD_PATTERN, empty_of
 from memframe.state import (
     KEY,
     SOURCE_KEY,
@@ -236,7 +236,7 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
     found = [k.filter(pl.col("headline").is_not_null()).select(KEY, *TEXT)
              for k in known if k is not None and k.height]
     text = (pl.concat(found, how="vertical").unique(KEY, keep="first")
-            if found else pl.DataFrame(schema={KEY: pl.Int64, **{c: pl.String for c in TEXT}}))
+            if found else empty_of({KEY: pl.Int64, **{c: pl.String for c in TEXT}}))
     text = text.filter(pl.col(KEY).is_in(missing.get_column(KEY).implode()))
     read = 0
     # a capsule can stand in several rows (an entry of both leader lists): read it once,

@@ -12,7 +12,6 @@ bytes. Details: docs/architecture.md ("The digest's state").
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -180,27 +179,20 @@ def cap_kept(values: dict, n: int, now) -> dict:
     from memframe.digest.capsules import resolve_expired
     from memframe.digest.efforts import DAG_LISTS
 
-    out = copy.deepcopy(values)
-    out["handoff"] = out["handoff"][:n]
-    mission = out["mission"]
+    out = {**values, "handoff": values["handoff"][:n]}
+    mission = values["mission"]
     if isinstance(mission, dict) and "roots" in mission:
-        mission["roots"] = mission["roots"][:n]
-        if not mission["roots"]:
-            out["mission"] = None
-    curated = out["curated"]
+        roots = mission["roots"][:n]
+        out["mission"] = {**mission, "roots": roots} if roots else None
+    curated = out["curated"] = dict(values["curated"])
     if "open_efforts" in curated:
-        rows = curated["open_efforts"][:n]
-        for row in rows:
-            for name in DAG_LISTS:
-                if name in row:
-                    row[name] = row[name][:n]
+        rows = [{**row, **{name: row[name][:n] for name in DAG_LISTS if name in row}}
+                for row in curated["open_efforts"][:n]]
         if rows:
             curated["open_efforts"] = rows
         else:
             del curated["open_efforts"]
-    dag = out["dag"]
+    dag = values["dag"]
     if dag.get("status") == "ok":
-        for name in DAG_LISTS:
-            dag[name] = dag[name][:n]
-    resolve_expired(out, now)
-    return out
+        out["dag"] = {**dag, **{name: dag[name][:n] for name in DAG_LISTS}}
+    return resolve_expired(out, now)  # a copy: ``values`` is untouched
