@@ -123,3 +123,35 @@ def test_a_changed_section_function_never_serves_its_old_output(tmp_path):
                                             ("import:nmemory", False)])
 def test_derived_names(name, expected):
     assert derived.is_derived(name) is expected
+
+
+def test_an_edit_of_docstrings_or_comments_keeps_the_identity_and_one_of_code_does_not():
+    source = (PACKAGE / "digest" / "state" / "sections.py").read_text()
+    assert '"""The kept values' in source and "CAP = " in source
+    documented = source.replace('"""The kept values', '"""Reworded: the kept values', 1)
+    commented = documented.replace("\nCAP = ", "\n# a new comment line\n\n\nCAP = ", 1)
+    assert derived.code_hash(commented.encode()) == derived.code_hash(source.encode())
+    changed = source.replace("\nCAP = ", "\nCAP = 1 + ", 1)
+    assert derived.code_hash(changed.encode()) != derived.code_hash(source.encode())
+
+
+def test_the_code_hashes_cache_changes_the_cost_never_the_identity(tmp_path, monkeypatch):
+    files = sorted((PACKAGE / "digest" / "state").glob("*.py"))
+    cache = tmp_path / "cache" / "code-identity.json"
+    plain = derived._identity(files, None)
+    assert derived._identity(files, cache) == plain and cache.exists()
+    assert len(json.loads(cache.read_text())) == len({f.read_bytes() for f in files})
+    real = derived.code_hash
+
+    def refuse(source: bytes) -> str:
+        raise AssertionError("parsed again although the cache holds it")
+
+    monkeypatch.setattr(derived, "code_hash", refuse)
+    assert derived._identity(files, cache) == plain  # every hash from the cache
+    monkeypatch.setattr(derived, "code_hash", real)
+    for damage in (b"\x00not json", b"[1, 2]", json.dumps({"x": 1}).encode(), b""):
+        cache.write_bytes(damage)
+        assert derived._identity(files, cache) == plain
+    blocker = tmp_path / "a-file"  # a cache that cannot be written is only slower
+    blocker.write_text("x")
+    assert derived._identity(files, blocker / "memframe" / "code-identity.json") == plain
