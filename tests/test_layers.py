@@ -159,6 +159,24 @@ def test_the_reference_digest_never_imports_the_incremental_reader():
     assert not found, "\n".join(found)
 
 
+#: the incremental machinery's lines at most this many times the reference's
+MAX_INCREMENTAL_RATIO = 1.3
+
+
+def _lines(paths: list[Path]) -> int:
+    return sum(len(p.read_text().splitlines()) for p in paths)
+
+
+def test_the_incremental_machinery_earns_its_lines():
+    reference = _lines([PACKAGE / "digest" / f"{m}.py" for m in REFERENCE]
+                       + [PACKAGE / "state.py", PACKAGE / "graph.py"])
+    incremental = _lines(sorted((PACKAGE / "digest" / "state").glob("*.py"))
+                         + sorted((PACKAGE / "derived").glob("*.py")))
+    assert incremental <= MAX_INCREMENTAL_RATIO * reference, (
+        f"memframe/digest/state/ and memframe/derived/ hold {incremental} lines, "
+        f"{incremental / reference:.3f}x the reference's {reference}")
+
+
 DIGEST = PACKAGE / "digest"
 #: the most lines a module under memframe/digest/ holds (one concept a module)
 MAX_DIGEST_LINES = 330

@@ -89,11 +89,6 @@ class KeyedRuns:
                           (self.key, VERSION), row_group_rows=self.row_group_rows,
                           combine=functools.partial(newest_rows, key=self.key))
 
-    @property
-    def stored_schema(self) -> pl.Schema:
-        """The stored columns: the row and its version."""
-        return self.runs.schema
-
     def _current(self, rows: pl.DataFrame) -> pl.DataFrame:
         return newest_rows(rows, self.key).select(list(self.schema))
 
@@ -120,12 +115,12 @@ class KeyedRuns:
                   budget: Budget | None = None) -> int:
         """Stage ``rows`` (one per key) as the keys' current rows, at ``version`` (above
         every stored version), and advance the merges within ``budget``. Rows read."""
-        stamped = rows.select(list(self.schema)).with_columns(
-            pl.lit(version, dtype=pl.Int64).alias(VERSION))
-        return self.runs.stage_append(commit, view, stamped, budget)
+        return self.runs.stage_append(commit, view, self._stamped(rows, version), budget)
 
     def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame,
                       version: int) -> None:
         """Stage ``rows`` as the whole projection (one run; the other runs dropped)."""
-        self.runs.stage_replace(commit, view, rows.select(list(self.schema)).with_columns(
-            pl.lit(version, dtype=pl.Int64).alias(VERSION)))
+        self.runs.stage_replace(commit, view, self._stamped(rows, version))
+
+    def _stamped(self, rows: pl.DataFrame, version: int) -> pl.DataFrame:
+        return rows.select(*self.schema, pl.lit(version, dtype=pl.Int64).alias(VERSION))

@@ -29,6 +29,7 @@ from memframe.projections.session import (
     summary_partials,
 )
 from memframe.projections.session_rows import KEY, WATERMARK, watermark_of
+from memframe.store import fingerprint
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -162,7 +163,7 @@ def digest_cycle(job: Job) -> Reports:
     when the canonical parts it folded are no longer the files sealed
     (`digest_capsules.seal_holds`)."""
     commit, view = job.commit, job.view
-    if digest_capsules.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view):
+    if fingerprint.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view):
         job.notes.append("digest: canonical parts at or below the digest state's seal "
                          "changed since it was recorded (a part rewritten, compacted or "
                          "copied): the digest's state was rebuilt from every row")

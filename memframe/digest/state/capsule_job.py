@@ -31,13 +31,7 @@ from memframe.digest.state import (
 )
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
-from memframe.state import (
-    KEY,
-    SOURCES,
-    STATE_SCHEMA,
-    STORED_SCHEMA,
-    state_frame,
-)
+from memframe.state import KEY, SOURCES, STATE_SCHEMA, STORED_SCHEMA, state_frame
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -73,11 +67,8 @@ def stage_cycle(commit: Commit, view: StoreView, budget: Budget | None = None,
     if touched:
         existing, merged, n = digest_capsules.fold_touched(view, delta, touched)
         visited += n
-        if existing.height:
-            changed = merged.join(existing.select(list(STORED_SCHEMA)),
-                                  on=list(STORED_SCHEMA), how="anti", nulls_equal=True)
-        else:
-            changed = merged
+        changed = merged.join(existing.select(list(STORED_SCHEMA)), on=list(STORED_SCHEMA),
+                              how="anti", nulls_equal=True) if existing.height else merged
         if changed.height:
             old = existing.filter(pl.col(KEY).is_in(changed[KEY].implode()))
             members = changed.filter(digest_subset.subset_expr())
@@ -229,10 +220,8 @@ def stage_sections(commit: Commit, view: StoreView, *, full: bool = False,
     if subset is None and KEPT.marks(commit.watermarks) == marks and view.partitions(TABLE):
         return report
     try:
-        if subset is not None:
-            source: DigestSource = _rebuilt_source(view, subset)
-        else:
-            source = job_source(view, CAP, shared)
+        source: DigestSource = (_rebuilt_source(view, subset) if subset is not None
+                                else job_source(view, CAP, shared))
         values = kept_values(source, CAP)
     except (MemframeError, StateNotWarm) as exc:  # the digest computes (and fails) itself
         if notes is not None:

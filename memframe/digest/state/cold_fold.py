@@ -22,14 +22,7 @@ from memframe.digest.state import (
 )
 from memframe.ids import capsule_number_expr
 from memframe.schema import empty_of
-from memframe.state import (
-    KEY,
-    SOURCE_KEY,
-    SOURCES,
-    STATE_SCHEMA,
-    fold_state,
-    fold_terms,
-)
+from memframe.state import KEY, SOURCE_KEY, SOURCES, STATE_SCHEMA, fold_state, fold_terms
 
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView

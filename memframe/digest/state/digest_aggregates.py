@@ -17,24 +17,15 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.schema import STALE_AFTER_NS, TIMESTAMP, empty_of
-from memframe.state import (
-    KEY,
-    alive_expr,
-    has_base,
-    population_expr,
-)
+from memframe.state import KEY, alive_expr, has_base, population_expr
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
 
 
 AGG_TABLE = "projections/digest_aggregates"
-
-
 AGG_SCHEMA = pl.Schema({"metric": pl.String(), "key": pl.String(), "at": TIMESTAMP,
                         "n": pl.Int64()})
-
-
 _I64_MAX = 2**63 - 1
 
 
@@ -109,9 +100,8 @@ def _metrics() -> tuple[tuple[str, pl.Expr, pl.Expr, pl.Expr], ...]:
 
 def aggregates_of(rows: pl.DataFrame) -> pl.DataFrame:
     """The aggregates of state rows, one metric at a time (bounded memory)."""
-    pieces = [piece.collect(engine="streaming")
-              for piece in _metric_pieces(rows.lazy(), 1)]
-    return merge_aggregates(*pieces)
+    return merge_aggregates(*(piece.collect(engine="streaming")
+                              for piece in _metric_pieces(rows.lazy(), 1)))
 
 
 def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
@@ -128,11 +118,7 @@ def merge_aggregates(*frames: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
 #: the archive candidates by instant: one row per instant at which some become candidates,
 #: sorted by instant, with the running total, so "how many at ``now``" reads one row group
 ARCHIVE_TABLE = "projections/digest_archive"
-
-
 ARCHIVE_SCHEMA = pl.Schema({"at": TIMESTAMP, "n": pl.Int64(), "cum": pl.Int64()})
-
-
 ARCHIVE_GROUP_ROWS = 64
 
 

@@ -258,17 +258,12 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
 
 
 # -- the seal over the canonical parts the state folded -------------------------------------
-# The state trusts that the canonical parts at or below its watermarks are the very files
-# the job folded. The job records the sha256 of every such part's path, row count and size
-# (watermark `SEAL_MARK`); a warm digest stats the parts and compares (one stat each, nothing
-# read): when the seal does not hold it uses no derived state, and the next cycle rebuilds
-# it. Sizes, not inodes, so that a copy of the store keeps its seal; an edit that keeps a
-# part's size is seen only by ``verify="full"``. A compaction or an erasure seals the parts
-# it rewrote again in its own commit.
-
-#: the watermark holding the seal of the canonical parts the digest's state folded
-SEAL_MARK = fingerprint.SEAL_MARK
-
+# The job records the sha256 of the path, row count and size of every canonical part its
+# state folded (`fingerprint.SEAL_MARK`); a warm digest stats the parts and compares (one
+# stat each, nothing read): when the seal does not hold it uses no derived state, and the
+# next cycle rebuilds it. Sizes, not inodes, so that a copy of the store keeps its seal;
+# an edit that keeps a part's size is seen only by ``verify="full"``. A compaction or an
+# erasure seals the parts it rewrote again in its own commit.
 
 def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
     """The seal of the canonical parts at or below ``top`` (default: every part) at
@@ -294,7 +289,7 @@ def seal_holds(view: StoreView) -> bool:
         >>> seal_holds(store.pinned())
         True
     """
-    recorded = view.watermarks.get(SEAL_MARK)
+    recorded = view.watermarks.get(fingerprint.SEAL_MARK)
     if not isinstance(recorded, dict):
         return False
     now = seal_of(view, int(recorded.get("seq", -1)))
@@ -306,5 +301,5 @@ def stage_seal(commit: Any, view: StoreView) -> None:
     folded), unless it is the one recorded (a cycle with nothing new writes nothing) or
     there is none (a virgin store)."""
     now = seal_of(view)
-    if now is not None and now["parts"] and view.watermarks.get(SEAL_MARK) != now:
-        commit.set_watermark(SEAL_MARK, now)
+    if now is not None and now["parts"] and view.watermarks.get(fingerprint.SEAL_MARK) != now:
+        commit.set_watermark(fingerprint.SEAL_MARK, now)

@@ -19,12 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from memframe.derived import read_whole
-from memframe.state import (
-    KEY,
-    STATE_SCHEMA,
-    TEXT,
-    population_expr,
-)
+from memframe.state import KEY, STATE_SCHEMA, TEXT, population_expr
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -34,19 +29,11 @@ if TYPE_CHECKING:
 #: the text prefix, so an erasure writes them again without the erased capsules' rows,
 #: which the digest reads as touched rows anyway)
 LEADERS = "projections/text/digest_leaders"
-
-
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256
-
-
 LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
-
-
 #: rows per row group: a digest reads a list's first groups, until its first N are certain
 LEADERS_GROUP_ROWS = 16
-
-
 ORDERS: dict[str, tuple[list[str], list[bool]]] = {
     "newest": (["seq"], [True]),
     "recalled": (["recall_count", "last_recalled_at", "seq"], [True, True, False]),

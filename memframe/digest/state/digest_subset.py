@@ -17,13 +17,7 @@ import polars as pl
 
 from memframe.derived import keyed, read_whole
 from memframe.digest.state import digest_capsules
-from memframe.state import (
-    KEY,
-    STATE_SCHEMA,
-    STORED_SCHEMA,
-    TEXT,
-    has_base,
-)
+from memframe.state import KEY, STATE_SCHEMA, STORED_SCHEMA, TEXT, has_base
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -32,11 +26,7 @@ if TYPE_CHECKING:
 #: the watermark of the last cycle that changed the subset (wrote a subset row): what is
 #: kept from the subset (`memframe.digest.state.sections`) is current while it holds
 SUBSET_MARK = "projections/digest/subset"
-
-
 SUBSET = "digest_subset"
-
-
 SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
 
 
@@ -44,11 +34,7 @@ SUBSET_SCHEMA = pl.Schema({**STORED_SCHEMA, "member": pl.Boolean()})
 #: the subset; an erasure writes it again without the erased capsules' rows (keyed by
 #: `KEY`: `memframe.store.derived.TEXT_KEY`), so a member may have no row (unknown text)
 SUBSET_TEXT = "projections/text/digest_subset"
-
-
 TEXT_SCHEMA = pl.Schema({KEY: pl.Int64(), **{c: pl.String() for c in TEXT}})
-
-
 #: parts the text table may hold before a cycle writes it again as one
 TEXT_PARTS = 16
 

@@ -110,8 +110,6 @@ def encode(family: str, values: Mapping[str, Any]) -> pl.DataFrame:
 #: the ``part_of`` edges, sorted by epic (the board looks up the members of the epics it
 #: shows, reading the row groups that hold them)
 MEMBERS_SCHEMA = pl.Schema({"epic": pl.String(), "member": pl.String()})
-
-
 MEMBERS_GROUP_ROWS = 1_024
 
 
@@ -163,20 +161,15 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
     if dag["status"] == "ok":
         for name in DAG_LISTS:
             dag[name] = part(name).sort("n").get_column("id").to_list()
-    children = part("children").select(
-        pl.col("id"), pl.col("n").alias("children")).sort("id")
+    children = part("children").select("id", pl.col("n").alias("children")).sort("id")
     graph = MissionGraph(dead=None, grounded_from=part("grounded_from").get_column("id"),
                          children=children,
                          cycle=json.loads(part("mission_cycle").get_column("text").item()))
-    return {
-        "relations": int(part("relations").get_column("n").item()),
-        "dag_projection": dag,
-        "mission_graph": graph,
-        # the board's graph is completed by the digest: member counts from the state's
-        # rows, members looked up here
-        "witnessed": part("witnessed").get_column("id"),
-        "_reads": MemberIndex(view) if view is not None else None,
-    }
+    # the board's graph is completed by the digest: member counts from the state's rows,
+    # members looked up here
+    return {"relations": int(part("relations").get_column("n").item()), "dag_projection": dag,
+            "mission_graph": graph, "witnessed": part("witnessed").get_column("id"),
+            "_reads": MemberIndex(view) if view is not None else None}
 
 
 ENDPOINTS_SCHEMA = pl.Schema({"id": pl.String()})
@@ -186,14 +179,16 @@ def endpoint_rows(relations: pl.DataFrame) -> pl.DataFrame:
     """The ids whose tombstone can change the graph's values: both ends of every
     ``blocks``, ``witnesses`` and ``grounded_in`` edge, sorted."""
     edges = relations.filter(pl.col("kind").is_in(["blocks", "witnesses", "grounded_in"]))
-    return (pl.concat([edges.get_column("from_id"), edges.get_column("to_id")])
-            .drop_nulls().unique().sort().alias("id").to_frame())
+    return _ids(edges.get_column("from_id"), edges.get_column("to_id"))
 
 
 def known_rows(relations: pl.DataFrame, forgets: pl.DataFrame) -> pl.DataFrame:
     """Every id the graph's tables name (either end of any relation, any forgotten
     capsule), sorted: a ``blocks`` edge between two ids outside it touches nothing the
     graph's values were computed from (`fresh_edges`)."""
-    return (pl.concat([relations.get_column("from_id"), relations.get_column("to_id"),
-                       forgets.get_column("capsule_id")])
-            .drop_nulls().unique().sort().alias("id").to_frame())
+    return _ids(relations.get_column("from_id"), relations.get_column("to_id"),
+                forgets.get_column("capsule_id"))
+
+
+def _ids(*columns: pl.Series) -> pl.DataFrame:
+    return pl.concat(columns).drop_nulls().unique().sort().alias("id").to_frame()

@@ -30,33 +30,17 @@ if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
 
-__all__ = [
-    "TABLE",
-    "WATERMARK",
-    "CHECKPOINT_SCHEMA",
-    "ChainCheck",
-    "check_chain",
-    "is_sealed",
-    "stage_checkpoint",
-]
+__all__ = ["TABLE", "WATERMARK", "CHECKPOINT_SCHEMA", "ChainCheck", "check_chain", "is_sealed",
+           "stage_checkpoint"]
 
 TABLE = "projections/digest/journal"
 WATERMARK = "projections/digest/journal"
 
 #: one row per verified journal part
-CHECKPOINT_SCHEMA = pl.Schema(
-    {
-        "path": pl.String(),
-        "rows": pl.Int64(),
-        "audit_lo": pl.Int64(),
-        "audit_hi": pl.Int64(),
-        "sha256": pl.String(),
-        "size": pl.Int64(),
-        "inode": pl.Int64(),
-        "mtime_ns": pl.Int64(),
-        "ctime_ns": pl.Int64(),
-    }
-)
+CHECKPOINT_SCHEMA = pl.Schema({
+    "path": pl.String(), "rows": pl.Int64(), "audit_lo": pl.Int64(), "audit_hi": pl.Int64(),
+    "sha256": pl.String(), "size": pl.Int64(), "inode": pl.Int64(), "mtime_ns": pl.Int64(),
+    "ctime_ns": pl.Int64()})
 
 
 # -- checking ------------------------------------------------------------------------------
@@ -314,11 +298,7 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     commit.write_derived(TABLE, frame.sort("audit_lo", nulls_last=True), replace=replace)
     parts = view.partitions("journal")
     commit.set_watermark(WATERMARK, {
-        "audit_seq": audit_seq,
-        "hash": chained,
-        "verified": int(check.section["verified"]),
-        "seq": max((p.seq_hi or 0 for p in parts), default=0),
-        "parts": len(parts),
-        "seal": seal_of(recorded + fresh),
-    })
+        "audit_seq": audit_seq, "hash": chained, "verified": int(check.section["verified"]),
+        "seq": max((p.seq_hi or 0 for p in parts), default=0), "parts": len(parts),
+        "seal": seal_of(recorded + fresh)})
     return job_report(check.rows_visited, 0, len(fresh)), check.read

@@ -93,8 +93,7 @@ def _names_any(view: StoreView, table: str, ids: list[str]) -> tuple[bool, int]:
 
 
 def rows_above(view: StoreView, name: str, mark: int) -> tuple[pl.DataFrame, int]:
-    """A family table's rows above ``mark`` (the columns the family reads), and the
-    Parquet rows read (`digest_capsules.rows_above`)."""
+    """A family table's rows above ``mark`` (the columns it reads), and the rows read."""
     return digest_capsules.rows_above(view, name, mark, _COLUMNS[name])
 
 

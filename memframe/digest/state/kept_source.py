@@ -22,12 +22,7 @@ from memframe.digest.efforts import EffortGraph
 from memframe.digest.families import FAMILIES
 from memframe.digest.scope import SCOPE, fence, fence_expr, population
 from memframe.digest.source import MemberLookup, TableSource
-from memframe.digest.state import (
-    digest_aggregates,
-    digest_capsules,
-    family_codec,
-    kept_families,
-)
+from memframe.digest.state import digest_aggregates, digest_capsules, family_codec, kept_families
 from memframe.digest.state.warm_reader import TopRequest, WarmState
 from memframe.schema import TIERS
 from memframe.state import KEY, population_expr, state_columns, state_frame

@@ -19,11 +19,7 @@ import polars as pl
 
 from memframe.derived import keyed
 from memframe.digest.state import digest_aggregates, digest_capsules, digest_leaders, digest_subset
-from memframe.state import (
-    KEY,
-    STATE_SCHEMA,
-    fold_state,
-)
+from memframe.state import KEY, STATE_SCHEMA, fold_state
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -205,7 +201,7 @@ class WarmState:
             for _hi, part, g, count in batch:
                 self.rows_visited += count
                 frame = digest_capsules.with_text(
-                    self.view.read_row_groups(part, [g], runs.stored_schema))
+                    self.view.read_row_groups(part, [g], runs.runs.schema))
                 read.append(frame.filter(~pl.col(KEY).is_in(stale)))
 
 
