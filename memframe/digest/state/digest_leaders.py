@@ -47,11 +47,10 @@ def first_rows(rows: pl.DataFrame, n: int, order: str, keep: pl.Expr | None = No
     gathered at the end: a cold range's rows are wide, and filtering them would copy
     them (measured: +110 MiB at the 10M cold digest's peak)."""
     by, descending = ORDERS[order]
-    keys = rows.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
-                       (keep if keep is not None else pl.lit(True)).alias("_keep"))
-    top = (keys.filter(pl.col("_keep"))
-           .top_k(n, by=by, reverse=[not d for d in descending])
-           .sort(by, descending=descending))
+    top = (rows.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *by,
+                              (keep if keep is not None else pl.lit(True)).alias("_keep"))
+           .filter(pl.col("_keep")).top_k(n, by=by, reverse=[not d for d in descending])
+           .sort(by, descending=descending).collect(engine="in-memory"))  # one query
     return rows[top.get_column("_i").to_list()] if top.height else rows.clear()
 
 
