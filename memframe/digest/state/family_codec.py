@@ -144,8 +144,8 @@ def decode(family: str, rows: pl.DataFrame, view: StoreView | None = None) -> di
     kept.
     """
     if family != "graph":
-        return {part: json.loads(text) for part, text in
-                rows.select("part", "text").iter_rows()}
+        return {part: json.loads(text) for part, text in zip(  # columns: no query
+            rows.get_column("part").to_list(), rows.get_column("text").to_list(), strict=True)}
     from memframe.graph import MissionGraph
 
     # rows are stored part by part: one slice each

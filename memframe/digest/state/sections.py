@@ -127,12 +127,14 @@ def encode(values: dict) -> pl.DataFrame:
 def decode(rows: pl.DataFrame) -> dict:
     """Stored rows (row 0 and any items of each list) -> the values, with each list
     holding the items read, in order."""
-    rows = rows.sort("k")
-    head = json.loads(rows.get_column("text")[0])
+    if not rows.get_column("k").is_sorted():
+        rows = rows.sort("k")
+    keys, texts = rows.get_column("k").to_list(), rows.get_column("text").to_list()
+    head = json.loads(texts[0])
     values = head["values"]
     items: dict[str, list] = {}
     names = list(LISTS)
-    for k, text in rows.slice(1).select("k", "text").iter_rows():
+    for k, text in zip(keys[1:], texts[1:], strict=True):  # columns: no query per row
         name = _UNCAPPED[0] if k < _BASE else names[(k - _BASE) & ((1 << _LIST_BITS) - 1)]
         items.setdefault(name, []).append(json.loads(text))
     for name in head["lists"]:
