@@ -408,8 +408,9 @@ def empty_of(schema: Mapping[str, Any]) -> pl.DataFrame:
     per empty frame).
 
     Examples:
-        >>> empty_of({"a": pl.Int64, "b": pl.String}).schema
-        Schema({'a': Int64, 'b': String})
+        >>> frame = empty_of({"a": pl.Int64, "b": pl.String})
+        >>> frame.height, frame.columns, frame.dtypes
+        (0, ['a', 'b'], [Int64, String])
     """
     return _empty(tuple(schema.items())).clear()
 
