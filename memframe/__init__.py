@@ -2,7 +2,7 @@
 
 The public API, re-exported; see DESIGN.md section 3. What is not reachable from here (or
 from the modules named here) is internal: a leading underscore, or the store's machinery
-under ``memframe.store`` other than ``Store``/``StoreView`` (the README's "Public and
+under ``memframe.store`` other than ``Store``/``StoreView``/``RemoteStore`` (the README's "Public and
 internal" rule).
 """
 
@@ -23,7 +23,7 @@ from memframe.digest import (
 )
 from memframe.digest.core import digest
 from memframe.errors import MemframeError
-from memframe.store import Store, StoreView
+from memframe.store import RemoteStore, Store, StoreView
 
 # `memframe.digest` is the function above: importing the package `memframe.digest` bound
 # the name to the package first, and the import of the function binds it again. The
@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Store",
     "StoreView",
+    "RemoteStore",
     "MemframeError",
     "errors",
     "digest",

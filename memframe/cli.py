@@ -365,9 +365,10 @@ def _advance(store: Any, args: argparse.Namespace) -> None:
     digest is computed all the same, from what is on disk.
     """
     from memframe.errors import MemframeError
-    from memframe.store import Store
+    from memframe.store import RemoteStore, Store
 
-    if args.no_advance or not args.stores or not isinstance(store, Store):
+    if (args.no_advance or not args.stores or not isinstance(store, Store)
+            or isinstance(store, RemoteStore)):  # a remote copy changes only by push
         return
     try:
         store.memory.run_cycle(progress=_STATUS.cycle)
@@ -943,6 +944,19 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_push(args: argparse.Namespace) -> int:
+    report = _open(args.store).push(args.url, progress=not args.quiet and _terminal())
+    pushed = report["generations_pushed"]
+    lines = [(f"push: {args.url} is at generation {report['generation']:,}; generations "
+              f"{pushed[0]:,}..{pushed[1]:,} pushed" if pushed else
+              f"push: {args.url} was current (generation {report['generation']:,})"),
+             f"uploaded {report['files']:,} file(s), {_size(report['bytes'])}; deleted "
+             f"{report['deleted']:,} file(s) a vacuum removed here; {report['requests']:,} "
+             f"request(s)"]
+    _report(args, report, "\n".join(lines))
+    return 0
+
+
 def _cmd_delta_sync(args: argparse.Namespace) -> int:
     report = _open(args.store).sync_delta_logs(rebuild=args.rebuild)
     written = sum(report["versions"].values())
@@ -1068,10 +1082,12 @@ def _register_explain(sub: Any) -> None:
 
 def _store_arg(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     if required:
-        p.add_argument("store", metavar="STORE", help="the store directory")
+        p.add_argument("store", metavar="STORE",
+                       help="the store directory, or its URL (s3://, gs://, az://)")
     else:
         p.add_argument("store", nargs="?", metavar="STORE",
-                       help="the store directory (default: the bundled sample store)")
+                       help="the store directory, or its URL (s3://, gs://, az://; default: "
+                            "the bundled sample store)")
 
 
 def _format_arg(p: argparse.ArgumentParser, choices: Sequence[str]) -> None:
@@ -1247,6 +1263,15 @@ def build_parser() -> argparse.ArgumentParser:
     _format_arg(p, ("text", "json"))
     _quiet_arg(p)
     p.set_defaults(func=_cmd_compact)
+
+    p = _sub(sub, "push", "publish the store on object storage (or a file:// copy)")
+    _store_arg(p, required=True)
+    p.add_argument("url", metavar="URL",
+                   help="where to publish it: s3://bucket/prefix, gs://..., az://..., "
+                        "file:///path (credentials from the AWS_* environment variables)")
+    _format_arg(p, ("text", "json"))
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_push)
 
     delta = _sub(sub, "delta", "each canonical table as a Delta Lake table")
     delta_sub = delta.add_subparsers(dest="delta", required=True, metavar="ACTION",

@@ -113,7 +113,9 @@ def digest(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
+    before = store.io_counts() if isinstance(store, StoreView) else None
     source, body = _read_and_assemble(store, now, verify, n, prefix)
+    after = store.io_counts() if before is not None else None
     return Digest(
         body,
         known_hash=known_hash,
@@ -121,6 +123,7 @@ def digest(
         generation=source.generation,
         project_prefix=prefix,
         headlines=n,
+        io=None if before is None or after is None else {k: after[k] - before[k] for k in after},
     )
 
 

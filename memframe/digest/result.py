@@ -75,6 +75,9 @@ class Digest:
             ``to_json()`` its compact text and ``frames`` is empty.
         rows_visited: Parquet rows read to answer (sum of the partition row counts of
             every table the call read).
+        requests, bytes_fetched: for a store on object storage, the requests the call made
+            and the bytes it fetched (0 and 0 when the generation was already in the local
+            mirror, but for the probe of a newer one); None for a local store.
         generation: the store generation the digest was taken at (None for hand-made
             tables).
         project_prefix: the fence, or None.
@@ -97,6 +100,7 @@ class Digest:
         generation: int | None = None,
         project_prefix: str | None = None,
         headlines: int = 10,
+        io: dict[str, int] | None = None,
     ):
         self._json = wire_json(body)
         self.hash = hashlib.sha256(self._json.encode("utf-8")).hexdigest()
@@ -106,6 +110,8 @@ class Digest:
         self.generation = generation
         self.project_prefix = project_prefix
         self.headlines = headlines
+        self.requests = None if io is None else io["requests"]
+        self.bytes_fetched = None if io is None else io["bytes_read"]
 
     @property
     def total(self) -> int:

@@ -28,11 +28,12 @@ from memframe.errors import (
     ReadOnlyStoreError,
 )
 from memframe.state import capsule_state as fold_capsule_state  # base layer, below the store
-from memframe.store import capture, derived, fingerprint, tables
+from memframe.store import capture, derived, fingerprint, objects, tables
 from memframe.store import log as log_module
 from memframe.store.delta import DeltaLogs
 from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot, fsync_dir
+from memframe.store.mirror import MirrorLog, open_mirror
 from memframe.text import check_instant, parse_instant
 
 Partition = Part  # the public name of one partition file's log entry
@@ -137,6 +138,13 @@ class StoreView:
 
     def pinned(self) -> StoreView:
         return self
+
+    def io_counts(self) -> dict[str, int] | None:
+        """For a store on object storage, the requests made and bytes moved so far by this
+        handle and its views (``requests``, ``bytes_read``, ``bytes_written``); None for a
+        local store."""
+        remote = getattr(self._log, "objects", None)
+        return None if remote is None else remote.counts()
 
     def read(self, fn: Callable[[StoreView], Any]) -> Any:
         """``fn(self)``: a frozen view never moves on (`Store.read` re-pins on a newer
@@ -483,6 +491,11 @@ class Store(StoreView):
         table (`Store.sync_delta_logs`)."""
         if not isinstance(delta_logs, bool):
             raise InvalidInputError(f"delta_logs is True or False; got {delta_logs!r:.40}")
+        if objects.is_url(path) and objects.local_path(str(path)) is None:
+            raise InvalidInputError(f"a store is created in a directory; create it locally "
+                                    f"and publish it with store.push({str(path)!r})")
+        if objects.is_url(path):
+            path = objects.local_path(str(path))  # type: ignore[assignment]
         store = cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
         if delta_logs:
             store.sync_delta_logs()
@@ -503,9 +516,61 @@ class Store(StoreView):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
-             actor: str = "memframe") -> Store:
-        """Open an existing store; a teaching error if ``path`` is not one."""
+             actor: str = "memframe", storage_options: Mapping[str, Any] | None = None,
+             cache_dir: str | os.PathLike[str] | None = None) -> Store:
+        """Open an existing store; a teaching error if ``path`` is not one.
+
+        ``path`` is a directory, or the URL of a store published on object storage
+        (``s3://bucket/prefix/store``, ``gs://``, ``az://``; ``file://`` is a directory).
+        A remote store is a `RemoteStore`: every read works on it, reading through a local
+        mirror of the generations it pins (under ``cache_dir``, default
+        ``$MEMFRAME_CACHE_DIR`` or ``~/.cache/memframe``); its verbs are refused. The
+        endpoint and credentials come from ``storage_options`` (``{"endpoint": ...,
+        "access_key_id": ..., "secret_access_key": ..., "region": ..., "allow_http":
+        True}``) or from the standard environment variables (``AWS_ENDPOINT_URL``,
+        ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+        ``AWS_ALLOW_HTTP``).
+        """
+        if objects.is_url(path):
+            assert isinstance(path, str)
+            directory = objects.local_path(path)
+            if directory is None:
+                return RemoteStore(open_mirror(path, storage_options, cache_dir), clock, actor)
+            path = directory
+        elif storage_options is not None:
+            raise InvalidInputError(f"storage_options are for a store URL (s3://, gs://, "
+                                    f"az://); {str(path)!r:.80} is a local path")
         return cls(Log.open(Path(path)), clock, actor)
+
+    def push(self, url: str, *, storage_options: Mapping[str, Any] | None = None,
+             progress: bool = False) -> dict[str, Any]:
+        """Publish this store at ``url`` (object storage, or a ``file://`` directory).
+
+        Generations are replicated in order: the partition files first, then each
+        generation file, created only if no other push created it (a conditional put), so
+        readers of the remote copy see whole generations, and a push that dies resumes
+        with the next call. Partition files a local vacuum removed (compacted or erased
+        rows) are deleted remotely too; until the next push, the remote keeps what the last
+        one left. Credentials as for `Store.open`.
+
+        Returns:
+            ``url``, ``generation`` (the newest pushed), ``generations_pushed`` (``[first,
+            last]`` or None when the remote was current), ``files`` and ``bytes``
+            uploaded, ``deleted`` (files removed remotely), and the ``requests`` made.
+
+        Examples:
+            >>> import memframe as mf, tempfile, os
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> _ = store.ingest({"content": "x", "source": "s", "anchor": "a"})
+            >>> url = "file://" + tempfile.mkdtemp() + "/copy"
+            >>> store.push(url)["generations_pushed"], store.push(url)["generations_pushed"]
+            ([1, 1], None)
+            >>> mf.Store.open(url).table("capsules").collect()["content"].to_list()
+            ['x']
+        """
+        from memframe.store.push import push_log
+
+        return push_log(self._log, url, storage_options, progress=progress)
 
     # -- pinning --------------------------------------------------------------------------
     def _refresh(self) -> Snapshot:
@@ -1431,6 +1496,51 @@ def _not_unicode(exc: UnicodeEncodeError) -> InvalidInputError:
         f"a lone surrogate usually comes from decoding bytes with errors='surrogateescape': "
         f"decode as UTF-8 with errors='replace', or drop the character. Nothing was written"
     )
+
+
+class RemoteStore(Store):
+    """A store on object storage, opened with ``Store.open("s3://...")``.
+
+    Every read works as on a local store (tables, ``capsule_state``, ``at`` / ``as_of``,
+    ``diff``, the digest, the doors and the audits): each pinned generation is fetched
+    whole into a local mirror before it is read (in parallel, and kept, so the next
+    generation fetches only its new files). The handle follows the newest generation as a
+    local handle does, at the cost of one request per call when nothing is new.
+    `io_counts` says what it cost. The verbs are refused: a remote copy changes only by
+    `Store.push` from the store it copies.
+    """
+
+    _log: MirrorLog
+
+    def __init__(self, log: MirrorLog, clock: Clock | None = None, actor: str = "memframe"):
+        super().__init__(log, clock, actor)
+        log.prune(self._snap)  # files only older generations named (erased rows among them)
+
+    @property
+    def url(self) -> str:
+        """The store's URL."""
+        return self._log.url
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise ReadOnlyStoreError(
+            f"{self.url} is a store on object storage, which memframe reads but does not "
+            f"change: make the change in the store it was pushed from, then publish it again "
+            f"with `memframe push STORE {self.url}` (store.push(url))")
+
+    def commit(self, fn: Callable[[capture.Commit], Any], *, operation: str) -> Any:
+        return self._refuse()
+
+    ingest = relate = forget = record_recall = record_miss = record_lane_override = _refuse
+    classify = session_start = session_finish = record_git_scan = transaction = _refuse
+    append = compact = vacuum = review = pin = teach_alias = sync_delta_logs = _refuse
+    discard_if_unused = push = _refuse
+
+    def history(self) -> pl.DataFrame:
+        self._log._prefetch(1, self.generation)  # every generation file, in parallel
+        return super().history()
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace(repr(str(self.path)), repr(self.url), 1)
 
 
 @dataclasses.dataclass(eq=False)
