@@ -876,7 +876,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         _say(args, shadow_message(others), always=True)
     if _format(args) == "json":
         info = {
-            "path": str(view.path),
+            "path": getattr(store, "url", None) or str(view.path),
             "generation": view.generation,
             "committed_at": view.committed_at,
             "newest_generation": newest,
@@ -889,7 +889,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         _emit(json.dumps(info, indent=2, ensure_ascii=False), "json")
         return 0
     when = f", committed {_instant(view.committed_at)}" if view.committed_at else ""
-    lines = [f"store {view.path}",
+    lines = [f"store {getattr(store, 'url', None) or view.path}",
              f"generation {view.generation:,}{when}" + (
                  f" (the newest is {newest:,})" if view.generation != newest else "")]
     if newest == 0:

@@ -216,18 +216,21 @@ class Objects:
         self._spent(max(pages, 1))
         return sorted(found)
 
-    def list_dirs(self, prefix: str = "") -> list[str]:
-        """The "directories" (common prefixes) directly under ``prefix``."""
+    def list_level(self, prefix: str = "") -> tuple[list[str], list[str]]:
+        """The "directories" (common prefixes) and the object names directly under
+        ``prefix`` (one request per page)."""
         import obstore
 
         try:
             found = obstore.list_with_delimiter(self._store, prefix or None)
         except FileNotFoundError:
-            return []
+            return [], []
         except Exception as exc:
             raise self._fail(prefix, "listing", exc) from None
         self._spent(1)
-        return sorted(str(p).rstrip("/") for p in found["common_prefixes"])
+        dirs = sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"])
+        names = sorted(str(o["path"]).rsplit("/", 1)[-1] for o in found["objects"])
+        return dirs, names
 
     # -- writes -------------------------------------------------------------------------
     def put(self, key: str, data: bytes, *, create: bool = False) -> bool:
@@ -275,3 +278,38 @@ class Objects:
             except Exception as exc:
                 raise self._fail(batch[0], "deleting", exc) from None
         return len(keys)
+
+
+#: how deep `list_stores` looks under a prefix for stores
+STORE_DEPTH = 6
+
+
+def list_stores(url: str, storage_options: Mapping[str, Any] | None = None, *,
+                marker: str = "memframe.json") -> list[str]:
+    """The URLs of the stores under ``url`` (itself included when it is one), sorted: each
+    "directory" that holds ``memframe.json``. A store's own directories are not searched,
+    and the walk stops ``STORE_DEPTH`` levels down; its cost is one listing per directory
+    visited, whatever the stores hold.
+
+    Examples:
+        >>> import memframe as mf, tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> for name in ("a1", "team/a2"):
+        ...     _ = mf.Store.create(f"{root}/{name}")
+        >>> [u[len(root) + 7:] for u in list_stores("file://" + root)]
+        ['/a1', '/team/a2']
+    """
+    remote = Objects(url, storage_options)
+    found: list[str] = []
+
+    def walk(prefix: str, depth: int) -> None:
+        dirs, names = remote.list_level(prefix)
+        if marker in names:
+            found.append(f"{remote.url}/{prefix}".rstrip("/"))
+            return
+        if depth < STORE_DEPTH:
+            for name in dirs:
+                walk(f"{prefix}{name}/", depth + 1)
+
+    walk("", 0)
+    return sorted(found)

@@ -1535,6 +1535,18 @@ class RemoteStore(Store):
     append = compact = vacuum = review = pin = teach_alias = sync_delta_logs = _refuse
     discard_if_unused = push = _refuse
 
+    def read(self, fn: Callable[[StoreView], Any]) -> Any:
+        try:
+            return super().read(fn)
+        except MemframeError as exc:
+            # a message about the mirror's files is about the remote store's
+            text = str(exc)
+            if str(self.path) not in text or len(exc.args) != 1:
+                raise
+            exc.args = (text.replace(f"`memframe info {self.path}`", f"`memframe info "
+                                     f"{self.url}`").replace(str(self.path), self.url),)
+            raise
+
     def history(self) -> pl.DataFrame:
         self._log._prefetch(1, self.generation)  # every generation file, in parallel
         return super().history()

@@ -198,3 +198,17 @@ def test_file_urls_push_to_a_directory_that_opens_as_a_local_store(sample, tmp_p
     copy = mf.Store.open(url)
     assert not isinstance(copy, mf.RemoteStore)
     assert mf.digest(copy, now=NOW).to_json() == mf.digest(sample, now=NOW).to_json()
+
+
+def test_a_file_missing_remotely_is_named_by_its_url(tmp_path, clock, bucket, s3_options):
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest({"content": "a", "source": "s", "anchor": "a"})
+    url = f"s3://{bucket}/damaged"
+    store.push(url, storage_options=s3_options)
+    [part] = [p.path for p in store.partitions("capsules")]
+    Objects(url, s3_options).delete_many([part])
+    remote = mf.Store.open(url, storage_options=s3_options)
+    with pytest.raises(mf.errors.CorruptStoreError) as missing:
+        remote.table("capsules").collect()
+    assert f"{url}" in str(missing.value) and str(remote.path) not in str(missing.value)
+    assert part in str(missing.value)
