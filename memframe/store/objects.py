@@ -85,7 +85,7 @@ def _options(storage_options: Mapping[str, Any] | None) -> tuple[Any, Any]:
     for key, value in storage_options.items():
         if not isinstance(key, str):
             raise InvalidInputError(f"storage_options keys are option names; got {key!r:.40}")
-        name = key.lower()
+        name = {"region_name": "region"}.get(key.lower(), key.lower())  # boto's spelling
         bare = name.split("_", 1)[1] if name.startswith(("aws_", "google_", "azure_")) else name
         if bare in _CLIENT_KEYS:
             client[bare] = value

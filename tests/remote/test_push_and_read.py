@@ -4,6 +4,7 @@ digest, time travel, diff, the doors and the audits; verbs on the remote are ref
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 
 import polars as pl
@@ -212,3 +213,68 @@ def test_a_file_missing_remotely_is_named_by_its_url(tmp_path, clock, bucket, s3
         remote.table("capsules").collect()
     assert f"{url}" in str(missing.value) and str(remote.path) not in str(missing.value)
     assert part in str(missing.value)
+
+
+def test_two_pushers_never_both_land_a_generation(tmp_path, clock, bucket, s3_options):
+    import threading
+
+    from memframe.errors import ConcurrentCommitError
+
+    stores = []
+    for name in ("one", "two"):
+        store = mf.Store.create(tmp_path / name, clock=clock)
+        for i in range(8):
+            store.ingest({"content": f"{name} {i}", "source": "s", "anchor": str(i)})
+        stores.append(store)
+    url = f"s3://{bucket}/contended"
+    outcome: dict[str, object] = {}
+    gate = threading.Barrier(2)
+
+    def push(store: mf.Store) -> None:
+        gate.wait()
+        try:
+            outcome[store.path.name] = store.push(url, storage_options=s3_options)
+        except (ConcurrentCommitError, StoreExistsError) as exc:
+            outcome[store.path.name] = exc
+
+    threads = [threading.Thread(target=push, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [s for s in stores if isinstance(outcome[s.path.name], dict)]
+    assert len(won) == 1, outcome
+    remote = mf.Store.open(url, storage_options=s3_options)
+    assert remote.table("capsules").collect().equals(won[0].table("capsules").collect())
+    [lost] = [s for s in stores if s is not won[0]]
+    with pytest.raises(StoreExistsError):
+        lost.push(url, storage_options=s3_options)
+
+
+def test_an_unknown_storage_option_is_refused_before_anything_is_read(sample, bucket,
+                                                                       s3_options):
+    with pytest.raises(mf.errors.InvalidInputError, match="colour"):
+        sample.push(f"s3://{bucket}/x", storage_options={**s3_options, "colour": "red"})
+    with pytest.raises(mf.errors.InvalidInputError, match="colour"):
+        mf.Store.open(f"s3://{bucket}/x", storage_options={"colour": "red"})
+    assert Objects(f"s3://{bucket}", s3_options).listing("") == []
+
+
+def test_the_command_line_pushes_and_digests_a_url_without_writing_to_it(
+        sample, bucket, s3_endpoint, monkeypatch, capsys):
+    from memframe.cli import main
+
+    for name, value in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                        "AWS_ALLOW_HTTP": "true"}.items():
+        monkeypatch.setenv(name, value)
+    url = f"s3://{bucket}/cli"
+    assert main(["push", str(sample.path), url, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["generation"] == sample.generation
+    assert main(["digest", url, "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == mf.digest(sample).to_json()
+    assert "could not advance" not in out.err
+    assert Objects(url).get(f"_log/{sample.generation + 1:020d}.json") is None
+    assert main(["info", url, "--format", "json"]) == 0
+    assert f'"path": "{url}"' in capsys.readouterr().out
