@@ -75,6 +75,12 @@ def test_every_read_of_a_pushed_store_equals_the_local_one(sample, bucket, s3_op
     assert _same_frames(remote.memory.sessions().rows, sample.memory.sessions().rows)
     assert _same_frames(mf.audit.recall_misses(remote).lifecycle,
                         mf.audit.recall_misses(sample).lifecycle)
+    coverage = [mf.audit.recall_coverage(s, until="2026-06-15") for s in (remote, sample)]
+    assert _same_frames(coverage[0].daily, coverage[1].daily)
+    assert _same_frames(coverage[0].never_recalled, coverage[1].never_recalled)
+    trust = [mf.audit.trust(s) for s in (remote, sample)]
+    assert _same_frames(trust[0].recalled, trust[1].recalled)
+    assert _same_frames(trust[0].expired, trust[1].expired)
     assert remote.io_counts()["requests"] > 0 and sample.io_counts() is None
 
 
