@@ -5,8 +5,10 @@ synthetic store (``--capsules``, its kept state brought up to date by a cycle), 
 and measures, alternating local and remote ``--repeat`` times in this one process:
 
 * ``push``: the first push (every file) and a push after ``--new`` new capsules;
-* ``open``: `Store.open(url)` with an empty mirror (every file of the newest generation
-  fetched) against `Store.open(path)`;
+* ``open``: `Store.open(url)` with an empty mirror (the log replayed, nothing else
+  fetched) against `Store.open(path)`, then the first digest on it (it fetches the files
+  it reads: the journal, to confirm the verified chain by its bytes, and the kept state)
+  against the first digest of a fresh local handle;
 * ``warm digest``: `mf.digest` on the remote handle whose mirror holds the generation,
   against the local store;
 * ``digest after a push``: the first remote digest after the push of ``--new`` capsules
@@ -89,16 +91,26 @@ def main() -> None:
         rows.append(("first push", None, t, report["requests"], report["bytes"]))
 
         opens_local, opens_remote, requests, fetched = [], [], [], []
+        firsts_local, firsts_remote, first_requests, first_fetched = [], [], [], []
         for i in range(args.repeat):
-            opens_local.append(_timed(lambda: mf.Store.open(path))[0])
+            t, here = _timed(lambda: mf.Store.open(path))
+            opens_local.append(t)
+            firsts_local.append(_timed(lambda here=here: mf.digest(here, now=NOW))[0])
             t, remote = _timed(lambda i=i: mf.Store.open(url, storage_options=options,
                                                           cache_dir=work / f"mirror{i}"))
             opens_remote.append(t)
             requests.append(remote.io_counts()["requests"])
             fetched.append(remote.io_counts()["bytes_read"])
+            t, first = _timed(lambda remote=remote: mf.digest(remote, now=NOW))
+            firsts_remote.append(t)
+            first_requests.append(first.requests)
+            first_fetched.append(first.bytes_fetched)
         rows.append(("open, empty mirror", statistics.median(opens_local),
                      statistics.median(opens_remote), statistics.median(requests),
                      statistics.median(fetched)))
+        rows.append(("first digest after it", statistics.median(firsts_local),
+                     statistics.median(firsts_remote), statistics.median(first_requests),
+                     statistics.median(first_fetched)))
 
         remote = mf.Store.open(url, storage_options=options)
         here, there, there_requests = [], [], []

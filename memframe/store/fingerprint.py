@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +103,28 @@ def current_identity(path: str | Path) -> dict[str, Any] | None:
 SEAL_MARK = "projections/digest/seal"
 
 
-def canonical_seal(root: Path, tables: Any, top: int) -> dict[str, Any] | None:
+def canonical_seal(root: Path, tables: Any, top: int,
+                   size: Callable[[str], int | None] | None = None) -> dict[str, Any] | None:
     """The seal of the canonical parts at or below ``top`` that ``tables`` (table name ->
     parts, as a snapshot holds them) names: the sha256 of every part's path, row count and
-    size now (one stat each). Sizes, not inodes or change times, so that a copy of the
-    store (a clone, an installed sample, a backup restored) keeps its seal, while an edit
-    that changes a part's size breaks it. None when a part cannot be stat'ed."""
+    size now (one stat each, or ``size(path)``: a remote store's sizes as listed). Sizes,
+    not inodes or change times, so that a copy of the store (a clone, an installed sample,
+    a backup restored, a remote copy) keeps its seal, while an edit that changes a part's
+    size breaks it. None when a part cannot be stat'ed."""
     entries = []
     base = os.fspath(root) + os.sep  # (a warm digest stats every part, ~1k at 10M)
     for name in CANONICAL_TABLES:
         for part in tables.get(name, ()):
             if (part.seq_hi or 0) <= top:
-                try:
-                    size = os.stat(base + part.path).st_size
-                except OSError:
-                    return None
-                entries.append([part.path, part.rows, size])
+                if size is not None:
+                    found = size(part.path)
+                    if found is None:
+                        return None
+                else:
+                    try:
+                        found = os.stat(base + part.path).st_size
+                    except OSError:
+                        return None
+                entries.append([part.path, part.rows, found])
     digest = hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()
     return {"seq": top, "parts": len(entries), "sha256": digest}

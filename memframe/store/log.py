@@ -38,6 +38,7 @@ from memframe.errors import (
     StorageNotWritableError,
     StoreExistsError,
 )
+from memframe.store import fingerprint
 
 FORMAT_NAME = "memframe-store"
 FORMAT_VERSION = 1
@@ -453,6 +454,21 @@ class Log:
             if m:
                 ckpts.append(int(m.group(1)))
         return gens, ckpts
+
+    def ensure(self, parts: Iterable[Part]) -> None:
+        """Make ``parts`` present under the root before they are read: nothing to do for
+        a store on disk (a remote store's mirror fetches them)."""
+
+    def part_size(self, path: str) -> int | None:
+        """A partition file's size (None when it is missing)."""
+        try:
+            return os.stat(self.root / path).st_size
+        except OSError:
+            return None
+
+    def same_file(self, path: str, recorded: dict[str, Any]) -> bool:
+        """Whether partition ``path`` is the very file a fingerprint recorded."""
+        return fingerprint.same_file(self.root / path, recorded)
 
     def latest_generation(self, known: int | None = None) -> int:
         """The newest generation. With ``known`` (a generation already seen), probe forward

@@ -1,12 +1,13 @@
-"""A store on object storage, read through a local mirror of the generations it pins.
+"""A store on object storage, read through a local mirror filled with what is read.
 
 The remote copy has the local layout (``memframe.json``, ``_log/``, the tables' partition
 files), written by `memframe.store.push`. A reader keeps a mirror of it in a cache
-directory: the generation files it replays and every partition file of each generation it
-pins, fetched in parallel and kept (partition and generation files are immutable, so a file
-fetched once serves every later generation that names it). Pinning a generation fetches its
-files *before* the generation is used, so the rest of memframe reads the mirror as a local
-store and never sees half a generation.
+directory: the generation files it replays, and the partition files its reads need,
+fetched in parallel just before they are read (`MirrorLog.ensure`, which `StoreView`
+calls at each read) and kept: partition and generation files are immutable, so a file
+fetched once serves every later generation that names it. The rest of memframe reads the
+mirror as a local store, and never sees half a generation (the files a generation names
+were uploaded before it was created).
 
 The newest generation is found as locally: one listing when the store is opened, then a
 probe of the next generation file per call (one request when nothing is new).
@@ -18,12 +19,13 @@ import hashlib
 import os
 import shutil
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from memframe.errors import GenerationNotFoundError, NotAStoreError, ReadOnlyStoreError
 from memframe.store import log as log_module
-from memframe.store.log import Log, Snapshot, gen_name
+from memframe.store.log import Log, Part, Snapshot, gen_name
 from memframe.store.objects import Objects
 
 __all__ = ["MirrorLog", "open_mirror", "cache_root", "remote_keys"]
@@ -60,6 +62,8 @@ class MirrorLog(Log):
         self._local: set[str] = set()  # partition files known to be in the mirror
         self._gone: set[str] = set()  # ... and known to be absent remotely
         self._guard = threading.Lock()
+        self._sizes: tuple[int, dict[str, int]] | None = None  # (newest, remote sizes)
+        self._confirmed: dict[tuple[Any, ...], bool] = {}
 
     @property
     def url(self) -> str:
@@ -111,16 +115,16 @@ class MirrorLog(Log):
             start = max([start, *(c for c in self._checkpoints if c <= target)])
         if 0 <= target <= self._newest:
             self._prefetch(start, target)
-        snap = super().snapshot(generation, base=base, use_checkpoints=use_checkpoints)
-        self.materialize(snap)
-        return snap
+        return super().snapshot(generation, base=base, use_checkpoints=use_checkpoints)
 
-    def materialize(self, snap: Snapshot) -> None:
-        """Fetch every partition file ``snap`` names that the mirror lacks (in parallel).
-        A file the remote lacks too stays absent, so reading it gives the store's own
-        error for a missing file (vacuumed history, or a push still under way)."""
+    def ensure(self, parts: Iterable[Part]) -> None:
+        """Fetch the partition files of ``parts`` that the mirror lacks (in parallel),
+        before they are read. A file the remote lacks too stays absent, so reading it
+        gives the store's own error for a missing file (vacuumed history, or a push still
+        under way)."""
         with self._guard:
-            todo = [p for p in remote_keys(snap) if p not in self._local and p not in self._gone]
+            todo = list(dict.fromkeys(p.path for p in parts if p.path not in self._local
+                                      and p.path not in self._gone))
         present = {p for p in todo if (self.root / p).exists()}
         todo = [p for p in todo if p not in present]
         missing = set(self.objects.download_many([(p, self.root / p) for p in todo]))
@@ -145,6 +149,25 @@ class MirrorLog(Log):
         with self._guard:
             self._local &= keep
         return removed
+
+    def part_size(self, path: str) -> int | None:
+        """The size of a partition file as the remote lists it (one listing of the store
+        per newest generation seen), None when the remote does not hold it."""
+        with self._guard:
+            if self._sizes is None or self._sizes[0] != self._newest:
+                listed = dict(self.objects.listing(""))
+                self._sizes = (self._newest, listed)
+            return self._sizes[1].get(path)
+
+    def same_file(self, path: str, recorded: dict[str, Any]) -> bool:
+        """Is the mirrored file the very file ``recorded`` fingerprinted? Its bytes are
+        hashed once per process (a mirrored file never changes: it is fetched whole and
+        renamed into place), as a copy of a store is confirmed by its bytes."""
+        key = (path, recorded.get("sha256"), recorded.get("size"))
+        if key not in self._confirmed:
+            self.ensure([Part(path=path, rows=0)])
+            self._confirmed[key] = super().same_file(path, recorded)
+        return self._confirmed[key]
 
     # -- writing is refused ---------------------------------------------------------------
     def try_commit(self, entry: Any) -> bool:

@@ -12,7 +12,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,9 @@ class StoreView:
         snap = self._snap
         if self._seen_of is not snap:
             root = self._log.root if self._travelled else None
+            if root is not None:
+                self._log.ensure(p for t, ps in snap.tables.items() if derived.is_derived(t)
+                                 for p in ps)
             self._seen_snap, self._seen_of = derived.visible(snap, root), snap
         return self._seen_snap  # type: ignore[return-value]
 
@@ -176,7 +179,8 @@ class StoreView:
                 f"unknown table {name!r}; the canonical tables are: "
                 f"{', '.join(S.CANONICAL_TABLES)}"
             )
-        return tables.scan(self._log.root, self._seen.parts(name), S.table_schema(name))
+        parts = self._seen.parts(name)
+        return tables.scan(self._here(parts), parts, S.table_schema(name))
 
     def tables(self) -> dict[str, pl.LazyFrame]:
         """All canonical tables at this generation (name -> LazyFrame)."""
@@ -184,20 +188,21 @@ class StoreView:
 
     def derived(self, name: str, schema: pl.Schema) -> pl.LazyFrame:
         """A derived table (e.g. ``projections/session``) at this generation."""
-        return tables.scan(self._log.root, self._seen.parts(name), schema)
+        parts = self._seen.parts(name)
+        return tables.scan(self._here(parts), parts, schema)
 
     def read_matching(self, name: str, schema: pl.Schema, column: str, values: Sequence[str],
                       columns: Sequence[str] | None = None) -> tuple[pl.DataFrame, int]:
         """Rows of ``name`` whose ``column`` is in ``values`` and the Parquet rows read."""
-        return tables.read_matching(self._log.root, self._seen.parts(name), schema, column,
-                                    values, columns)
+        parts = self._seen.parts(name)
+        return tables.read_matching(self._here(parts), parts, schema, column, values, columns)
 
     def read_by_seq(self, name: str, seqs: Sequence[int], columns: Sequence[str]
                     ) -> tuple[pl.DataFrame, int]:
         """Rows of ``name`` whose ``seq`` is in ``seqs`` (reading only the row groups that can
         hold them) and the Parquet rows read."""
-        return tables.read_by_seq(self._log.root, self._seen.parts(name), S.table_schema(name),
-                                  seqs, columns)
+        parts = self._seen.parts(name)
+        return tables.read_by_seq(self._here(parts), parts, S.table_schema(name), seqs, columns)
 
     def row_count(self, name: str) -> int:
         """Rows in a table's partitions at this generation (from the log, nothing read)."""
@@ -205,7 +210,8 @@ class StoreView:
 
     def files(self, name: str) -> list[Path]:
         """The partition files of a table at this generation."""
-        return [self._log.root / p.path for p in self._seen.parts(name)]
+        parts = self._seen.parts(name)
+        return [self._here(parts) / p.path for p in parts]
 
     # -- partitions: the read side of incremental jobs ------------------------------------
     def partitions(self, name: str) -> tuple[Partition, ...]:
@@ -234,13 +240,13 @@ class StoreView:
                         schema: pl.Schema | None = None) -> pl.DataFrame:
         """The rows of ``partitions`` of table ``name`` (a derived table names its
         ``schema``); an empty frame when there are none."""
-        return tables.read(self._log.root, partitions,
+        return tables.read(self._here(partitions), partitions,
                            schema if schema is not None else S.table_schema(name), columns)
 
     def scan_partitions(self, name: str, partitions: Sequence[Partition], *,
                         schema: pl.Schema | None = None) -> pl.LazyFrame:
         """A LazyFrame over ``partitions`` of table ``name`` (empty when there are none)."""
-        return tables.scan(self._log.root, partitions,
+        return tables.scan(self._here(partitions), partitions,
                            schema if schema is not None else S.table_schema(name))
 
     def read_partitions_fingerprinted(
@@ -250,8 +256,9 @@ class StoreView:
         identity: `memframe.store.fingerprint`), so what was read is what is recorded."""
         schema = S.table_schema(name)
         out = []
+        root = self._here(partitions)
         for part in partitions:
-            data, print_ = fingerprint.read_fingerprinted(self._log.root / part.path)
+            data, print_ = fingerprint.read_fingerprinted(root / part.path)
             frame = pl.read_parquet(io.BytesIO(data), columns=list(columns))
             out.append((frame.cast({c: schema[c] for c in columns}), print_))
         return out
@@ -259,18 +266,22 @@ class StoreView:
     def partition_fingerprint(self, partition: Partition | str) -> dict[str, Any]:
         """The fingerprint of one partition file now (sha256 and identity)."""
         path = partition if isinstance(partition, str) else partition.path
-        return fingerprint.file_fingerprint(self._log.root / path)
+        return fingerprint.file_fingerprint(self._here_path(path) / path)
 
     def partition_identity(self, partition: Partition | str) -> dict[str, Any] | None:
         """One partition file's identity now (size, inode, mtime, ctime; nothing read), or
         None when it cannot be stat'ed."""
         path = partition if isinstance(partition, str) else partition.path
-        return fingerprint.current_identity(f"{self._log.root}{os.sep}{path}")
+        return fingerprint.current_identity(f"{self._here_path(path)}{os.sep}{path}")
 
     def partition_is(self, partition: Partition | str, recorded: Mapping[str, Any]) -> bool:
         """Whether a partition file is the very file a recorded fingerprint describes."""
         path = partition if isinstance(partition, str) else partition.path
-        return fingerprint.same_file(self._log.root / path, dict(recorded))
+        return self._log.same_file(path, dict(recorded))
+
+    def partition_size(self, path: str) -> int | None:
+        """One partition file's size in bytes (None when it is missing), nothing read."""
+        return self._log.part_size(path)
 
     def derived_names(self, prefix: str) -> list[str]:
         """The derived tables under ``prefix`` that hold partitions at this generation
@@ -284,26 +295,37 @@ class StoreView:
         statistics) and its row count, from the footer (nothing else read), so a lookup
         can plan which groups to read. ``physical``: the values as stored (a timestamp's
         integer count of nanoseconds)."""
-        _meta, mins, maxs, counts = tables.row_group_ranges(self._log.root / partition.path,
-                                                            column, physical)
+        _meta, mins, maxs, counts = tables.row_group_ranges(
+            self._here([partition]) / partition.path, column, physical)
         return mins, maxs, counts
 
     def read_row_groups(self, partition: Partition, groups: Sequence[int],
                         schema: pl.Schema) -> pl.DataFrame:
         """The given row groups of one partition, as ``schema``'s columns."""
-        return tables.read_row_groups(self._log.root, partition, groups, schema)
+        return tables.read_row_groups(self._here([partition]), partition, groups, schema)
+
+    def _here(self, parts: Iterable[Part]) -> Path:
+        """The store's root, with ``parts`` present under it (a remote store's mirror
+        fetches those it lacks, in parallel, before they are read)."""
+        self._log.ensure(parts)
+        return self._log.root
+
+    def _here_path(self, path: str) -> Path:
+        return self._here([Part(path=path, rows=0)])
+
+    def _all_parts(self) -> list[Part]:
+        return [p for parts in self._seen.tables.values() for p in parts]
 
     def readable(self) -> bool:
         """Whether every partition this generation names is present (time travel reaches
         a generation until a vacuum removes files it needs)."""
-        return all((self._log.root / p.path).exists()
-                   for parts in self._seen.tables.values() for p in parts)
+        return all(self._log.part_size(p.path) is not None for p in self._all_parts())
 
     def require_readable(self) -> None:
         """Raise `GenerationNotFoundError` naming the first partition of this generation
         a vacuum removed (or that is missing), and the generations still readable."""
-        tables.require_present(self._log.root,
-                               (p for parts in self._seen.tables.values() for p in parts))
+        tables.require_present(self._log.root, [p for p in self._all_parts()
+                                                if self._log.part_size(p.path) is None])
 
     def capsule_state(self) -> pl.LazyFrame:
         """One row per capsule: status, usage, kind, tier and the capsule's columns."""
@@ -633,6 +655,7 @@ class Store(StoreView):
         ``exc`` itself when every file is whole (its own meaning stands)."""
         if isinstance(exc, InvalidInputError):
             return exc  # the caller's input, not a file
+        self._log.ensure(p for parts in snap.tables.values() for p in parts)
         found = tables.diagnose(self._log.root, snap.tables)
         return exc if found is None else found
 

@@ -271,8 +271,8 @@ def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
     if top is None:
         top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
                   default=0)
-    return fingerprint.canonical_seal(view.path, {name: view.partitions(name)
-                                                  for name in CANONICAL_TABLES}, top)
+    parts = {name: view.partitions(name) for name in CANONICAL_TABLES}
+    return fingerprint.canonical_seal(view.path, parts, top, view.partition_size)
 
 
 def seal_holds(view: StoreView) -> bool:
