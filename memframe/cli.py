@@ -513,17 +513,18 @@ def _cmd_digest(args: argparse.Namespace) -> int:
 
 def _fleet_sources(names: Sequence[str]) -> list[str]:
     """Each STORE-OR-DIR: a store as itself, a directory or URL prefix as the stores under
-    it; a path that is neither is kept, so its row says what is wrong with it."""
+    it; a path that is neither (or a directory holding no store) is kept, so its row says
+    what is wrong with it."""
     from memframe.fleet import list_stores
     from memframe.store import Store
 
     paths: list[str] = []
     for name in names:
         local = name[len("file://"):] if name.startswith("file://") else name
+        listed = []
         if "://" in local or (Path(local).is_dir() and not Store.is_store(local)):
-            paths += list_stores(name)
-        else:
-            paths.append(name)
+            listed = list_stores(name)
+        paths += listed or [name]
     return paths
 
 

@@ -447,7 +447,8 @@ class Fleet:
         """The fleet as plain values: instants as RFC3339 text, ages in seconds."""
         plain = self.frame.with_columns(
             *[rfc3339(pl.col(c)) for c, t in self.frame.schema.items() if t == _UTC],
-            *[pl.col(c).dt.total_seconds(fractional=True)
+            # nanoseconds / 1e9: one correctly rounded division, so whole seconds stay whole
+            *[pl.col(c).dt.total_nanoseconds() / 1_000_000_000
               for c, t in self.frame.schema.items() if t == _AGE],
         )
         return {
