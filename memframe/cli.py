@@ -1238,7 +1238,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print JSON also on a terminal (default: a table on a terminal, "
                         "JSON when piped)")
     p.add_argument("--html", default=None, metavar="FILE",
-                   help="also write an HTML overview page to FILE")
+                   help="also write an HTML overview page to FILE (default: none)")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_fleet)
 
