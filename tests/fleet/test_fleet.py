@@ -17,6 +17,9 @@ from memframe.fleet import FLEET_SCHEMA
 
 from .conftest import NOW, hand_built
 
+# the fleet on disk is built once per worker: keep this module's tests on one
+pytestmark = pytest.mark.xdist_group("fleet")
+
 READ = ["alpha", "beta", "gamma", "broken"]
 FAILING = ["damaged", "notes", "missing"]
 

@@ -15,6 +15,9 @@ from memframe.cli import main
 
 from .conftest import NOW
 
+# the fleet on disk is built once per worker: keep this module's tests on one
+pytestmark = pytest.mark.xdist_group("fleet")
+
 STAMP = "2026-08-04T12:00:00Z"
 assert mf.fleet([], now=NOW).to_dict()["now"] == STAMP
 
