@@ -385,11 +385,12 @@ def fleet(
 
     Examples:
         >>> import datetime as dt, memframe as mf
+        >>> from memframe.synth import sample_store_path
         >>> now = dt.datetime(2026, 9, 1, tzinfo=dt.UTC)
-        >>> f = mf.fleet(["data/sample-store"], now=now)
+        >>> f = mf.fleet([sample_store_path()], now=now)
         >>> f.frame.select("total", "projects", "chain_ok", "error").row(0)
         (2959, 10, True, None)
-        >>> mf.fleet(["data/sample-store"], now=now, engine="ray").frame.equals(f.frame)  # doctest: +SKIP
+        >>> mf.fleet([sample_store_path()], now=now, engine="ray").frame.equals(f.frame)  # doctest: +SKIP
         True
     """
     if engine not in FLEET_ENGINES:
