@@ -23,12 +23,14 @@ from memframe.digest import (
 )
 from memframe.digest.core import digest
 from memframe.errors import MemframeError
+from memframe.fleet import Fleet, fleet
 from memframe.store import RemoteStore, Store, StoreView
 
 # `memframe.digest` is the function above: importing the package `memframe.digest` bound
 # the name to the package first, and the import of the function binds it again. The
 # package's modules stay importable by their full names (`from memframe.digest import
 # batch`, `import memframe.digest.core`): the import system finds them in sys.modules.
+# `memframe.fleet` is the function in the same way; its module is `sys.modules["memframe.fleet"]`.
 
 warn_if_shadowed()  # the unrelated `memframe` on PyPI installs the same import name
 
@@ -48,6 +50,8 @@ __all__ = [
     "digest_many",
     "digest_tables",
     "per_project_digests",
+    "fleet",
+    "Fleet",
     "MEMORY_PROJECTION_NAMES",
     "audit",
     "importers",

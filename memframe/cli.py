@@ -512,6 +512,78 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     return 1 if report.failures else 0
 
 
+def _fleet_sources(names: Sequence[str]) -> list[str]:
+    """Each STORE-OR-DIR: a store as itself, a directory or URL prefix as the stores under
+    it; a path that is neither (or a directory holding no store) is kept, so its row says
+    what is wrong with it."""
+    from memframe.fleet import list_stores
+    from memframe.store import Store
+
+    paths: list[str] = []
+    for name in names:
+        local = name[len("file://"):] if name.startswith("file://") else name
+        listed = []
+        if "://" in local or (Path(local).is_dir() and not Store.is_store(local)):
+            listed = list_stores(name)
+        paths += listed or [name]
+    return paths
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        days = -1.0
+    if not days >= 0 or days == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative number of days (for example 7 or 0.5), got {json.dumps(value)}")
+    return days
+
+
+def _now(value: str) -> Any:
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"expected an instant with its offset, such as 2026-09-01T00:00:00Z, got "
+            f"{json.dumps(value)}")
+    return when
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from memframe.fleet import fleet
+
+    if args.html is not None:
+        _check_out(args.html, directory=False)
+    if args.engine == "local" and args.address is not None:
+        raise _UsageError("--address names a Ray cluster; give it with --engine ray")
+    paths = _fleet_sources(args.stores)
+    _STATUS.stage(f"fleet of {len(paths)} store(s)")
+    _STATUS.clear()
+    result = fleet(paths, engine=args.engine, now=args.now, address=args.address,
+                   stale_after=dt.timedelta(days=args.stale_days),
+                   orphan_after=dt.timedelta(days=args.orphan_days), progress=_progress(args))
+    if args.html is not None:
+        _say(args, f"wrote {_write_file(Path(args.html), result.to_html(), 'html')}")
+    if args.json or not _terminal():
+        _emit(result.to_json(), "json")
+    else:
+        _emit(result.to_text(width=min(_FLEET_WIDTH, _width() or _FLEET_WIDTH)), "text")
+    for path, error in result.errors.items():
+        _say(args, f"memframe fleet: {path}: {error}", always=True)
+    return 1 if result.errors else 0
+
+
+#: the widest the fleet's table is drawn on a terminal
+_FLEET_WIDTH = 80
+
+
 def _with_changes(args: argparse.Namespace, store: Any, d: Any, kwargs: dict[str, Any],
                   fmt: str) -> str:
     """The digest ``d`` and, under it, what changed since the scope's previous session
@@ -1161,6 +1233,30 @@ def build_parser() -> argparse.ArgumentParser:
                         "stderr")
     _quiet_arg(p)
     p.set_defaults(func=_cmd_digest)
+
+    p = _sub(sub, "fleet", "one row of figures per store, for many stores")
+    p.add_argument("stores", nargs="+", metavar="STORE-OR-DIR",
+                   help="stores, or directories (or s3://, gs://, az:// prefixes) whose "
+                        "stores are listed")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="read the stores in this process, or one Ray task per store")
+    p.add_argument("--address", default=None, metavar="A",
+                   help="Ray cluster address, with --engine ray (default: a running Ray, "
+                        "else a local one)")
+    p.add_argument("--now", type=_now, default=None, metavar="T",
+                   help="the instant every store is read at and every age measured from "
+                        "(default: the current time)")
+    p.add_argument("--stale-days", type=_days, default=7.0, metavar="D",
+                   help="flag a newest handoff older than D days")
+    p.add_argument("--orphan-days", type=_days, default=1.0, metavar="D",
+                   help="flag a session open for longer than D days")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON also on a terminal (default: a table on a terminal, "
+                        "JSON when piped)")
+    p.add_argument("--html", default=None, metavar="FILE",
+                   help="also write an HTML overview page to FILE (default: none)")
+    _quiet_arg(p)
+    p.set_defaults(func=_cmd_fleet)
 
     p = _sub(sub, "sessions", "the newest sessions (one row per conversation)")
     _store_arg(p)

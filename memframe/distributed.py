@@ -35,7 +35,6 @@ Examples:
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe.digest.batch import DIGEST_ENGINES, BatchReport, digest_many
-from memframe.digest.engines import check_workers
+from memframe.digest.engines import check_workers, task_options
 from memframe.digest.engines import import_ray as _import_ray
 from memframe.digest.engines import ray_running as _ray_running
 from memframe.errors import InvalidInputError, ReadOnlyStoreError
@@ -58,7 +57,8 @@ if TYPE_CHECKING:
 
     from memframe.store.capture import Commit
 
-__all__ = ["rebuild_sessions", "digest_many", "fold_block", "merge_blocks", "BatchReport",
+__all__ = ["rebuild_sessions", "digest_many", "fold_block", "fold_files", "merge_blocks",
+           "BatchReport",
            "REBUILD_ENGINES", "DIGEST_ENGINES"]
 
 #: engines of `rebuild_sessions`: Ray Data, or the local rebuild door
@@ -147,29 +147,51 @@ def merge_blocks(blocks: Iterable[pl.DataFrame | pa.Table],
     return fold_sessions(_empty_capsules(), sums, existing.lazy(), engine="in-memory")
 
 
+def fold_files(batch: pa.Table) -> pa.Table:
+    """Read the capsule partition files a batch names (column ``path``) and fold each
+    with `fold_block`; their session rows, concatenated (partials for `merge_blocks`).
+
+    Examples:
+        >>> import pyarrow as pa, pyarrow.parquet as pq, datetime as dt, os, tempfile
+        >>> t = dt.datetime(2026, 7, 23, tzinfo=dt.timezone.utc)
+        >>> path = os.path.join(tempfile.mkdtemp(), "part.parquet")
+        >>> pq.write_table(pa.table({"id": ["cap-1"], "created_at": [t], "content_chars": [3],
+        ...                          "conversation_id": ["c"], "content": ["x"]}), path)
+        >>> fold_files(pa.table({"path": [path]})).column("memory_count").to_pylist()
+        [1]
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [fold_block(pq.read_table(path, columns=_BLOCK_COLUMNS))
+            for path in batch.column("path").to_pylist()]
+    return pa.concat_tables(rows) if rows else pl.DataFrame(schema=SESSION_SCHEMA).to_arrow()
+
+
+#: the most blocks the partition files are cut into (one file a block below it)
+_MAX_BLOCKS = 256
+
+
 def _fold_on_ray(ray: Any, files: list[str], progress: bool) -> list[pa.Table]:
-    """Every block of ``files`` folded by `fold_block` on Ray Data; the partials."""
+    """Every partition file of ``files`` folded by `fold_files` on Ray Data; the partials.
+
+    The pinned generation names the files, so nothing is listed: the dataset is the list
+    of paths, cut into blocks, and each block's files are read and folded by one task
+    that reserves one CPU and runs Polars on one thread (its ``runtime_env``). The
+    dataset's own copy of the Ray Data context carries the progress and logging choices,
+    so no process-wide Ray Data setting changes.
+    """
     if not files:
         return []
-    context = ray.data.DataContext.get_current()
-    saved = (context.enable_progress_bars, context.use_datasource_v2)
-    logger = logging.getLogger("ray.data")
-    level = logger.level
+    ds = ray.data.from_items([{"path": f} for f in files],
+                             override_num_blocks=min(len(files), _MAX_BLOCKS))
+    ds = ds.map_batches(fold_files, batch_format="pyarrow", batch_size=None,
+                        **task_options(1))
+    context = ds.context  # this dataset's copy, never DataContext.get_current()
     context.enable_progress_bars = progress
-    # The files are named by the pinned generation, so nothing needs listing. Measured on
-    # 2 cores with Ray 2.60, its default (listing-based) reader took ~12 s over 31 small
-    # files, the classic reader 0.6 s.
-    context.use_datasource_v2 = False
-    if not progress:
-        logger.setLevel(logging.WARNING)
-    try:
-        ds = ray.data.read_parquet(files, partitioning=None, file_extensions=None)
-        ds = ds.select_columns(_BLOCK_COLUMNS)
-        ds = ds.map_batches(fold_block, batch_format="pyarrow", batch_size=None)
-        return [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
-    finally:
-        context.enable_progress_bars, context.use_datasource_v2 = saved
-        logger.setLevel(level)
+    context.print_on_execution_start = progress
+    context.enable_auto_log_stats = False
+    return [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
 
 
 def _land(commit: Commit, rows: pl.DataFrame, mark: int, visited: int,

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.projections",),
     ("memframe.digest", "memframe.audit", "memframe.importers", "memframe.synth"),
     ("memframe.jobs",),
-    ("memframe.display", "memframe.distributed", "memframe.delta"),
+    ("memframe.display", "memframe.distributed", "memframe.delta", "memframe.fleet"),
     (ROOT,),
     ("memframe.cli", "memframe.__main__"),
 )

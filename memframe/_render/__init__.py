@@ -22,6 +22,7 @@ _WHERE = {
                      "top_terms"), "charts"),
     **dict.fromkeys(("audit_summary", "audit_text", "audit_window", "digest_text", "plural"),
                     "text"),
+    **dict.fromkeys(("age_text", "fleet_html", "fleet_text"), "fleet"),
 }
 
 __all__ = sorted(_WHERE)

@@ -162,6 +162,7 @@ def digest_many(
     address: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    max_in_flight: int | None = None,
     **kwargs: Any,
 ) -> BatchReport:
     """Digest many stores, each on its own: in local worker processes, or as Ray tasks.
@@ -185,6 +186,9 @@ def digest_many(
         out_dir: when given, each digest's ``to_json()`` is written to
             ``<out_dir>/<store directory name>.json`` (directory names must be unique).
         progress: show a progress bar on stderr (only when stderr is a terminal).
+        max_in_flight: with ``engine="ray"``, the most tasks submitted at once (default:
+            twice the cluster's CPUs); the others wait on the driver. Each task reserves
+            one CPU and runs Polars on one thread.
         **kwargs: passed to :func:`memframe.digest` (``headlines``, ``project_prefix``,
             ``now``, ``known_hash``).
 
@@ -225,12 +229,15 @@ def digest_many(
     workers = processes if processes is not None else num_cpus
     if engine == "processes" and address is not None:
         raise InvalidInputError("address names a Ray cluster; pass engine='ray' with it")
-    paths = [str(Path(p)) for p in store_paths]
+    # a URL stays as given (a path's normalisation would fold its '//')
+    paths = [p if isinstance(p, str) and '://' in p else str(Path(p)) for p in store_paths]
     out = prepare_out_dir(paths, out_dir)
     report = BatchReport()
     if not paths:
         return report
-    results = (engines.on_ray(paths, workers, address, progress, kwargs) if engine == "ray"
+    engines.check_workers(max_in_flight, "max_in_flight")
+    results = (engines.on_ray(paths, workers, address, progress, kwargs, max_in_flight)
+               if engine == "ray"
                else engines.on_processes(paths, workers, progress, kwargs))
     for path, ok, value in results:
         if ok:

@@ -1,6 +1,14 @@
 """The engines `memframe.digest.batch.digest_many` runs its digests on: local worker processes, or
 one Ray task per store, each digesting one store alone and reporting its error text
-rather than stopping the batch."""
+rather than stopping the batch.
+
+Ray tasks are submitted as a Ray user expects (`ray_tasks`, which `memframe.fleet` uses
+too): at most ``max_in_flight`` tasks are submitted at once (default: twice the cluster's
+CPUs per task's CPUs), the rest wait on the driver until one finishes (``ray.wait``); each
+task's Polars thread pool is sized to the CPUs the task reserves, through the task's own
+``runtime_env`` (``POLARS_MAX_THREADS``), so N tasks on an N-core worker run N Polars
+threads, not N squared; and each task hands back a small result (a digest travels as its
+wire text, never its frames)."""
 
 from __future__ import annotations
 
@@ -14,7 +22,8 @@ from memframe.digest.core import digest
 from memframe.digest.result import Digest
 from memframe.errors import ClusterError, InvalidInputError, MemframeError
 
-__all__ = ["import_ray", "ray_running", "check_workers", "on_processes", "on_ray"]
+__all__ = ["import_ray", "ray_running", "check_workers", "on_processes", "on_ray",
+           "ray_tasks", "task_options", "in_flight_limit", "progress_bar"]
 
 
 def _digest_one(path: str, kwargs: dict[str, Any]) -> Digest:
@@ -74,10 +83,12 @@ def check_workers(value: int | None, name: str = "num_cpus") -> None:
         raise InvalidInputError(f"{name} must be a positive integer or None, got {value!r}")
 
 
-def _bar(total: int, progress: bool) -> Any:
+def progress_bar(total: int, progress: bool, desc: str = "digest") -> Any:
+    """A tqdm bar over ``total`` stores on stderr, silent unless ``progress`` and stderr is
+    a terminal."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="digest", unit="store", file=sys.stderr,
+    return tqdm(total=total, desc=desc, unit="store", file=sys.stderr,
                 disable=not (progress and sys.stderr.isatty()))
 
 
@@ -96,7 +107,7 @@ def on_processes(paths: list[str], workers: int | None, progress: bool,
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     count = max(1, min(workers or os.cpu_count() or 1, len(paths)))
-    bar = _bar(len(paths), progress)
+    bar = progress_bar(len(paths), progress)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
         futures = {pool.submit(_digest_or_error, path, kwargs): path for path in paths}
@@ -111,22 +122,78 @@ def on_processes(paths: list[str], workers: int | None, progress: bool,
     bar.close()
 
 
-def on_ray(paths: list[str], workers: int | None, address: str | None, progress: bool,
-            kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
-    ray = import_ray()
-    with ray_running(ray, address, workers):
-        task = ray.remote(num_cpus=1)(_digest_or_error)
-        pending = {task.remote(os.path.abspath(path), kwargs): path
-                   for path in dict.fromkeys(paths)}
-        bar = _bar(len(pending), progress)
-        waiting = list(pending)
-        while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1)
-            for ref in done:
-                try:
-                    ok, value = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a lost worker fails one store only
-                    ok, value = False, f"{type(exc).__name__}: {exc}"
-                yield pending[ref], ok, value
+def task_options(num_cpus: int) -> dict[str, Any]:
+    """The options of one Ray task that reserves ``num_cpus``: its Polars thread pool is
+    sized to them through the task's own ``runtime_env`` (Polars reads
+    ``POLARS_MAX_THREADS`` when the worker imports it), never through a process-wide
+    setting.
+
+    Examples:
+        >>> task_options(2)
+        {'num_cpus': 2, 'runtime_env': {'env_vars': {'POLARS_MAX_THREADS': '2'}}}
+    """
+    return {"num_cpus": num_cpus,
+            "runtime_env": {"env_vars": {"POLARS_MAX_THREADS": str(num_cpus)}}}
+
+
+def in_flight_limit(ray: Any, num_cpus: int, max_in_flight: int | None) -> int:
+    """How many tasks may be submitted at once: ``max_in_flight``, else twice the tasks
+    the cluster's CPUs hold at once (so a worker that finishes finds the next task
+    queued), at least one.
+
+    Examples:
+        >>> import types
+        >>> fake = types.SimpleNamespace(cluster_resources=lambda: {"CPU": 4.0})
+        >>> in_flight_limit(fake, 1, None), in_flight_limit(fake, 2, None), in_flight_limit(fake, 1, 3)
+        (8, 4, 3)
+    """
+    if max_in_flight is not None:
+        return max_in_flight
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, 2 * cpus // num_cpus)
+
+
+def ray_tasks(ray: Any, fn: Any, calls: list[tuple[Any, ...]], *, max_in_flight: int | None,
+              num_cpus: int = 1, bar: Any = None) -> Iterator[tuple[int, bool, Any]]:
+    """Run ``fn(*call)`` for every call as Ray tasks, with backpressure.
+
+    ``fn`` reports its own errors as ``(False, text)`` and its result as ``(True, value)``;
+    a task that Ray loses (a dead worker) is reported as ``(False, text)`` too. Yields
+    ``(index of the call, ok, value)`` in completion order. Ray must be running.
+    """
+    check_workers(max_in_flight, "max_in_flight")
+    task = ray.remote(**task_options(num_cpus))(fn)
+    limit = in_flight_limit(ray, num_cpus, max_in_flight)
+    waiting = iter(enumerate(calls))
+    pending: dict[Any, int] = {}
+    while True:
+        for index, call in waiting:
+            pending[task.remote(*call)] = index
+            if len(pending) >= limit:
+                break
+        if not pending:
+            return
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            index = pending.pop(ref)
+            try:
+                ok, value = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails one call only
+                ok, value = False, f"{type(exc).__name__}: {exc}"
+            if bar is not None:
                 bar.update(1)
+            yield index, ok, value
+
+
+def on_ray(paths: list[str], workers: int | None, address: str | None, progress: bool,
+           kwargs: dict[str, Any], max_in_flight: int | None = None
+           ) -> Iterator[tuple[str, bool, Any]]:
+    ray = import_ray()
+    unique = list(dict.fromkeys(paths))
+    with ray_running(ray, address, workers):
+        bar = progress_bar(len(unique), progress)
+        calls = [(os.path.abspath(path), kwargs) for path in unique]
+        for index, ok, value in ray_tasks(ray, _digest_or_error, calls,
+                                          max_in_flight=max_in_flight, bar=bar):
+            yield unique[index], ok, value
         bar.close()
