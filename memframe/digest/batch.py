@@ -80,11 +80,14 @@ class BatchReport:
         digests: store path -> its Digest, for every store that digested.
         failures: store path -> error text (``ExceptionType: message``), for the others.
         written: store path -> the JSON file written (when ``out_dir`` was given).
+        hashes: store path -> its digest's hash, for every store that digested (also
+            with ``keep=False``, when ``digests`` stays empty).
     """
 
     digests: dict[str, Digest] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     written: dict[str, Path] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -115,14 +118,6 @@ def project_file_stem(project_id: str) -> str:
     return f"{slug[:_SLUG_CHARS] or 'project'}-{digest}"
 
 
-def _write(out_dir: Path, name: str, text: str) -> Path:
-    target = out_dir / f"{name}.json"
-    tmp = out_dir / f".{name}.json.tmp-{os.getpid()}"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
-
-
 def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) -> Path | None:
     """The folder a batch writes ``<store name>.json`` files into (created), or None.
 
@@ -130,7 +125,8 @@ def prepare_out_dir(paths: list[str], out_dir: str | os.PathLike[str] | None) ->
     """
     if out_dir is None:
         return None
-    names = [Path(p).name for p in paths]
+    names = [p.rstrip("/").rsplit("/", 1)[-1] if "://" in p else Path(p).name
+             for p in paths]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidInputError(
@@ -163,6 +159,7 @@ def digest_many(
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     max_in_flight: int | None = None,
+    keep: bool = True,
     **kwargs: Any,
 ) -> BatchReport:
     """Digest many stores, each on its own: in local worker processes, or as Ray tasks.
@@ -189,6 +186,10 @@ def digest_many(
         max_in_flight: with ``engine="ray"``, the most tasks submitted at once (default:
             twice the cluster's CPUs); the others wait on the driver. Each task reserves
             one CPU and runs Polars on one thread.
+        keep: ``False`` (with ``out_dir``): each worker writes its store's file itself and
+            answers only the file and the hash, so the driver's memory does not grow with
+            the batch; ``digests`` stays empty, ``written`` and ``hashes`` are filled. With
+            Ray across hosts, ``out_dir`` must be shared storage.
         **kwargs: passed to :func:`memframe.digest` (``headlines``, ``project_prefix``,
             ``now``, ``known_hash``).
 
@@ -231,22 +232,34 @@ def digest_many(
         raise InvalidInputError("address names a Ray cluster; pass engine='ray' with it")
     # a URL stays as given (a path's normalisation would fold its '//')
     paths = [p if isinstance(p, str) and '://' in p else str(Path(p)) for p in store_paths]
+    if not isinstance(keep, bool):
+        raise InvalidInputError(f"keep is True or False; got {keep!r:.40}")
+    if not keep and out_dir is None:
+        raise InvalidInputError("keep=False writes each digest on its worker: give out_dir "
+                                "(the folder for the files)")
     out = prepare_out_dir(paths, out_dir)
     report = BatchReport()
     if not paths:
         return report
     engines.check_workers(max_in_flight, "max_in_flight")
-    results = (engines.on_ray(paths, workers, address, progress, kwargs, max_in_flight)
+    there = None if keep else out
+    results = (engines.on_ray(paths, workers, address, progress, kwargs, max_in_flight, there)
                if engine == "ray"
-               else engines.on_processes(paths, workers, progress, kwargs))
+               else engines.on_processes(paths, workers, progress, kwargs, there))
     for path, ok, value in results:
-        if ok:
-            report.digests[path] = value
-            if out is not None:
-                report.written[path] = _write(out, Path(path).name, value.to_json())
-        else:
+        if not ok:
             report.failures[path] = value
+        elif isinstance(value, Digest):
+            report.digests[path] = value
+            report.hashes[path] = value.hash
+            if out is not None:
+                name = path.rstrip("/").rsplit("/", 1)[-1]
+                report.written[path] = engines.write_json(out, name, value.to_json())
+        else:  # written by the worker
+            report.written[path] = Path(value["written"])
+            report.hashes[path] = value["hash"]
     report.digests = {p: report.digests[p] for p in paths if p in report.digests}
     report.failures = {p: report.failures[p] for p in paths if p in report.failures}
     report.written = {p: report.written[p] for p in paths if p in report.written}
+    report.hashes = {p: report.hashes[p] for p in paths if p in report.hashes}
     return report

@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from memframe.digest.core import digest
@@ -92,16 +93,34 @@ def progress_bar(total: int, progress: bool, desc: str = "digest") -> Any:
                 disable=not (progress and sys.stderr.isatty()))
 
 
-def _digest_or_error(path: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    """One store's digest, or its error text (run as a Ray task)."""
+def write_json(out_dir: Path, name: str, text: str) -> Path:
+    """``<out_dir>/<name>.json``, written beside it and renamed into place."""
+    target = out_dir / f"{name}.json"
+    tmp = out_dir / f".{name}.json.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def _digest_or_error(path: str, kwargs: dict[str, Any], out: Path | None = None
+                     ) -> tuple[bool, Any]:
+    """One store's digest, or its error text (run as a Ray task or in a worker process).
+    With ``out``, the digest is written there by the worker, which answers only the
+    file, the hash and the generation (so a large batch's driver holds small rows)."""
     try:
-        return True, _digest_one(path, kwargs)
+        d = _digest_one(path, kwargs)
+        if out is None:
+            return True, d
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        return True, {"written": str(write_json(out, name, d.to_json())), "hash": d.hash,
+                      "generation": d.generation}
     except Exception as exc:  # noqa: BLE001 - reported per store, never fatal
         return False, f"{type(exc).__name__}: {exc}"
 
 
 def on_processes(paths: list[str], workers: int | None, progress: bool,
-                  kwargs: dict[str, Any]) -> Iterator[tuple[str, bool, Any]]:
+                  kwargs: dict[str, Any], out: Path | None = None
+                  ) -> Iterator[tuple[str, bool, Any]]:
     # imported here: a single digest (a session-start hook) never loads worker machinery
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -110,7 +129,7 @@ def on_processes(paths: list[str], workers: int | None, progress: bool,
     bar = progress_bar(len(paths), progress)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        futures = {pool.submit(_digest_or_error, path, kwargs): path for path in paths}
+        futures = {pool.submit(_digest_or_error, path, kwargs, out): path for path in paths}
         for future in as_completed(futures):
             path = futures[future]
             try:
@@ -186,13 +205,14 @@ def ray_tasks(ray: Any, fn: Any, calls: list[tuple[Any, ...]], *, max_in_flight:
 
 
 def on_ray(paths: list[str], workers: int | None, address: str | None, progress: bool,
-           kwargs: dict[str, Any], max_in_flight: int | None = None
+           kwargs: dict[str, Any], max_in_flight: int | None = None, out: Path | None = None
            ) -> Iterator[tuple[str, bool, Any]]:
     ray = import_ray()
     unique = list(dict.fromkeys(paths))
     with ray_running(ray, address, workers):
         bar = progress_bar(len(unique), progress)
-        calls = [(os.path.abspath(path), kwargs) for path in unique]
+        calls = [(path if "://" in path else os.path.abspath(path), kwargs,
+                  None if out is None else out.absolute()) for path in unique]
         for index, ok, value in ray_tasks(ray, _digest_or_error, calls,
                                           max_in_flight=max_in_flight, bar=bar):
             yield unique[index], ok, value

@@ -81,6 +81,28 @@ def test_digest_many_runs_each_store_and_reports_failures(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["alpha.json", "beta.json"]
 
 
+def test_digest_many_with_keep_false_writes_on_the_workers_and_keeps_only_hashes(tmp_path):
+    paths = []
+    for name, count in (("alpha", 2), ("beta", 4)):
+        store = mf.Store.create(tmp_path / name, clock=Clock())
+        for i in range(count):
+            put(store, f"{name} capsule {i}")
+        paths.append(store.path)
+    out = tmp_path / "out"
+    report = digest_many([*paths, tmp_path / "missing"], out_dir=out, keep=False,
+                         processes=2, progress=False, now=NOW)
+    assert report.digests == {} and list(report.failures) == [str(tmp_path / "missing")]
+    for path in paths:
+        here = mf.digest(mf.Store.open(path), now=NOW)
+        assert report.written[str(path)] == out / f"{path.name}.json"
+        assert report.written[str(path)].read_text(encoding="utf-8") == here.to_json()
+        assert report.hashes[str(path)] == here.hash
+    kept = digest_many(paths, progress=False, now=NOW)
+    assert kept.hashes == report.hashes
+    with pytest.raises(InvalidInputError, match="out_dir"):
+        digest_many(paths, keep=False, progress=False)
+
+
 def test_digest_many_refuses_colliding_output_names(tmp_path):
     with pytest.raises(InvalidInputError, match="unique"):
         digest_many([tmp_path / "a" / "s", tmp_path / "b" / "s"], out_dir=tmp_path / "o",

@@ -153,6 +153,8 @@ def test_a_digest_travels_as_its_wire_text(digest_stores):
     back = pickle.loads(light)
     assert (back.to_json(), back.hash, back.rows_visited, back.generation) == (
         d.to_json(), d.hash, d.rows_visited, d.generation)
+    remote_like = mf.Digest(d.to_dict(), io={"requests": 3, "bytes_read": 10})
+    assert pickle.loads(pickle.dumps(remote_like)).requests == 3
     same = mf.digest(mf.Store.open(digest_stores[0]), now=NOW, known_hash=d.hash)
     again = pickle.loads(pickle.dumps(same))
     assert again.unchanged and again.hash == d.hash and again.total == d.total
@@ -165,6 +167,17 @@ def test_digest_many_on_ray_with_a_small_limit_equals_one_by_one(digest_stores, 
     for path in digest_stores:
         assert report.digests[path].to_json() == mf.digest(mf.Store.open(path),
                                                            now=NOW).to_json()
+
+
+def test_digest_many_on_ray_writes_on_the_workers_with_keep_false(digest_stores, ray_local,
+                                                                   tmp_path):
+    report = distributed.digest_many(digest_stores, engine="ray", progress=False, now=NOW,
+                                     out_dir=tmp_path / "out", keep=False)
+    assert report.ok and report.digests == {}
+    for path in digest_stores:
+        here = mf.digest(mf.Store.open(path), now=NOW)
+        assert report.written[path].read_text(encoding="utf-8") == here.to_json()
+        assert report.hashes[path] == here.hash
 
 
 @pytest.fixture(scope="module")
