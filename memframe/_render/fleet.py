@@ -141,16 +141,24 @@ def _age_words(name: str) -> pl.Expr:
 
 
 def _shown(frame: pl.DataFrame) -> pl.DataFrame:
-    """The frame as the page shows it: ages in words.
+    """The frame as the page shows it: ages in words, and the flags' letters beside the
+    path (why a store is flagged, before its figures).
 
     Examples:
         >>> import datetime as dt, polars as pl
-        >>> f = pl.DataFrame({"age": [dt.timedelta(days=3, hours=2), dt.timedelta(seconds=-90), None]})
-        >>> _shown(f)["age"].to_list()
-        ['3d', '-1m', None]
+        >>> f = pl.DataFrame({"path": ["a", "b", "c"], "broken_chain": [True, False, None],
+        ...                   "age": [dt.timedelta(days=3, hours=2), dt.timedelta(seconds=-90), None]})
+        >>> _shown(f).rows()
+        [('a', 'B', True, '3d'), ('b', '', False, '-1m'), ('c', '', None, None)]
     """
-    return frame.with_columns(
+    marks = [pl.when(pl.col(name)).then(pl.lit(mark)).otherwise(pl.lit(""))
+             for name, mark in _FLAGS if name in frame.columns]
+    shown = frame.with_columns(
         _age_words(c) for c, t in frame.schema.items() if isinstance(t, pl.Duration))
+    if not marks or "path" not in frame.columns:
+        return shown
+    shown = shown.with_columns(pl.concat_str(marks).alias("flags"))
+    return shown.select("path", "flags", pl.exclude("path", "flags"))
 
 
 def fleet_html(frame: pl.DataFrame, *, now: datetime.datetime,
