@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -177,20 +177,24 @@ def current(watermarks: Mapping[str, Any]) -> bool:
     return watermarks.get(WRITER) == mark()
 
 
-def files_present(snapshot: Snapshot, root: Path) -> bool:
+def files_present(snapshot: Snapshot, root: Path,
+                  present: Callable[[str], bool] | None = None) -> bool:
     """Whether every derived partition ``snapshot`` names is on disk under ``root`` (one
-    stat each). A vacuum removes the derived files later generations replaced, while the
-    canonical files of an old generation (appended, never replaced) usually remain."""
-    return all((root / p.path).exists()
+    stat each; or ``present(path)``: a remote store's listing). A vacuum removes the
+    derived files later generations replaced, while the canonical files of an old
+    generation (appended, never replaced) usually remain."""
+    there = present or (lambda path: (root / path).exists())
+    return all(there(p.path)
                for t, parts in snapshot.tables.items() if is_derived(t) for p in parts)
 
 
-def visible(snapshot: Snapshot, root: Path | None = None) -> Snapshot:
+def visible(snapshot: Snapshot, root: Path | None = None,
+            present: Callable[[str], bool] | None = None) -> Snapshot:
     """``snapshot`` as this code may read it: without derived tables and watermarks when
     another code wrote them (the same snapshot, at no cost, when this code did), or, with
     ``root`` (time travel to an older generation), when a file of its derived state is
     gone: a reader then folds from the canonical rows, as it would with no state."""
-    if current(snapshot.watermarks) and (root is None or files_present(snapshot, root)):
+    if current(snapshot.watermarks) and (root is None or files_present(snapshot, root, present)):
         return snapshot
     if not any(is_derived(t) for t in snapshot.tables) and not any(
             is_derived(m) for m in snapshot.watermarks):

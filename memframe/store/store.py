@@ -99,10 +99,8 @@ class StoreView:
         snap = self._snap
         if self._seen_of is not snap:
             root = self._log.root if self._travelled else None
-            if root is not None:
-                self._log.ensure(p for t, ps in snap.tables.items() if derived.is_derived(t)
-                                 for p in ps)
-            self._seen_snap, self._seen_of = derived.visible(snap, root), snap
+            self._seen_snap, self._seen_of = derived.visible(
+                snap, root, lambda path: self._log.part_size(path) is not None), snap
         return self._seen_snap  # type: ignore[return-value]
 
     @property
