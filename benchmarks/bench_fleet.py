@@ -21,16 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_remote import s3_server  # noqa: E402 - the one loopback S3 server of the benchmarks
 
 _CHILD = r"""
 import json, resource, sys, time, datetime as dt
@@ -46,23 +47,6 @@ print(json.dumps({"wall": wall, "peak_kb": resource.getrusage(resource.RUSAGE_SE
                   "rows": frame.height, "errors": int(frame["error"].is_not_null().sum()),
                   "requests": int(frame["digest_requests"].sum() or 0)}))
 """
-
-
-def _server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(endpoint, timeout=2).read()
-            break
-        except OSError:
-            time.sleep(0.1)
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/fleet", method="PUT")).read()
-    return proc, endpoint
 
 
 def _run(urls: list[str], engine: str, options: dict, cache: Path) -> dict:
@@ -83,7 +67,7 @@ def main() -> None:
     import memframe as mf
 
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
-    proc, endpoint = _server()
+    proc, endpoint = s3_server("fleet")
     options = {"endpoint": endpoint, "access_key_id": "bench", "secret_access_key": "bench",
                "region": "us-east-1", "allow_http": True}
     try:

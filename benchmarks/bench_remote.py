@@ -40,7 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 
 
-def _server() -> tuple[subprocess.Popen, str]:
+def s3_server(bucket: str) -> tuple[subprocess.Popen, str]:
+    """An S3-compatible server on loopback (moto's server mode) holding an empty
+    ``bucket``: the process and its endpoint."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -53,7 +55,7 @@ def _server() -> tuple[subprocess.Popen, str]:
             break
         except OSError:
             time.sleep(0.1)
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/bench", method="PUT")).read()
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")).read()
     return proc, endpoint
 
 
@@ -74,7 +76,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
     os.environ["MEMFRAME_CACHE_DIR"] = str(work / "cache")
-    proc, endpoint = _server()
+    proc, endpoint = s3_server("bench")
     options = {"endpoint": endpoint, "access_key_id": "bench", "secret_access_key": "bench",
                "region": "us-east-1", "allow_http": True}
     try:
@@ -113,6 +115,7 @@ def main() -> None:
                      statistics.median(first_fetched)))
 
         remote = mf.Store.open(url, storage_options=options)
+        mf.digest(remote, now=NOW)  # warm: the mirror holds what the digest reads
         here, there, there_requests = [], [], []
         for _ in range(args.repeat):
             t, a = _timed(lambda: mf.digest(local, now=NOW))

@@ -111,20 +111,22 @@ def canonical_seal(root: Path, tables: Any, top: int,
     not inodes or change times, so that a copy of the store (a clone, an installed sample,
     a backup restored, a remote copy) keeps its seal, while an edit that changes a part's
     size breaks it. None when a part cannot be stat'ed."""
+    if size is None:
+        base = os.fspath(root) + os.sep  # (a warm digest stats every part, ~1k at 10M)
+
+        def size(path: str) -> int | None:
+            try:
+                return os.stat(base + path).st_size
+            except OSError:
+                return None
+
     entries = []
-    base = os.fspath(root) + os.sep  # (a warm digest stats every part, ~1k at 10M)
     for name in CANONICAL_TABLES:
         for part in tables.get(name, ()):
             if (part.seq_hi or 0) <= top:
-                if size is not None:
-                    found = size(part.path)
-                    if found is None:
-                        return None
-                else:
-                    try:
-                        found = os.stat(base + part.path).st_size
-                    except OSError:
-                        return None
+                found = size(part.path)
+                if found is None:
+                    return None
                 entries.append([part.path, part.rows, found])
     digest = hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()
     return {"seq": top, "parts": len(entries), "sha256": digest}

@@ -511,11 +511,12 @@ class Store(StoreView):
         table (`Store.sync_delta_logs`)."""
         if not isinstance(delta_logs, bool):
             raise InvalidInputError(f"delta_logs is True or False; got {delta_logs!r:.40}")
-        if objects.is_url(path) and objects.local_path(str(path)) is None:
-            raise InvalidInputError(f"a store is created in a directory; create it locally "
-                                    f"and publish it with store.push({str(path)!r})")
         if objects.is_url(path):
-            path = objects.local_path(str(path))  # type: ignore[assignment]
+            directory = objects.local_path(str(path))
+            if directory is None:
+                raise InvalidInputError(f"a store is created in a directory; create it "
+                                        f"locally and publish it with store.push({str(path)!r})")
+            path = directory
         store = cls(Log.create(Path(path), exist_ok=exist_ok), clock, actor)
         if delta_logs:
             store.sync_delta_logs()
