@@ -12,6 +12,7 @@ from typing import Any
 
 from memframe import errors
 from memframe._install import warn_if_shadowed
+from memframe.budget import memory_limit
 from memframe.digest import (
     Digest,
     DigestDiff,
@@ -52,6 +53,7 @@ __all__ = [
     "per_project_digests",
     "fleet",
     "Fleet",
+    "memory_limit",
     "MEMORY_PROJECTION_NAMES",
     "audit",
     "importers",

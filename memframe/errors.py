@@ -27,6 +27,7 @@ __all__ = [
     "ImportSourceError",
     "ClusterError",
     "SourceRewrittenError",
+    "MemoryBudgetError",
 ]
 
 
@@ -130,6 +131,16 @@ class TombstonedContentError(InvalidInputError):
 
 class SessionError(InvalidInputError):
     """A session verb that does not fit the session's state (unknown, finished, ...)."""
+
+
+class MemoryBudgetError(MemframeError, MemoryError):
+    """A path cannot run within the memory budget (``--memory-limit``,
+    ``MEMFRAME_MEMORY_LIMIT``); raised before anything is read, with what it would need."""
+
+    def __init__(self, message: str, *, need: int, limit: int):
+        super().__init__(message)
+        self.need = need
+        self.limit = limit
 
 
 class DigestParameterError(MemframeError, ValueError):
