@@ -13,7 +13,7 @@ Paths:
 * ``misses``: ``mf.recall_misses(store)`` (``memframe audit misses``);
 * ``coverage``: ``mf.recall_coverage(store)``;
 * ``diff``: ``store.diff(1)``, from generation 1 to the newest;
-* ``compact`` / ``vacuum`` / ``delta``: ``store.compact()``, a purge of 100 capsules then
+* ``compact`` / ``vacuum`` / ``delta``: ``store.compact()``, a purge of 10 capsules (one commit) then
   ``store.vacuum(retention_hours=0)``, ``store.sync_delta_logs(rebuild=True)`` (on copies);
 * ``import``: ``import_nmemory`` of a SQLite file of the store's size
   (``benchmarks/bench_import.py`` builds it);
@@ -85,8 +85,8 @@ def child(kind: str, store_path: str, extra: str) -> None:
     elif kind != "import":
         store = mf.Store.open(store_path)
         if kind == "vacuum":  # an erasure leaves rewritten parts for the vacuum to remove
-            ids = store.table("capsules").select("id").head(100).collect()["id"].to_list()
-            store.forget(ids, mode="purge")
+            ids = store.table("capsules").select("id").tail(10).collect()["id"].to_list()
+            store.commit(lambda c: [c.forget(i, mode="purge") for i in ids], operation="forget")
     t, cpu = time.perf_counter(), time.process_time()
     if kind in ("cold", "full"):
         out = mf.digest(store, verify="full" if kind == "full" else "incremental")
@@ -107,7 +107,7 @@ def child(kind: str, store_path: str, extra: str) -> None:
         answer, rows = _answer(out.to_json() if hasattr(out, "to_json") else str(out)), None
     elif kind == "diff":
         out = store.diff(1)
-        answer, rows = _answer(out.capsules), getattr(out, "rows_visited", None)
+        answer, rows = _answer(out.capsules.write_json()), getattr(out, "rows_visited", None)
     elif kind == "compact":
         answer, rows = _answer(store.compact()), None
     elif kind == "vacuum":

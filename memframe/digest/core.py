@@ -84,7 +84,10 @@ def digest(
         verify: ``"incremental"`` (default) checks the journal rows written since the
             verified checkpoint and confirms the older parts are the very files that were
             verified (falling back to the full walk when anything differs); ``"full"``
-            walks the whole hash chain. Both give the same answer for the same store.
+            walks the whole hash chain and folds every capsule's state from the
+            canonical rows, trusting no kept state (one range of capsule numbers at a
+            time: its memory follows the budget, `memframe.budget`, not the store).
+            Both give the same answer for the same store.
 
     Returns:
         A :class:`Digest`.
@@ -133,7 +136,7 @@ def reference_read(store: Any, n: int, prefix: str | None
     the wire body ``digest(store, n, prefix, verify="full")`` answers from it: one pinned
     generation, one instant (the store's clock), the digest's own door and assembler.
     ``n`` and ``prefix`` are validated by the caller."""
-    source, body = _read_and_assemble(store, None, "full", n, prefix)
+    source, body = _read_and_assemble(store, None, "full", n, prefix, reference=True)
     if not isinstance(source, TableSource):  # pragma: no cover - "full" reads the reference
         raise AssertionError(f"verify='full' read {type(source).__name__}")
     return source, body
@@ -144,14 +147,16 @@ _AGAIN = 20
 
 
 def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int,
-                       prefix: str | None) -> tuple[DigestSource, dict[str, Any]]:
+                       prefix: str | None, reference: bool = False
+                       ) -> tuple[DigestSource, dict[str, Any]]:
     """Read and assemble on one pinned generation. On a `Store`, a generation whose files
     were removed while the digest read them (another handle erased or compacted, then
     vacuumed) is left for the newer one, and the digest runs again there; a damaged
     derived file (the digest's kept state) is answered from the canonical tables
     (``verify="full"`` reads no derived state) while the next cycle writes it again."""
     def run(view: Any, mode: str) -> tuple[DigestSource, dict[str, Any]]:
-        source = pinned_source(view, now, lambda v, t: open_source(v, t, mode, n, prefix))
+        source = pinned_source(view, now,
+                               lambda v, t: open_source(v, t, mode, n, prefix, reference))
         return source, assemble(source, n, prefix)
 
     if not isinstance(store, Store):

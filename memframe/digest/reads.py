@@ -1,10 +1,11 @@
 """The door of the digest: the one place that picks its `DigestSource`, once, and reads
 what that source needs from one pinned generation.
 
-* `open_source`: a store's digest. ``verify="full"`` gets the reference `TableSource`;
-  otherwise the incremental `KeptSource`: the kept state when it is trusted (`_trusted`),
-  else the same state folded now from every source row, one range of capsule numbers at
-  a time (the cold digest).
+* `open_source`: a store's digest, the incremental `KeptSource`: the kept state when it
+  is trusted (`_trusted`), else (and always under ``verify="full"``, which trusts nothing
+  stored) the same state folded now from every source row, one range of capsule numbers
+  at a time (the cold digest: its peak follows a range, not the store). `explain` asks
+  for the reference `TableSource` (every capsule's state row) instead.
 * `whole_source`: every capsule's state, for the per-project batch (the reference
   sections over many fences at once).
 * `job_source`: the digest job's own read of its state (it trusts it, no chain check).
@@ -259,17 +260,20 @@ def whole_source(view: Any, now: _dt.datetime, verify: str) -> TableSource:
     return _reference(view, now, check, STATE_TABLES, state)
 
 
-def open_source(view: Any, now: _dt.datetime, verify: str, n: int, prefix: str | None
-                ) -> TableSource:
+def open_source(view: Any, now: _dt.datetime, verify: str, n: int, prefix: str | None,
+                reference: bool = False) -> TableSource:
     """The source of one digest (cap ``n``, fence ``prefix``) of a store: see the module
-    docstring."""
+    docstring. ``verify="full"`` trusts nothing stored: the whole chain is walked and the
+    state folded from every source row, range by range (the cold digest's bounded fold);
+    ``reference`` reads the `TableSource` instead (every capsule's state in memory, for
+    `explain`'s full orders)."""
     check = _chain(view, verify)
-    if verify == "full":
+    if reference:
         return _reference(view, now, check)
     trusted = _trusted(view, verify, check)
     shared = {"journal": check.read} if check.read is not None else None
     return _kept(view, now, check.section, check.rows_visited, trusted, (n, prefix),
-                 shared, use_kept=True)
+                 shared, use_kept=verify != "full")
 
 
 def job_source(view: Any, cap: int, shared: Any = None) -> TableSource:

@@ -123,12 +123,16 @@ class ConformanceMachine(DigestMachine):
         view = self.store.pinned()
         now = self.clock.now
         for n, prefix in PROBES:
-            ref = reads.open_source(view, now, "full", n, prefix)
+            ref = reads.open_source(view, now, "full", n, prefix, reference=True)
             assert type(ref) is TableSource
             inc = reads.open_source(view, now, "incremental", n, prefix)
             assert isinstance(inc, KeptSource)
             check_sources(ref, inc, n, prefix)
             check_sources(ref, _cold(view, now, n, prefix), n, prefix)
+            # verify="full": the cold fold over every row, no kept state read
+            full = reads.open_source(view, now, "full", n, prefix)
+            assert isinstance(full, KeptSource) and not full.families and full.kept is None
+            check_sources(ref, full, n, prefix)
 
 
 TestSourceConformance = ConformanceMachine.TestCase
