@@ -122,7 +122,9 @@ def child(kind: str, store_path: str, extra: str) -> None:
         answer, rows = _answer(str(getattr(report, "rows", report))), None
     elif kind == "synth":
         params = json.loads(extra)
-        mf_store = mf.synthesize(store_path, **params)
+        from memframe.synth import synthesize
+
+        mf_store = synthesize(store_path, **params)
         answer, rows = _answer(str(mf_store.generation)), None
     else:
         raise SystemExit(f"unknown path {kind}")

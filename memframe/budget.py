@@ -138,5 +138,6 @@ def chunk_rows(*, default: int, per_row: float, fixed: float, smallest: int, wha
         raise MemoryBudgetError(
             f"{what} needs about {format_bytes(need)} at this store's size, more than the "
             f"memory limit of {format_bytes(limit)}; raise it (--memory-limit or {ENV}) to at "
-            f"least {format_bytes(need * 1.1)}. Nothing was read.", need=int(need), limit=limit)
+            f"least {format_bytes(need * 1.1)}. It stopped before its work; nothing was "
+            f"written.", need=int(need), limit=limit)
     return max(smallest, min(default, rows))

@@ -319,6 +319,9 @@ class _Status:
     def cycle(self, done: int, total: int, stage: str) -> None:
         self.stage(f"advancing the projections [{done + 1}/{total}] {stage}")
 
+    def rebuild(self, done: int, total: int, stage: str) -> None:
+        self.stage(f"rebuilding the projections [{done + 1}/{total}] {stage}")
+
     def clear(self) -> None:
         """End an unfinished status line (before a message or another progress bar)."""
         if self.pending:
@@ -711,8 +714,7 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
     store = _open(args.store)
-    _STATUS.stage("rebuilding the projections from the canonical rows")
-    body = store.memory.rebuild_projections().to_dict()
+    body = store.memory.rebuild_projections(progress=_STATUS.rebuild).to_dict()
     _report(args, body, _cycle_text("rebuild", body))
     return 0
 
@@ -1191,6 +1193,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _ROOT[:] = [parser]
     parser.add_argument("--version", action="version", version=f"memframe {__version__}")
+    parser.add_argument("--memory-limit", default=None, metavar="SIZE",
+                        help="the most memory the paths that read a whole store may use "
+                             "(e.g. 2GB, 512MiB; default: $MEMFRAME_MEMORY_LIMIT, else none). "
+                             "They work in smaller chunks to fit, with the same answers, and "
+                             "say what they need before starting when it cannot fit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
 
@@ -1482,6 +1489,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _STATUS.start(args)
         ok = False
         try:
+            if args.memory_limit is not None:  # every path of this command reads it
+                from memframe.budget import ENV, parse_memory
+
+                os.environ[ENV] = str(parse_memory(args.memory_limit, what="--memory-limit"))
             code = int(args.func(args) or 0)
             ok = code == 0
             return code

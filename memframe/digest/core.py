@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from memframe import budget
 from memframe.digest.assemble import assemble
 from memframe.digest.params import (
     HEADLINES_DEFAULT,
@@ -68,6 +69,7 @@ def digest(
     known_hash: str | None = None,
     now: _dt.datetime | None = None,
     verify: str = "incremental",
+    memory_limit: str | int | None = None,
 ) -> Digest:
     """The session-start digest of a store (or of a frozen view of one).
 
@@ -88,6 +90,8 @@ def digest(
             canonical rows, trusting no kept state (one range of capsule numbers at a
             time: its memory follows the budget, `memframe.budget`, not the store).
             Both give the same answer for the same store.
+        memory_limit: the most memory a fold of every row may hold (e.g. ``"2GB"``;
+            default: the budget in force, `memframe.budget`); the answer is the same.
 
     Returns:
         A :class:`Digest`.
@@ -117,7 +121,8 @@ def digest(
     _check_known_hash(known_hash)
     verify = validate_verify(verify)
     before = store.io_counts() if isinstance(store, StoreView) else None
-    source, body = _read_and_assemble(store, now, verify, n, prefix)
+    with budget.memory_limit(memory_limit):
+        source, body = _read_and_assemble(store, now, verify, n, prefix)
     after = store.io_counts() if before is not None else None
     return Digest(
         body,

@@ -32,7 +32,7 @@ import polars as pl
 from memframe.digest.checks import check_tables
 from memframe.digest.families import FAMILIES
 from memframe.digest.source import TableSource
-from memframe.errors import DigestFailedError, MemframeError
+from memframe.errors import DigestFailedError, MemframeError, MemoryBudgetError
 from memframe.schema import empty_of
 from memframe.state import STATE_SCHEMA, fold_state, state_frame
 
@@ -95,7 +95,7 @@ def _guard(what: str, read: Callable[[], Any], other: str | None = None) -> Any:
     `MemframeError`) or ``other`` (any other error; default ``cannot read <what>``)."""
     try:
         return read()
-    except (DigestFailedError, StateNotWarm):
+    except (DigestFailedError, StateNotWarm, MemoryBudgetError):
         raise
     except MemframeError as exc:
         raise digest_failed(f"{what}{exc}") from exc
@@ -267,6 +267,14 @@ def open_source(view: Any, now: _dt.datetime, verify: str, n: int, prefix: str |
     state folded from every source row, range by range (the cold digest's bounded fold);
     ``reference`` reads the `TableSource` instead (every capsule's state in memory, for
     `explain`'s full orders)."""
+    from memframe.digest.state import digest_capsules
+
+    if not reference and (verify == "full" or digest_capsules.watermark_of(view) is None):
+        # a fold of every row is ahead: refused now, before the chain walk, when the
+        # budget cannot hold its smallest range (`memframe.budget`)
+        from memframe.digest.state.cold_fold import range_size
+
+        range_size(view)
     check = _chain(view, verify)
     if reference:
         return _reference(view, now, check)

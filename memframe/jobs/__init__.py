@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.budget import memory_limit as memory_limit_of
 from memframe.errors import DamagedDerivedError
 from memframe.jobs import cycle as _cycle
-from memframe.jobs.cycle import CycleReport
+from memframe.jobs.cycle import CycleReport, Progress
 from memframe.jobs.registry import MEMORY_PROJECTION_NAMES, ProjectionRegistryError
 from memframe.projections import abstract as _abstract
 from memframe.projections import doors as _doors
@@ -74,13 +75,17 @@ class Memory:
             # a derived file is torn: it is derived, so the rebuild writes it again
             return _cycle.rebuild(self._store)  # type: ignore[arg-type]
 
-    def rebuild_projections(self) -> CycleReport:
+    def rebuild_projections(self, progress: Progress | None = None, *,
+                            memory_limit: str | int | None = None) -> CycleReport:
         """The rebuild door: fold every canonical row, replace the projections in one commit.
 
         Run it on demand only (never on a timer): after any history of ingests and
-        cycles it gives the identical rows and hashes.
+        cycles it gives the identical rows and hashes. ``progress(done, total, stage)``,
+        when given, is called before each stage; ``memory_limit`` (e.g. ``"2GB"``) bounds
+        what its folds hold at once (`memframe.budget`; the answer is the same).
         """
-        return _cycle.rebuild(self._store)  # type: ignore[arg-type]
+        with memory_limit_of(memory_limit):
+            return _cycle.rebuild(self._store, progress)  # type: ignore[arg-type]
 
     def run_episode_job(self, gap: dt.timedelta | float | int = _episodes.DEFAULT_GAP
                         ) -> EpisodeReport:

@@ -148,8 +148,9 @@ def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
                         operation=_OPERATIONS[0])
 
 
-def rebuild(store: Store) -> CycleReport:
+def rebuild(store: Store, progress: Progress | None = None) -> CycleReport:
     """Fold every canonical row and replace every projection in one commit.
+    ``progress(done, total, stage)``, when given, is called before each stage.
 
     Examples:
         >>> import memframe as mf, tempfile, os
@@ -159,7 +160,10 @@ def rebuild(store: Store) -> CycleReport:
         >>> rebuild(store).projections["session"]["rows_written"]
         1
     """
-    return store.commit(lambda c: _run(c, "rebuild", _OPERATIONS[1]),
+    from memframe.digest.state.cold_fold import range_size
+
+    range_size(store.pinned())  # refused before anything when the budget cannot fold it
+    return store.commit(lambda c: _run(c, "rebuild", _OPERATIONS[1], progress),
                         operation=_OPERATIONS[1])
 
 

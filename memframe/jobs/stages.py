@@ -134,6 +134,7 @@ def _fold_new(job: Job, cap_parts: list, sum_parts: list) -> dict[str, int]:
 def session_rebuild(job: Job) -> Reports:
     """Fold every capsule and summary; replace the session rows and the indexes."""
     view = job.view
+    job.step("session projection")
     cap_parts = list(view.partitions("capsules"))
     sum_parts = list(view.partitions("summaries"))
     visited = sum(p.rows for p in cap_parts) + sum(p.rows for p in sum_parts)
@@ -152,6 +153,7 @@ def session_land(job: Job, rows: pl.DataFrame, mark: int, visited: int, folded: 
     session_rows.stage_replace(job.commit, job.view, rows)
     job.commit.set_watermark(WATERMARK, mark)
     job.old_mark = job.new_mark = mark
+    job.step("live-count indexes")
     return {"session": job_report(visited, folded, rows.height),
             "forgotten": forgotten.stage_rebuild(job.commit, job.view, mark)}
 
@@ -191,11 +193,15 @@ def digest_cycle(job: Job) -> Reports:
 def digest_rebuild(job: Job) -> Reports:
     """The digest's whole state from every row, replacing what is stored."""
     commit, view = job.commit, job.view
+    job.step("journal checkpoint")
     checkpoint, _read = journal.stage_checkpoint(commit, view, full=True)
     rebuilt: dict[str, Any] = {}
+    job.step("digest state")
     state = capsule_job.stage_rebuild(commit, view, rebuilt)
     job.subset = rebuilt.get("subset")
+    job.step("store-wide sections")
     families = kept_families.stage_cycle(commit, view, full=True, notes=job.notes)
+    job.step("kept sections")
     sections = capsule_job.stage_sections(commit, view, full=True, subset=job.subset,
                                          notes=job.notes)
     digest_capsules.stage_seal(commit, view)

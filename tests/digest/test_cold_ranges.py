@@ -37,7 +37,7 @@ history = st.tuples(st.just("ingest"), st.lists(capsule, min_size=3, max_size=8)
 
 def _ranges(view) -> int:
     """How many ranges the cold fold of ``view`` folds at the current ``FOLD_RANGE``."""
-    bounds, _spans = cold_fold._capsule_spans(view)
+    bounds, _spans = cold_fold._capsule_spans(view, cold_fold.range_size(view))
     return len(bounds) + 1
 
 
@@ -128,7 +128,7 @@ def test_ranges_are_every_range_size_th_capsule_number(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(7)])
     store.ingest([{"content": f"more {i}", "source": "s", "anchor": "a"} for i in range(3)])
     monkeypatch.setattr(cold_fold, "FOLD_RANGE", 4)
-    bounds, spans = cold_fold._capsule_spans(store.pinned())
+    bounds, spans = cold_fold._capsule_spans(store.pinned(), cold_fold.FOLD_RANGE)
     assert bounds == [5, 9]  # ranges: ..4, 5..8, 9..
     assert [(first, last) for _part, first, last in spans] == [(1, 7), (8, 10)]
 

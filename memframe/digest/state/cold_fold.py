@@ -1,8 +1,8 @@
 """The cold fold: a `WarmState` from every source row, trusting nothing stored.
 
-`fold_warm` folds the rows of one range of ``FOLD_RANGE`` capsule numbers at a time (every
-partial is keyed by its number, so a range's state rows depend only on the rows naming its
-numbers) and reduces each range to its aggregates, its subset rows and the candidates of
+`fold_warm` folds the rows of one range of capsule numbers at a time (``FOLD_RANGE``, or
+fewer under a memory budget: `range_size`; every partial is keyed by its number, so a
+range's state rows depend only on the rows naming its numbers) and reduces each range to its aggregates, its subset rows and the candidates of
 the digest's top-N requests before the next range is folded: the peak follows a range's
 source rows, not the store's. The rebuild (`capsule_job.stage_rebuild`) folds the same way.
 """
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
+from memframe import budget
 from memframe.digest.state import (
     digest_aggregates,
     digest_capsules,
@@ -33,6 +34,26 @@ if TYPE_CHECKING:
 #: next range is folded, so the peak follows the range, not the store (measured at 10M
 #: capsules: benchmarks/bench_digest.py --cold-warm)
 FOLD_RANGE = 500_000
+
+#: what a fold of every row holds, in bytes, for the budget (`memframe.budget`), measured
+#: with `benchmarks/bench_scale.py`: per capsule of a range (its source rows, partials and
+#: state row), per source row narrowed for the whole fold, per capsule row planned (its
+#: number), and the interpreter with its libraries; a range never holds fewer capsules
+#: than ``SMALLEST_RANGE``
+RANGE_BYTES, NARROW_BYTES, PLAN_BYTES, BASE_BYTES = 480, 40, 24, 300 * 2**20
+SMALLEST_RANGE = 1_000
+
+
+def range_size(view: StoreView) -> int:
+    """Capsules per range of the fold of every row at ``view``: ``FOLD_RANGE``, or fewer
+    under a memory budget (`memframe.budget.chunk_rows`, which refuses a budget the
+    smallest range does not fit, before anything is read)."""
+    narrow = sum(p.rows for name in SOURCES if name != "capsules"
+                 for p in view.partitions(name))
+    planned = sum(p.rows for p in view.partitions("capsules"))
+    return budget.chunk_rows(default=FOLD_RANGE, per_row=RANGE_BYTES,
+                             fixed=BASE_BYTES + narrow * NARROW_BYTES + planned * PLAN_BYTES,
+                             smallest=SMALLEST_RANGE, what="the fold of every row")
 
 
 def _fold_inputs(name: str) -> list[str]:
@@ -69,8 +90,9 @@ def _slice(frame: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
     return frame.slice(start, max(end - start, 0))
 
 
-def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, int, int]]]:
-    """The first capsule number of each range after the first (every ``FOLD_RANGE``-th
+def _capsule_spans(view: StoreView, size: int
+                   ) -> tuple[list[int], list[tuple[Partition, int, int]]]:
+    """The first capsule number of each range after the first (every ``size``-th
     number of the capsules table, sorted) and the span of numbers of each ``capsules``
     partition (a range reads only the partitions whose span meets it). One pass over the
     ``id`` column."""
@@ -91,7 +113,7 @@ def _capsule_spans(view: StoreView) -> tuple[list[int], list[tuple[Partition, in
     else:  # not what the log says: every range reads every partition
         spans = [(part, -(2**63), 2**63 - 1) for part in parts]
     ordered = nums.drop_nulls().sort()
-    bounds = ordered.gather_every(FOLD_RANGE).slice(1).unique(maintain_order=True).to_list()
+    bounds = ordered.gather_every(size).slice(1).unique(maintain_order=True).to_list()
     return bounds, spans
 
 
@@ -111,7 +133,7 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
     rows of each request (the first N of the whole are among them); without ``tops``,
     every state row. Returns the aggregates, the subset, the rows kept and the Parquet
     rows read."""
-    bounds, spans = _capsule_spans(view)
+    bounds, spans = _capsule_spans(view, range_size(view))
     visited = sum(p.rows for p in view.partitions("capsules"))  # the ``id`` pass
     narrow: dict[str, pl.DataFrame] = {}
     for name in SOURCES:

@@ -1,0 +1,138 @@
+"""The memory budget (`memframe.budget`): every path that folds a whole store gives the
+same bytes under a budget that splits its work into many chunks as without one, and a
+budget the smallest chunk cannot fit is refused before anything is read or written."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+import memframe as mf
+from memframe import budget
+from memframe.digest.state import cold_fold
+from memframe.errors import InvalidInputError, MemoryBudgetError
+from memframe.synth import synthesize
+
+#: a budget with room for ~40 capsules per range once each capsule is priced at 1 MiB
+SMALL = "344MiB"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A synthetic store of 400 capsules (every table the fold reads), no derived state."""
+    path = tmp_path_factory.mktemp("budget") / "s"
+    synthesize(path, capsules=400, chunk_rows=100, dag_cycle=True)
+    return path
+
+
+@pytest.fixture
+def store(built, tmp_path):
+    copy = tmp_path / "s"
+    shutil.copytree(built, copy)
+    return mf.Store.open(copy)
+
+
+@pytest.fixture
+def dear(monkeypatch):
+    """Each capsule of a range priced at 1 MiB: a small budget then folds ranges of a few
+    dozen capsules, through the very code that sizes them."""
+    monkeypatch.setattr(cold_fold, "RANGE_BYTES", 2**20)
+    calls = []
+    fold = cold_fold.fold_state
+    monkeypatch.setattr(cold_fold, "fold_state",
+                        lambda *a, **k: calls.append(1) or fold(*a, **k))
+    return calls
+
+
+def test_the_budget_sizes_the_ranges(store, dear, monkeypatch):
+    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    view = store.pinned()
+    assert cold_fold.range_size(view) == cold_fold.FOLD_RANGE  # no budget: the default
+    with mf.memory_limit(SMALL):
+        size = cold_fold.range_size(view)
+    assert 10 <= size < 100
+
+
+@pytest.mark.parametrize("verify", ["full", "incremental"])
+def test_the_digest_of_every_row_is_the_same_under_a_small_budget(store, dear, monkeypatch,
+                                                                   verify):
+    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    plain = mf.digest(store, verify=verify)
+    assert len(dear) == 1  # one range without a budget
+    dear.clear()
+    small = mf.digest(store, verify=verify, memory_limit=SMALL)
+    assert len(dear) >= 5  # many ranges under it
+    assert small.to_json() == plain.to_json()
+    dear.clear()
+    with mf.memory_limit(SMALL):  # the context manager sets the same budget
+        assert mf.digest(store, verify=verify).hash == plain.hash
+    assert len(dear) >= 5
+
+
+def _derived(store: mf.Store) -> dict[str, str]:
+    """Every derived table's rows, as text (the rebuild's whole answer)."""
+    view = store.pinned()
+    out = {}
+    for name in sorted(view.snapshot.tables):
+        if name.startswith(("projections/", "derived/")) and view.partitions(name):
+            frame = pl.read_parquet([view.path / p.path for p in view.partitions(name)])
+            out[name] = frame.write_json()
+    return out
+
+
+def test_the_rebuild_is_the_same_under_a_small_budget(store, dear, monkeypatch, tmp_path):
+    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    other = mf.Store.open(shutil.copytree(store.path, tmp_path / "other"))
+    store.memory.rebuild_projections()
+    ranges = len(dear)
+    stages: list[str] = []
+    other.memory.rebuild_projections(progress=lambda done, total, stage: stages.append(stage),
+                                     memory_limit=SMALL)
+    assert len(dear) - ranges >= 5
+    assert stages[0] == "session projection" and "digest state" in stages
+    assert _derived(other) == _derived(store)
+    assert mf.digest(other).to_json() == mf.digest(store).to_json()
+
+
+def test_a_budget_the_smallest_range_cannot_fit_is_refused_before_anything(store):
+    generation = store.generation
+    with pytest.raises(MemoryBudgetError, match=r"needs about .* raise it .*nothing was written"):
+        mf.digest(store, verify="full", memory_limit="100MB")
+    with pytest.raises(MemoryBudgetError) as caught:
+        store.memory.rebuild_projections(memory_limit="100MB")
+    assert caught.value.limit == 100_000_000 and caught.value.need > caught.value.limit
+    assert store.generation == generation  # nothing was written
+
+
+def test_bad_budgets_say_what_a_size_is(monkeypatch, store):
+    with pytest.raises(InvalidInputError, match="not a size"):
+        mf.memory_limit("plenty").__enter__()
+    with pytest.raises(InvalidInputError, match="below"):
+        budget.parse_memory("1MB")
+    monkeypatch.setenv(budget.ENV, "2 parsecs")
+    with pytest.raises(InvalidInputError, match="MEMFRAME_MEMORY_LIMIT"):
+        mf.digest(store, verify="full")
+    monkeypatch.setenv(budget.ENV, "3GiB")
+    assert budget.current_limit() == 3 * 2**30
+    with mf.memory_limit("1GB"):  # the call's own budget wins over the environment
+        assert budget.current_limit() == 10**9
+
+
+def test_the_command_line_takes_a_budget(store):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memframe", *args], capture_output=True,
+                              text=True, timeout=300)
+
+    small = run("--memory-limit", "100MB", "digest", "--verify", "full", str(store.path))
+    assert small.returncode == 1 and "needs about" in small.stderr
+    assert "Traceback" not in small.stderr
+    bad = run("--memory-limit", "lots", "digest", str(store.path))
+    assert bad.returncode == 1 and "--memory-limit 'lots' is not a size" in bad.stderr
+    ok = run("--memory-limit", "4GB", "digest", "--verify", "full", "--no-advance",
+             str(store.path))
+    assert ok.returncode == 0, ok.stderr
+    assert pl.Series([ok.stdout]).str.json_decode().struct.field("total").item() > 300
