@@ -25,7 +25,8 @@ from collections.abc import Iterator
 
 from memframe.errors import InvalidInputError, MemoryBudgetError
 
-__all__ = ["ENV", "parse_memory", "memory_limit", "current_limit", "chunk_rows", "format_bytes"]
+__all__ = ["ENV", "parse_memory", "memory_limit", "current_limit", "chunk_rows", "fold_range",
+           "format_bytes"]
 
 #: the environment variable that sets the budget of every path
 ENV = "MEMFRAME_MEMORY_LIMIT"
@@ -36,6 +37,14 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)\s*$")
 #: a budget below this cannot even hold the interpreter and its libraries
 FLOOR = 64 * 2**20
+
+#: what a fold of every capsule's state (the cold digest, ``verify="full"``, the rebuild)
+#: holds, in bytes, measured with benchmarks/bench_scale.py: per capsule of a range (its
+#: source rows, partials and state row), per source row narrowed for the whole fold, per
+#: capsule planned (its number), and the interpreter with its libraries; a range never
+#: holds fewer than ``SMALLEST_RANGE`` capsules
+RANGE_BYTES, NARROW_BYTES, PLAN_BYTES, BASE_BYTES = 480, 40, 24, 300 * 2**20
+SMALLEST_RANGE = 1_000
 
 _LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("memframe_memory_limit",
                                                                    default=None)
@@ -141,3 +150,11 @@ def chunk_rows(*, default: int, per_row: float, fixed: float, smallest: int, wha
             f"least {format_bytes(need * 1.1)}. It stopped before its work; nothing was "
             f"written.", need=int(need), limit=limit)
     return max(smallest, min(default, rows))
+
+
+def fold_range(default: int, source_rows: int, capsules: int) -> int:
+    """Capsules per range of a fold of every capsule's state over ``source_rows`` rows
+    (beside the capsules') and ``capsules`` capsules: ``default`` with no budget."""
+    fixed = BASE_BYTES + source_rows * NARROW_BYTES + capsules * PLAN_BYTES
+    return chunk_rows(default=default, per_row=RANGE_BYTES, fixed=fixed,
+                      smallest=SMALLEST_RANGE, what="the fold of every row")

@@ -40,7 +40,7 @@ def store(built, tmp_path):
 def dear(monkeypatch):
     """Each capsule of a range priced at 1 MiB: a small budget then folds ranges of a few
     dozen capsules, through the very code that sizes them."""
-    monkeypatch.setattr(cold_fold, "RANGE_BYTES", 2**20)
+    monkeypatch.setattr(budget, "RANGE_BYTES", 2**20)
     calls = []
     fold = cold_fold.fold_state
     monkeypatch.setattr(cold_fold, "fold_state",
@@ -49,7 +49,7 @@ def dear(monkeypatch):
 
 
 def test_the_budget_sizes_the_ranges(store, dear, monkeypatch):
-    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
     view = store.pinned()
     assert cold_fold.range_size(view) == cold_fold.FOLD_RANGE  # no budget: the default
     with mf.memory_limit(SMALL):
@@ -60,7 +60,7 @@ def test_the_budget_sizes_the_ranges(store, dear, monkeypatch):
 @pytest.mark.parametrize("verify", ["full", "incremental"])
 def test_the_digest_of_every_row_is_the_same_under_a_small_budget(store, dear, monkeypatch,
                                                                    verify):
-    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
     plain = mf.digest(store, verify=verify)
     assert len(dear) == 1  # one range without a budget
     dear.clear()
@@ -85,7 +85,7 @@ def _derived(store: mf.Store) -> dict[str, str]:
 
 
 def test_the_rebuild_is_the_same_under_a_small_budget(store, dear, monkeypatch, tmp_path):
-    monkeypatch.setattr(cold_fold, "SMALLEST_RANGE", 10)
+    monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
     other = mf.Store.open(shutil.copytree(store.path, tmp_path / "other"))
     store.memory.rebuild_projections()
     ranges = len(dear)

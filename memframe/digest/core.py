@@ -147,6 +147,16 @@ def reference_read(store: Any, n: int, prefix: str | None
     return source, body
 
 
+def _fits(view: Any, verify: str, reference: bool) -> Any:
+    """``view``, once a fold of every row that lies ahead (``verify="full"``, or no kept
+    state) is known to fit the memory budget: refused before the chain walk otherwise."""
+    from memframe.digest.state import cold_fold, digest_capsules
+
+    if not reference and (verify == "full" or digest_capsules.watermark_of(view) is None):
+        cold_fold.range_size(view)  # raises MemoryBudgetError
+    return view
+
+
 #: how often a digest runs again on a newer generation when files it read were removed
 _AGAIN = 20
 
@@ -160,8 +170,8 @@ def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int
     derived file (the digest's kept state) is answered from the canonical tables
     (``verify="full"`` reads no derived state) while the next cycle writes it again."""
     def run(view: Any, mode: str) -> tuple[DigestSource, dict[str, Any]]:
-        source = pinned_source(view, now,
-                               lambda v, t: open_source(v, t, mode, n, prefix, reference))
+        source = pinned_source(view, now, lambda v, t: open_source(
+            _fits(v, mode, reference), t, mode, n, prefix, reference))
         return source, assemble(source, n, prefix)
 
     if not isinstance(store, Store):

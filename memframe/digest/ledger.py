@@ -105,13 +105,16 @@ def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
     return {"chain": "ok", "verified": verified + ordered.height}
 
 
-def walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int
+def walk_parts(view: StoreView, parts: Sequence[Partition], slice_rows: int,
+               read: Callable[[Partition], pl.DataFrame] | None = None
                ) -> tuple[dict, tuple[int, str] | None, int] | None:
     """The full walk, one part at a time (bounded memory), when the parts follow each other
-    in audit order (each sorted, each starting above the last); None otherwise."""
+    in audit order (each sorted, each starting above the last); None otherwise. ``read``
+    reads one part's ``JOURNAL_COLUMNS`` (default: the view's reader)."""
     previous, verified, tail = "", 0, (0, "")
     for i, part in enumerate(parts):
-        frame = view.read_partitions("journal", [part], JOURNAL_COLUMNS)
+        frame = (view.read_partitions("journal", [part], JOURNAL_COLUMNS) if read is None
+                 else read(part))
         if frame.height == 0:
             continue
         audit = frame.get_column("audit_seq")

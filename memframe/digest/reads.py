@@ -2,10 +2,8 @@
 what that source needs from one pinned generation.
 
 * `open_source`: a store's digest, the incremental `KeptSource`: the kept state when it
-  is trusted (`_trusted`), else (and always under ``verify="full"``, which trusts nothing
-  stored) the same state folded now from every source row, one range of capsule numbers
-  at a time (the cold digest: its peak follows a range, not the store). `explain` asks
-  for the reference `TableSource` (every capsule's state row) instead.
+  is trusted (`_trusted`), else (always under ``verify="full"``) the same state folded
+  now from every source row, one range of capsule numbers at a time (the cold digest).
 * `whole_source`: every capsule's state, for the per-project batch (the reference
   sections over many fences at once).
 * `job_source`: the digest job's own read of its state (it trusts it, no chain check).
@@ -263,18 +261,7 @@ def whole_source(view: Any, now: _dt.datetime, verify: str) -> TableSource:
 def open_source(view: Any, now: _dt.datetime, verify: str, n: int, prefix: str | None,
                 reference: bool = False) -> TableSource:
     """The source of one digest (cap ``n``, fence ``prefix``) of a store: see the module
-    docstring. ``verify="full"`` trusts nothing stored: the whole chain is walked and the
-    state folded from every source row, range by range (the cold digest's bounded fold);
-    ``reference`` reads the `TableSource` instead (every capsule's state in memory, for
-    `explain`'s full orders)."""
-    from memframe.digest.state import digest_capsules
-
-    if not reference and (verify == "full" or digest_capsules.watermark_of(view) is None):
-        # a fold of every row is ahead: refused now, before the chain walk, when the
-        # budget cannot hold its smallest range (`memframe.budget`)
-        from memframe.digest.state.cold_fold import range_size
-
-        range_size(view)
+    docstring; ``reference``: the `TableSource` (every capsule's state row, `explain`)."""
     check = _chain(view, verify)
     if reference:
         return _reference(view, now, check)

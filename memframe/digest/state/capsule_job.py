@@ -31,6 +31,7 @@ from memframe.digest.state import (
 )
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
+from memframe.frames import own
 from memframe.state import KEY, SOURCES, STATE_SCHEMA, STORED_SCHEMA, state_frame
 
 if TYPE_CHECKING:
@@ -177,9 +178,15 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
         return job_report(visited)
     # folded range by range of capsule numbers (as the cold digest): the peak follows a
     # range's source rows, not the store's
-    aggregates, subset, rows, _n = cold_fold.fold_ranges(view, None)
+    # of each range: its rows as stored (no text), the leaders' candidates (orders are total)
+    stored: list[pl.DataFrame] = []
+    tops = tuple((digest_leaders.LEADERS_K + 1, order, digest_leaders.qualifies_expr(order))
+                 for order in digest_leaders.ORDERS)
+    aggregates, subset, candidates, _n = cold_fold.fold_ranges(
+        view, tops, lambda rows: stored.append(own(rows.select(list(STORED_SCHEMA)))))
     if keep is not None:
         keep["subset"] = subset
+    rows = pl.concat(stored, how="vertical")  # one range at least
     digest_capsules.state_runs().stage_replace(commit, view, rows, top)
     digest_subset.subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(digest_subset.SUBSET_SCHEMA)), top)
@@ -191,7 +198,7 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     commit.write_derived(digest_aggregates.ARCHIVE_TABLE,
                          digest_aggregates.archive_rows(None, aggregates.filter(is_archive)),
                          replace=True, row_group_rows=digest_aggregates.ARCHIVE_GROUP_ROWS)
-    commit.write_derived(digest_leaders.LEADERS, digest_leaders.leaders_of(rows), replace=True,
+    commit.write_derived(digest_leaders.LEADERS, digest_leaders.leaders_of(candidates), replace=True,
                          row_group_rows=digest_leaders.LEADERS_GROUP_ROWS)
     commit.set_watermark(digest_capsules.WATERMARK, top)
     commit.set_watermark(digest_subset.SUBSET_MARK, top)

@@ -1,15 +1,15 @@
 """The cold fold: a `WarmState` from every source row, trusting nothing stored.
 
-`fold_warm` folds the rows of one range of capsule numbers at a time (``FOLD_RANGE``, or
-fewer under a memory budget: `range_size`; every partial is keyed by its number, so a
-range's state rows depend only on the rows naming its numbers) and reduces each range to its aggregates, its subset rows and the candidates of
-the digest's top-N requests before the next range is folded: the peak follows a range's
-source rows, not the store's. The rebuild (`capsule_job.stage_rebuild`) folds the same way.
+`fold_warm` folds the rows of one range of capsule numbers at a time (`range_size`: every
+partial is keyed by its number, so a range's state rows depend only on the rows naming
+its numbers) and reduces each range to what the digest reads before folding the next:
+the peak follows a range, not the store. The rebuild (`capsule_job.stage_rebuild`) and
+``verify="full"`` fold the same way.
 """
-
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -21,6 +21,7 @@ from memframe.digest.state import (
     digest_subset,
     warm_reader,
 )
+from memframe.frames import own, slice_between
 from memframe.ids import capsule_number_expr
 from memframe.schema import empty_of
 from memframe.state import KEY, SOURCE_KEY, SOURCES, STATE_SCHEMA, fold_state, fold_terms
@@ -29,31 +30,16 @@ if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
 
 
-#: capsules per range of the cold fold (`fold_warm`): the state rows of one range of
-#: capsule numbers are folded, reduced to what the digest reads and let go before the
-#: next range is folded, so the peak follows the range, not the store (measured at 10M
-#: capsules: benchmarks/bench_digest.py --cold-warm)
+#: capsules per range with no memory budget (measured at 10M capsules:
+#: benchmarks/bench_digest.py --cold-warm, benchmarks/bench_scale.py)
 FOLD_RANGE = 500_000
-
-#: what a fold of every row holds, in bytes, for the budget (`memframe.budget`), measured
-#: with `benchmarks/bench_scale.py`: per capsule of a range (its source rows, partials and
-#: state row), per source row narrowed for the whole fold, per capsule row planned (its
-#: number), and the interpreter with its libraries; a range never holds fewer capsules
-#: than ``SMALLEST_RANGE``
-RANGE_BYTES, NARROW_BYTES, PLAN_BYTES, BASE_BYTES = 480, 40, 24, 300 * 2**20
-SMALLEST_RANGE = 1_000
 
 
 def range_size(view: StoreView) -> int:
     """Capsules per range of the fold of every row at ``view``: ``FOLD_RANGE``, or fewer
-    under a memory budget (`memframe.budget.chunk_rows`, which refuses a budget the
-    smallest range does not fit, before anything is read)."""
-    narrow = sum(p.rows for name in SOURCES if name != "capsules"
-                 for p in view.partitions(name))
-    planned = sum(p.rows for p in view.partitions("capsules"))
-    return budget.chunk_rows(default=FOLD_RANGE, per_row=RANGE_BYTES,
-                             fixed=BASE_BYTES + narrow * NARROW_BYTES + planned * PLAN_BYTES,
-                             smallest=SMALLEST_RANGE, what="the fold of every row")
+    under a memory budget (`memframe.budget.fold_range`)."""
+    narrow = sum(p.rows for name in SOURCES if name != "capsules" for p in view.partitions(name))
+    return budget.fold_range(FOLD_RANGE, narrow, sum(p.rows for p in view.partitions("capsules")))
 
 
 def _fold_inputs(name: str) -> list[str]:
@@ -80,14 +66,6 @@ def _narrow(view: StoreView, name: str) -> pl.DataFrame:
               for c in _fold_inputs(name)]
     return (scan.filter(keep).select(capsule_number_expr(key).alias(KEY), *inputs)
             .filter(pl.col(KEY).is_not_null()).sort(KEY).collect(engine="streaming"))
-
-
-def _slice(frame: pl.DataFrame, lo: int | None, hi: int | None) -> pl.DataFrame:
-    """The rows of ``frame`` (sorted by number) whose number is in ``[lo, hi)``."""
-    numbers = frame.get_column(KEY)
-    start = 0 if lo is None else int(numbers.search_sorted(lo, side="left"))
-    end = frame.height if hi is None else int(numbers.search_sorted(hi, side="left"))
-    return frame.slice(start, max(end - start, 0))
 
 
 def _capsule_spans(view: StoreView, size: int
@@ -117,22 +95,15 @@ def _capsule_spans(view: StoreView, size: int
     return bounds, spans
 
 
-def _own(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` in buffers of its own. A filtered or gathered frame shares the text
-    buffers of the frame it was taken from: the few rows kept of a range would keep all
-    of that range's text alive."""
-    own = cast(pl.DataFrame, pl.from_arrow(frame.to_arrow()))
-    return own.cast(frame.schema)
-
-
-def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
-                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None,
+                keep: Callable[[pl.DataFrame], None] | None = None
+                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
     """Fold every source row range by range of capsule numbers (every partial is keyed by
     its number, so a range's state rows depend only on the rows naming its numbers) and
     keep of each range its aggregates, its subset rows and, given ``tops``, the first N
-    rows of each request (the first N of the whole are among them); without ``tops``,
-    every state row. Returns the aggregates, the subset, the rows kept and the Parquet
-    rows read."""
+    rows of each request (the first N of the whole are among them); ``keep`` is handed each
+    range's state rows; with neither, every state row is kept. Returns the
+    aggregates, the subset, the rows kept and the Parquet rows read."""
     bounds, spans = _capsule_spans(view, range_size(view))
     visited = sum(p.rows for p in view.partitions("capsules"))  # the ``id`` pass
     narrow: dict[str, pl.DataFrame] = {}
@@ -146,7 +117,7 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
     edges: list[int | None] = [None, *bounds, None]
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         sources: dict[str, pl.LazyFrame | pl.DataFrame] = {
-            name: _slice(frame, lo, hi) for name, frame in narrow.items()}
+            name: slice_between(frame, KEY, lo, hi) for name, frame in narrow.items()}
         parts = [p for p, first, last in spans
                  if (lo is None or last >= lo) and (hi is None or first < hi)]
         if parts:
@@ -158,12 +129,14 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
                                    .select(digest_capsules.source_columns("capsules")))
         rows = fold_state(sources, engine="streaming")
         del sources
-        aggregates.append(_own(digest_aggregates.aggregates_of(rows)))
-        subset.append(_own(rows.filter(digest_subset.subset_expr())))
-        if tops is None:
+        aggregates.append(own(digest_aggregates.aggregates_of(rows)))
+        subset.append(own(rows.filter(digest_subset.subset_expr())))
+        if keep is not None:
+            keep(rows)
+        if tops is None and keep is None:
             kept.append(rows)
-        else:
-            kept.extend(_own(digest_leaders.first_rows(rows, n, order, keep))
+        elif tops is not None:
+            kept.extend(own(digest_leaders.first_rows(rows, n, order, keep))
                         for n, order, keep in tops if n > 0)
         del rows
     merged = pl.concat(kept, how="vertical") if kept else empty_of(STATE_SCHEMA)

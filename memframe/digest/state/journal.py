@@ -107,13 +107,19 @@ def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
 def _full(view: StoreView, journal: pl.DataFrame | None, record: bool, reason: str | None,
           visited: int, slice_rows: int) -> ChainCheck:
     parts = list(view.partitions("journal"))
-    if journal is None and not record:
-        walked = walk_parts(view, parts, slice_rows)
-        if walked is not None:
+    fresh: list[dict[str, Any]] = []
+    if journal is None:
+        def read(part: Partition) -> pl.DataFrame:  # each part fingerprinted as it is read
+            frame, rows = _read_parts(view, [part], record)
+            fresh.extend(rows)
+            return frame
+
+        walked = walk_parts(view, parts, slice_rows, read)
+        if walked is not None and (not record or len(fresh) == len(parts)):
             section, tail, extra = walked
             return ChainCheck(section, visited + view.row_count("journal") + extra, "full",
-                              reason, tail)
-    fresh: list[dict[str, Any]] = []
+                              reason, tail, tuple(fresh))
+        fresh.clear()  # out of audit order (or broken before the last part): in one piece
     if journal is None or record:  # a journal the caller read is counted by the caller
         journal, fresh = _read_parts(view, parts, record)
         visited += view.row_count("journal")
