@@ -21,7 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from memframe import budget
 from memframe.errors import InvalidInputError
+from memframe.ids import capsule_number_expr
 from memframe.schema import CANONICAL_TABLES
 from memframe.state import KEY, SOURCE_KEY, capsule_state_of
 from memframe.state import capsule_state as fold_capsule_state
@@ -39,6 +41,10 @@ CAPSULES_SCHEMA = pl.Schema({"id": pl.String(), "change": pl.String(),
                              "fields": pl.List(pl.String()), "project_id": pl.String()})
 FIELDS_SCHEMA = pl.Schema({"id": pl.String(), "field": pl.String(), "before": pl.String(),
                            "after": pl.String()})
+
+#: capsules compared per chunk with no memory budget, and what one holds at both ends
+#: (its state rows, their join, the values that differ; benchmarks/bench_scale.py)
+COMPARE_CHUNK, COMPARE_BYTES = 1_000_000, 1_200
 
 #: table -> how `StoreDiff.summary` words its rows
 _WORDS: dict[str, str] = {
@@ -70,30 +76,41 @@ class StoreDiff:
         self._hi = int(until.snapshot.counter("seq"))
         self.rows_visited = 0
         added = {name: self._read(name) for name in CANONICAL_TABLES}
-        self._added = added
-        self.capsules, self.fields = self._compare(_named(added))
+        self._added: dict[str, pl.LazyFrame | pl.DataFrame] = dict(added)
+        ids = _named(added)
+        # a chunk of capsules at a time (both ends folded, compared, let go): a long range
+        # holds one chunk's state rows, not the store's
+        size = budget.chunk_rows(default=COMPARE_CHUNK, per_row=COMPARE_BYTES,
+                                 fixed=budget.BASE_BYTES, smallest=budget.SMALLEST_RANGE,
+                                 what="the diff")
+        found = [self._compare(ids[i:i + size]) for i in range(0, max(len(ids), 1), size)]
+        self.capsules = pl.concat([c for c, _f in found], how="vertical")
+        self.fields = pl.concat([f for _c, f in found], how="vertical")
         self.summary = _summary(added)
 
-    def _read(self, table: str) -> pl.DataFrame:
-        """The rows of ``table`` the range added, reading only the parts that can hold
-        them."""
+    def _read(self, table: str) -> pl.LazyFrame:
+        """The rows of ``table`` the range added (lazily), reading only the parts that can
+        hold them."""
         view = self._until
         parts = [p for p in view.partitions(table)  # a part with no seq range is read
                  if (p.seq_hi is None or p.seq_hi > self._lo)
                  and (p.seq_lo is None or p.seq_lo <= self._hi)]
         if not parts:
-            return view.table(table).head(0).collect()
+            return view.table(table).head(0).collect().lazy()
         self.rows_visited += sum(p.rows for p in parts)
         return (view.scan_partitions(table, parts)
-                .filter((pl.col("seq") > self._lo) & (pl.col("seq") <= self._hi))
-                .collect())
+                .filter((pl.col("seq") > self._lo) & (pl.col("seq") <= self._hi)))
 
     def rows(self, table: str) -> pl.LazyFrame:
-        """The canonical rows of ``table`` appended between the two generations."""
+        """The canonical rows of ``table`` appended between the two generations (read on
+        the first call, then kept: the files stay readable only while pinned)."""
         if table not in self._added:
             raise InvalidInputError(f"no canonical table {table!r}; the tables are "
                                     f"{', '.join(self._added)}")
-        return self._added[table].lazy()
+        frame = self._added[table]
+        if isinstance(frame, pl.LazyFrame):
+            frame = self._added[table] = frame.collect()
+        return frame.lazy()
 
     def _compare(self, ids: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
         if not ids:
@@ -113,18 +130,19 @@ class StoreDiff:
                 visited += found[1] if found is not None else 0  # its lookup read them too
             frames.append(frame)
             self.rows_visited += visited
-        before, after = (_as_text(f) for f in frames)
-        columns = [c for c in after.columns if c != "id"]
+        before, after = frames
         joined = after.join(before, on="id", how="left", suffix="_before",
                             maintain_order="left")
         had = pl.col("id").is_in(before.get_column("id").implode())
-        long = joined.select(
-            "id", had.alias("had"),
-            pl.concat_list([pl.struct(pl.lit(c).alias("field"),
-                                      pl.col(f"{c}_before").alias("before"),
-                                      pl.col(c).alias("after")) for c in columns])
-            .alias("pairs")).explode("pairs").unnest("pairs")
-        changed = long.filter(pl.col("had") & pl.col("before").ne_missing(pl.col("after")))
+        # column by column, only the values that differ are rendered as text: an added
+        # capsule (most of a long range) has no fields, and a changed one a few
+        changed = pl.concat([
+            joined.filter(had & pl.col(f"{c}_before").ne_missing(pl.col(c))).select(
+                "id", pl.lit(c).alias("field"),
+                _text(pl.col(f"{c}_before"), dtype).alias("before"),
+                _text(pl.col(c), dtype).alias("after"))
+            for c, dtype in after.schema.items() if c != "id"], how="vertical")
+        changed = changed.filter(pl.col("before").ne_missing(pl.col("after")))
         # erased content stays erased: text a capsule no longer holds is never shown
         gone = (pl.col("field") == "content") & pl.col("after").is_null()
         fields = changed.select("id", "field", pl.when(gone).then(None)
@@ -252,33 +270,29 @@ def _folded_state(view: StoreView, wanted: pl.Series, numbers: list[int]
     return fold_capsule_state(tables).collect(), visited
 
 
-def _named(added: dict[str, pl.DataFrame]) -> list[str]:
-    """The capsule ids the added rows name."""
-    columns = [frame.get_column(column) for name in (
-        "capsules", "forgets", "recalls", "classifications", "tiers", "relations", "reviews",
-        "pins") if (frame := added.get(name)) is not None
-        for column in CAPSULE_REFS
-        if column in frame.columns and frame.schema[column] == pl.String]
+def _named(added: dict[str, pl.LazyFrame]) -> list[str]:
+    """The capsule ids the added rows name, in the order of their numbers."""
+    columns = []
+    for name in ("capsules", "forgets", "recalls", "classifications", "tiers", "relations",
+                 "reviews", "pins"):
+        schema = added[name].collect_schema()
+        columns += [added[name].select(pl.col(c).alias("id")) for c in CAPSULE_REFS
+                    if c in schema and schema[c] == pl.String]
     if not columns:
         return []
-    found = pl.concat([c.rename("id") for c in columns]).drop_nulls().unique()
-    return sorted(found.filter(found.str.starts_with("cap-")).to_list())
+    found = (pl.concat(columns, how="vertical").filter(pl.col("id").str.starts_with("cap-"))
+             .unique().sort(capsule_number_expr("id"), "id").collect(engine="streaming"))
+    return found.get_column("id").to_list()
 
 
-def _as_text(frame: pl.DataFrame) -> pl.DataFrame:
-    """Every column but ``id`` as the JSON text of its values (instants in RFC 3339, the
-    way ``to_json`` writes them), null where there is no value."""
-    exprs = [pl.col("id")]
-    for name, dtype in frame.schema.items():
-        if name == "id":
-            continue
-        if isinstance(dtype, pl.Datetime):
-            value = pl.format('"{}"', rfc3339(pl.col(name)))
-        else:  # {"v":<json>} -> <json>
-            value = (pl.struct(pl.col(name).alias("v")).struct.json_encode()
-                     .str.slice(5).str.strip_suffix("}"))
-        exprs.append(pl.when(pl.col(name).is_null()).then(None).otherwise(value).alias(name))
-    return frame.select(exprs)
+def _text(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """``column``'s values as JSON text (instants in RFC 3339, the way ``to_json`` writes
+    them), null where there is no value."""
+    if isinstance(dtype, pl.Datetime):
+        value = pl.format('"{}"', rfc3339(column))
+    else:  # {"v":<json>} -> <json>
+        value = pl.struct(column.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+    return pl.when(column.is_null()).then(None).otherwise(value)
 
 
 def _by_number(frame: pl.DataFrame) -> pl.DataFrame:
@@ -289,40 +303,33 @@ def _by_number(frame: pl.DataFrame) -> pl.DataFrame:
             .drop("_n"))
 
 
-def _summary(added: dict[str, pl.DataFrame]) -> dict[str, int]:
+def _summary(added: dict[str, pl.LazyFrame]) -> dict[str, int]:
+    """Counts per kind of change, in words (one streaming pass per table)."""
     out: dict[str, int] = {}
 
-    def put(word: str, n: int) -> None:
+    def put(word: str, n: int | None) -> None:
         if n:
             out[word] = out.get(word, 0) + int(n)
 
-    caps = added.get("capsules")
-    if caps is not None and caps.height:
-        put("ingested", caps.height)
-        put("handoffs", caps.filter(pl.col("source") == "memory_session_finish").height)
+    def count(table: str, where: pl.Expr | None = None) -> int:
+        frame = added[table] if where is None else added[table].filter(where)
+        return int(frame.select(pl.len()).collect(engine="streaming").item())
+
+    put("ingested", count("capsules"))
+    put("handoffs", count("capsules", pl.col("source") == "memory_session_finish"))
     for table, column, word in (("forgets", "mode", "forgotten ({})"),
                                 ("reviews", "verdict", "reviewed ({})"),
                                 ("relations", "kind", "new relations ({})")):
-        frame = added.get(table)
-        if frame is not None and frame.height:
-            for value, n in sorted(frame.group_by(column).len().iter_rows()):
-                put(word.format(value), n)
-    rel = added.get("relations")
-    if rel is not None and rel.height:
-        put("superseded", rel.filter(pl.col("kind") == "supersedes").height)
+        kinds = added[table].group_by(column).len().collect(engine="streaming")
+        for value, n in sorted(kinds.iter_rows()):
+            put(word.format(value), n)
+    put("superseded", count("relations", pl.col("kind") == "supersedes"))
     for table in ("tiers", "classifications", "recall_misses", "lane_overrides",
                   "recall_receipts", "recall_aliases"):
-        frame = added.get(table)
-        put(_WORDS[table], frame.height if frame is not None else 0)
-    pins = added.get("pins")
-    if pins is not None and pins.height:
-        put("pinned", pins.filter(pl.col("pinned")).height)
-        put("unpinned", pins.filter(~pl.col("pinned")).height)
-    recalls = added.get("recalls")
-    if recalls is not None and recalls.height:
-        put("recalled", int(recalls.get_column("count").sum()))
-    brackets = added.get("brackets")
-    if brackets is not None and brackets.height:
-        put("sessions started", brackets.filter(pl.col("event") == "start").height)
-        put("sessions finished", brackets.filter(pl.col("event") == "finish").height)
+        put(_WORDS[table], count(table))
+    put("pinned", count("pins", pl.col("pinned")))
+    put("unpinned", count("pins", ~pl.col("pinned")))
+    put("recalled", added["recalls"].select(pl.col("count").sum()).collect().item())
+    put("sessions started", count("brackets", pl.col("event") == "start"))
+    put("sessions finished", count("brackets", pl.col("event") == "finish"))
     return out
