@@ -114,7 +114,7 @@ def child(kind: str, store_path: str, extra: str) -> None:
     elif kind == "compact":
         answer, rows = _answer(store.compact()), None
     elif kind == "vacuum":
-        out = store.vacuum(retention_hours=0)
+        out = store.vacuum(retention_hours=0, allow_short_retention=True)
         answer, rows = _answer(str(out)), None
     elif kind == "delta":
         answer, rows = _answer(str(store.sync_delta_logs(rebuild=True))), None

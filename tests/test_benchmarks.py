@@ -96,3 +96,22 @@ def test_the_diff_benchmark_finds_what_the_fold_finds(tmp_path, capsys):
     # the fold reads every state row at both ends: 200 capsules, then 218 and 2 recall rows
     assert rows["diff"] > 0 and rows["fold"] == 200 + 218 + 2, rows
     assert store.generation == 1  # the benchmark wrote to a copy, never to the store
+
+
+def test_the_scale_benchmark_measures_each_path(tmp_path, capsys):
+    """bench_scale runs each path in a child process and prints its time, peak and answer:
+    the cold digest and verify="full" give the same answer."""
+    from memframe.synth import synthesize
+
+    spec = importlib.util.spec_from_file_location("_bench_scale", BENCHMARKS / "bench_scale.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    synthesize(tmp_path / "s", capsules=300)
+    assert module.main(["--store", str(tmp_path / "s"), "--work", str(tmp_path / "w"),
+                        "--paths", "full,cold,diff,rebuild"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()
+             if line.strip().startswith("s ")]
+    assert [line[1] for line in lines] == ["full", "cold", "diff", "rebuild"]
+    assert all("GB" in line and "failed:" not in line for line in lines)
+    assert lines[0][-1] == lines[1][-1]  # the same digest either way
