@@ -61,6 +61,7 @@ def test_the_budget_sizes_the_ranges(store, dear, monkeypatch):
 def test_the_digest_of_every_row_is_the_same_under_a_small_budget(store, dear, monkeypatch,
                                                                    verify):
     monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
+    monkeypatch.setattr(budget, "WHOLE_CEILING", 0)  # verify="full" folds range by range too
     plain = mf.digest(store, verify=verify)
     assert len(dear) == 1  # one range without a budget
     dear.clear()
@@ -71,6 +72,15 @@ def test_the_digest_of_every_row_is_the_same_under_a_small_budget(store, dear, m
     with mf.memory_limit(SMALL):  # the context manager sets the same budget
         assert mf.digest(store, verify=verify).hash == plain.hash
     assert len(dear) >= 5
+
+
+def test_verify_full_reads_every_row_at_once_only_when_it_fits(store, dear, monkeypatch):
+    whole = mf.digest(store, verify="full")
+    assert dear == []  # a small store: the reference read, no range folded
+    monkeypatch.setattr(budget, "WHOLE_ROW_BYTES", 10**6)  # too dear to read at once
+    ranged = mf.digest(store, verify="full")
+    assert len(dear) == 1 and ranged.to_json() == whole.to_json()
+    assert ranged.rows_visited != whole.rows_visited  # two different reads
 
 
 def _derived(store: mf.Store) -> dict[str, str]:

@@ -147,14 +147,22 @@ def reference_read(store: Any, n: int, prefix: str | None
     return source, body
 
 
-def _fits(view: Any, verify: str, reference: bool) -> Any:
-    """``view``, once a fold of every row that lies ahead (``verify="full"``, or no kept
-    state) is known to fit the memory budget: refused before the chain walk otherwise."""
+def _reads_whole(view: Any, verify: str, reference: bool) -> bool:
+    """Does this digest read the reference `TableSource`: asked for (`explain`), or under
+    ``verify="full"`` when every row it reads fits the memory budget at once (one fold of
+    every row is quicker than ranges of them; `memframe.budget.fits_whole`). Otherwise, a
+    fold of every row that lies ahead (``verify="full"``, or no kept state) must fit the
+    budget one range at a time: refused before the chain walk when it cannot."""
+    from memframe.digest.reads import FAIL_CLOSED
     from memframe.digest.state import cold_fold, digest_capsules
 
-    if not reference and (verify == "full" or digest_capsules.watermark_of(view) is None):
+    if reference:
+        return True
+    if verify == "full" and budget.fits_whole(sum(int(view.row_count(t)) for t in FAIL_CLOSED)):
+        return True
+    if verify == "full" or digest_capsules.watermark_of(view) is None:
         cold_fold.range_size(view)  # raises MemoryBudgetError
-    return view
+    return False
 
 
 #: how often a digest runs again on a newer generation when files it read were removed
@@ -171,7 +179,7 @@ def _read_and_assemble(store: Any, now: _dt.datetime | None, verify: str, n: int
     (``verify="full"`` reads no derived state) while the next cycle writes it again."""
     def run(view: Any, mode: str) -> tuple[DigestSource, dict[str, Any]]:
         source = pinned_source(view, now, lambda v, t: open_source(
-            _fits(v, mode, reference), t, mode, n, prefix, reference))
+            v, t, mode, n, prefix, _reads_whole(v, mode, reference)))
         return source, assemble(source, n, prefix)
 
     if not isinstance(store, Store):
