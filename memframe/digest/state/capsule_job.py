@@ -186,7 +186,7 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
         view, tops, lambda rows: stored.append(own(rows.select(list(STORED_SCHEMA)))))
     if keep is not None:
         keep["subset"] = subset
-    rows = pl.concat(stored, how="vertical")  # one range at least
+    rows = pl.concat(stored, how="vertical").with_columns(pl.col(KEY).set_sorted())  # no copy
     digest_capsules.state_runs().stage_replace(commit, view, rows, top)
     digest_subset.subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(digest_subset.SUBSET_SCHEMA)), top)
