@@ -1493,7 +1493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from memframe.budget import ENV, parse_memory
 
                 os.environ[ENV] = str(parse_memory(args.memory_limit, what="--memory-limit"))
-            code = int(args.func(args) or 0)
+            from memframe.progress import showing
+
+            with showing(_progress(args)):  # the long paths' bars, on a terminal
+                code = int(args.func(args) or 0)
             ok = code == 0
             return code
         except _UsageError as exc:

@@ -175,3 +175,34 @@ def test_a_diff_over_a_long_range_is_the_same_under_a_small_budget(store, monkey
         assert a.capsules.write_json() == b.capsules.write_json()
         assert a.fields.write_json() == b.fields.write_json()
         assert a.rows("recalls").collect().equals(b.rows("recalls").collect())
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, keeping what is written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_the_fold_draws_a_bar_per_range_only_when_asked(store, dear, monkeypatch):
+    from memframe import progress
+
+    monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
+    monkeypatch.setattr(budget, "WHOLE_CEILING", 0)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    mf.digest(store, verify="full", memory_limit=SMALL)
+    assert terminal.text == ""  # a library call is silent
+    with progress.showing(True):
+        mf.digest(store, verify="full", memory_limit=SMALL)
+    assert "fold" in terminal.text and "range" in terminal.text

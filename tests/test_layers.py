@@ -29,7 +29,8 @@ ROOT = "memframe"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memframe.errors", "memframe.ids", "memframe.schema", "memframe.text", "memframe.taint",
      "memframe.graph", "memframe.state", "memframe._render", "memframe._scalars",
-     "memframe._install", "memframe.budget", "memframe.frames"),
+     "memframe._install", "memframe.budget", "memframe.frames",
+     "memframe.progress"),
     ("memframe.store",),
     ("memframe.derived",),
     ("memframe.projections",),

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from memframe import budget
+from memframe import budget, progress
 from memframe.errors import InvalidInputError
 from memframe.ids import capsule_number_expr
 from memframe.schema import CANONICAL_TABLES
@@ -83,7 +83,9 @@ class StoreDiff:
         size = budget.chunk_rows(default=COMPARE_CHUNK, per_row=COMPARE_BYTES,
                                  fixed=budget.BASE_BYTES, smallest=budget.SMALLEST_RANGE,
                                  what="the diff")
-        found = [self._compare(ids[i:i + size]) for i in range(0, max(len(ids), 1), size)]
+        with progress.bar(-(-len(ids) // size), "diff", "chunk") as bar:
+            found = [bar.update() or self._compare(ids[i:i + size])
+                     for i in range(0, max(len(ids), 1), size)]
         self.capsules = pl.concat([c for c, _f in found], how="vertical")
         self.fields = pl.concat([f for _c, f in found], how="vertical")
         self.summary = _summary(added)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from memframe import budget
+from memframe import budget, progress
 from memframe.digest.state import (
     digest_aggregates,
     digest_capsules,
@@ -30,14 +30,12 @@ if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
 
 
-#: capsules per range with no memory budget (measured at 10M capsules:
-#: benchmarks/bench_digest.py --cold-warm, benchmarks/bench_scale.py)
+#: capsules per range with no memory budget (benchmarks/bench_digest.py --cold-warm, 10M)
 FOLD_RANGE = 500_000
 
 
 def range_size(view: StoreView) -> int:
-    """Capsules per range of the fold of every row at ``view``: ``FOLD_RANGE``, or fewer
-    under a memory budget (`memframe.budget.fold_range`)."""
+    """Capsules per range at ``view``: ``FOLD_RANGE``, or fewer under a memory budget."""
     narrow = sum(p.rows for name in SOURCES if name != "capsules" for p in view.partitions(name))
     return budget.fold_range(FOLD_RANGE, narrow, sum(p.rows for p in view.partitions("capsules")))
 
@@ -98,12 +96,11 @@ def _capsule_spans(view: StoreView, size: int
 def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None,
                 keep: Callable[[pl.DataFrame], None] | None = None
                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
-    """Fold every source row range by range of capsule numbers (every partial is keyed by
-    its number, so a range's state rows depend only on the rows naming its numbers) and
+    """Fold every source row range by range of capsule numbers (the module docstring) and
     keep of each range its aggregates, its subset rows and, given ``tops``, the first N
     rows of each request (the first N of the whole are among them); ``keep`` is handed each
-    range's state rows; with neither, every state row is kept. Returns the
-    aggregates, the subset, the rows kept and the Parquet rows read."""
+    range's state rows; with neither, every state row is kept. Returns the aggregates, the
+    subset, the rows kept and the Parquet rows read (a bar per range: `memframe.progress`)."""
     bounds, spans = _capsule_spans(view, range_size(view))
     visited = sum(p.rows for p in view.partitions("capsules"))  # the ``id`` pass
     narrow: dict[str, pl.DataFrame] = {}
@@ -115,6 +112,7 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
     subset: list[pl.DataFrame] = []
     kept: list[pl.DataFrame] = []
     edges: list[int | None] = [None, *bounds, None]
+    bar = progress.bar(len(edges) - 1, "fold", "range")
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         sources: dict[str, pl.LazyFrame | pl.DataFrame] = {
             name: slice_between(frame, KEY, lo, hi) for name, frame in narrow.items()}
@@ -136,9 +134,11 @@ def fold_ranges(view: StoreView, tops: tuple[warm_reader.TopRequest, ...] | None
         if tops is None and keep is None:
             kept.append(rows)
         elif tops is not None:
-            kept.extend(own(digest_leaders.first_rows(rows, n, order, keep))
-                        for n, order, keep in tops if n > 0)
+            kept.extend(own(digest_leaders.first_rows(rows, n, order, where))
+                        for n, order, where in tops if n > 0)
         del rows
+        bar.update()
+    bar.close()
     merged = pl.concat(kept, how="vertical") if kept else empty_of(STATE_SCHEMA)
     if tops is not None:  # a row may be a candidate of several requests
         merged = merged.unique(KEY, keep="first", maintain_order=True)

@@ -1,0 +1,42 @@
+"""Progress bars of the long paths (a fold of every row, a diff over a long range).
+
+They are tqdm bars on stderr, drawn only inside `showing(True)` and only on a terminal: the
+command line turns them on (not with ``--quiet``); a library call stays silent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["showing", "bar"]
+
+_SHOW: contextvars.ContextVar[bool] = contextvars.ContextVar("memframe_progress", default=False)
+
+
+@contextlib.contextmanager
+def showing(enabled: bool) -> Iterator[None]:
+    """Draw the long paths' bars inside the block (on a terminal).
+
+    Examples:
+        >>> with showing(True):
+        ...     bar(3, "fold", "range").disable == (not sys.stderr.isatty())
+        True
+    """
+    token = _SHOW.set(enabled)
+    try:
+        yield
+    finally:
+        _SHOW.reset(token)
+
+
+def bar(total: int, desc: str, unit: str) -> Any:
+    """A bar of ``total`` ``unit`` steps, disabled unless `showing` and stderr is a
+    terminal (or when there is one step only); cleared when done."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
+                disable=not (_SHOW.get() and total > 1 and sys.stderr.isatty()))
