@@ -13,6 +13,8 @@ Everything is a pure function of the arguments: every random draw comes from a
 order-preserving Polars operations, so the same arguments give the same tables. Rows are
 written through the store in bulk commits (``Store.ingest`` with large frames,
 ``Store.append`` for event tables); only sessions and git scans use the one-row verbs.
+The capsules are made a chunk at a time from a compact plan, each random stream read a
+chunk at a time too (`_Blocks`), so how a store is split into chunks never shows in it.
 
 `miss_truth` returns the generator's ground truth for the recall-miss ledger (which
 typo came from which word), so an offline miss audit can be scored against it.
@@ -32,6 +34,7 @@ import functools
 import itertools
 import math
 import random
+import tempfile
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -39,9 +42,11 @@ from typing import Any
 
 import polars as pl
 
+from memframe import budget
 from memframe.errors import InvalidInputError, MemframeError
 from memframe.schema import RECALL_LANES
 from memframe.store import Store
+from memframe.store.tables import PART_ROWS
 from memframe.text import fold_expr, fold_term, rfc3339
 
 __all__ = [
@@ -60,6 +65,19 @@ __all__ = [
 ]
 
 DEFAULT_CLOCK_START = datetime.datetime(2026, 5, 4, 9, 0, tzinfo=datetime.UTC)
+#: capsules `synthesize` makes and writes per chunk when no memory budget is set (a
+#: budget may take it down to one ingest commit's rows, ``chunk_rows``)
+_CHUNK_CAPSULES = 200_000
+# The memory budget's figures (`_chunk_capsules`), from peak RSS measured at 1M and 3M
+# capsules with chunks of 100k to 400k: what a chunk costs per capsule it holds (its
+# plan rows with their content, the ingest commit's copies of them), and what stays for
+# the whole run, a fixed part (the interpreter and libraries) and a part per capsule of
+# the store (the compact plan and what the events keep of every capsule, the store's
+# lookups, the event tables and their one-commit writes, e.g. every classification
+# with its journal row).
+_CHUNK_BYTES = 1_000
+_FIXED_BYTES = 250e6
+_STORE_BYTES = 400
 _NS = 1_000_000_000
 _DAY_NS = 86_400 * _NS
 _TS = pl.Datetime("ns", "UTC")
@@ -208,13 +226,68 @@ def _rng(seed: int, part: str) -> random.Random:
 
 def _uniform(rng: random.Random, n: int) -> pl.Series:
     """``n`` uniforms in [0, 1) from ``rng``'s bytes (53 random bits each)."""
+    if n == 0:
+        return pl.Series([], dtype=pl.Float64)
+    return _uniform_of(rng.randbytes(8 * n), n)
+
+
+def _uniform_of(data: bytes, n: int) -> pl.Series:
+    """The ``n`` uniforms `_uniform` makes of ``8 * n`` random bytes."""
     import pyarrow as pa  # on use: the command line loads this module for the sample's path
 
     if n == 0:
         return pl.Series([], dtype=pl.Float64)
-    words = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(rng.randbytes(8 * n))])
+    words = pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(data)])
     bits = pl.Series(pl.from_arrow(words))
     return ((bits // 2048).cast(pl.Float64) * 2.0**-53).rename("")
+
+
+_SKIP_BYTES = 8 << 20  # random bytes drawn at a time to pass over a block
+
+
+def _skip(rng: random.Random, nbytes: int) -> None:
+    """Advance ``rng`` as ``rng.randbytes(nbytes)`` would, a bounded piece at a time.
+
+    ``nbytes`` is a multiple of 4: the generator hands out whole 32-bit words, so drawing
+    the same bytes in pieces leaves it in the same state."""
+    while nbytes > 0:
+        step = min(nbytes, _SKIP_BYTES)
+        rng.getrandbits(8 * step)
+        nbytes -= step
+
+
+class _Blocks:
+    """Rows ``lo..hi`` of columns that one stream draws whole, one after another.
+
+    ``_uniform(rng, n)`` called k times draws k blocks of ``n`` values: the first column's
+    all before the second's, so one row's values lie far apart in the stream. A copy of
+    the generator waits at each block's start (the blocks before it passed over once), and
+    `take` reads the next rows of every block: a chunk of rows costs its own draws, and
+    the chunks in order give exactly the whole columns.
+    """
+
+    def __init__(self, rng: random.Random, n: int, widths: Sequence[int], *,
+                 after: bool = False):
+        """``widths``: bytes per row of each block (8 for uniforms); ``after``: leave
+        ``rng`` past the last block (its stream goes on), else it stays at that block's
+        start, which saves passing over it."""
+        self._cursors: list[random.Random] = []
+        self._widths = tuple(widths)
+        for i, width in enumerate(self._widths):
+            cursor = random.Random()
+            cursor.setstate(rng.getstate())
+            self._cursors.append(cursor)
+            if after or i < len(self._widths) - 1:
+                _skip(rng, width * n)
+
+    def take(self, m: int) -> list[bytes]:
+        """The next ``m`` rows' bytes of every block."""
+        return [cursor.randbytes(width * m) if m else b""
+                for cursor, width in zip(self._cursors, self._widths, strict=True)]
+
+    def uniforms(self, m: int) -> list[pl.Series]:
+        """The next ``m`` uniforms of every block (blocks of width 8)."""
+        return [_uniform_of(data, m) for data in self.take(m)]
 
 
 def _pick(u: pl.Series | pl.Expr, weights: Sequence[float]) -> pl.Expr:
@@ -405,11 +478,13 @@ def _absent_identifier(rng: random.Random) -> str:
     return f"{rng.getrandbits(32):08x}"
 
 
-def _noisy_words(seed: int, rows: pl.DataFrame) -> pl.DataFrame:
-    """Word slots of plain rows with mixed case (w1), plurals (w2), misspellings (w3)."""
-    rng = _rng(seed, "noise-words")
-    n = rows.height
-    u_case, u_kind, u_plural, u_typo, u_which = (_uniform(rng, n) for _ in range(5))
+_NOISE_WORD_DRAWS = 5  # uniforms per row of the "noise-words" stream (`_noisy_words`)
+
+
+def _noisy_words(seed: int, rows: pl.DataFrame, draws: Sequence[pl.Series]) -> pl.DataFrame:
+    """Word slots of plain rows with mixed case (w1), plurals (w2), misspellings (w3);
+    ``draws``: the rows' uniforms of the ``noise-words`` stream."""
+    u_case, u_kind, u_plural, u_typo, u_which = draws
     typos, _ = _noise_lexicon(seed)
     plain = pl.col("role") == "plain"
     w2 = pl.col("w2")
@@ -431,17 +506,23 @@ def _noisy_words(seed: int, rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _noise_tail(seed: int, rows: pl.DataFrame) -> pl.Expr:
+_NOISE_NAMES = ("uuid", "hash", "hash_kind", "id", "id_kind", "num", "num_kind", "ident",
+                "ident_kind", "dia", "dia_k", "a", "b", "c")
+# bytes per row of each block of the "noise" stream (`_noise_tail`): its uniforms, then
+# 20 raw bytes (a hash)
+_NOISE_WIDTHS = (8,) * len(_NOISE_NAMES) + (20,)
+
+
+def _noise_tail(rows: pl.DataFrame, draws: Sequence[bytes]) -> pl.Expr:
     """The content of plain rows with a noisy last line (references, ids, numbers, code
-    identifiers, diacritics), as an expression aliased ``content``."""
-    rng = _rng(seed, "noise")
+    identifiers, diacritics), as an expression aliased ``content``; ``draws``: the rows'
+    bytes of each block of the ``noise`` stream (`_NOISE_WIDTHS`)."""
     n = rows.height
-    names = ("uuid", "hash", "hash_kind", "id", "id_kind", "num", "num_kind", "ident",
-             "ident_kind", "dia", "dia_k", "a", "b", "c")
-    u = {name: pl.lit(_uniform(rng, n)) for name in names}
+    u = {name: pl.lit(_uniform_of(data, n)) for name, data in zip(_NOISE_NAMES, draws[:-1],
+                                                                  strict=True)}
     import pyarrow as pa
 
-    raw = pa.Array.from_buffers(pa.binary(20), n, [None, pa.py_buffer(rng.randbytes(20 * n))])
+    raw = pa.Array.from_buffers(pa.binary(20), n, [None, pa.py_buffer(draws[-1])])
     hexes = pl.lit(pl.Series(pl.from_arrow(raw)).cast(pl.Binary).bin.encode("hex"))
     a = (u["a"] * 9000 + 10).cast(pl.Int64)
     b = (u["b"] * 99 + 1).cast(pl.Int64)
@@ -599,11 +680,24 @@ def _words(u: pl.Series, cdf: pl.Series, order: pl.Series) -> pl.Series:
     return order.gather(_zipf_index(u, cdf))
 
 
-def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
-    """``n`` plain capsules in bursty conversations (no content yet: word slots)."""
+_CONV_BATCH = 100_000  # conversations kept as Python rows before they become a frame
+_ROW_DRAWS = 7  # uniforms per plain capsule of the "rows" stream (`_plain_times`)
+# the uniforms per capsule of the "content" stream (`_Plan.fill`), in the order it draws them
+_CONTENT_DRAWS = ("w2", "w3", "w4", "w5", "w6", "verb", "comp", "kind", "source", "auth",
+                  "conf", "detail", "valid", "valid_len", "line", "sha")
+
+
+def _conversations(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
+    """The bursty conversations ``n`` plain capsules fall into, in order: ``conv``,
+    ``size``, ``project``, ``author``, ``standalone``, ``conv_start`` and
+    ``conversation_id`` (null for a standalone note). About one row per twelve capsules;
+    the Python rows become a frame a batch at a time, so they never pile up."""
     rng = _rng(seed, "conversations")
     first_weekday = _dt(start).weekday()
     project_cdf = list(itertools.accumulate(w for _, w, _ in PROJECTS))
+    schema = {"conv": pl.Int64, "size": pl.Int64, "project": pl.Int64, "author": pl.Int64,
+              "standalone": pl.Boolean, "conv_start": pl.Int64}
+    parts: list[pl.DataFrame] = []
     convs: list[tuple[int, int, int, int, bool, int]] = []
     total = 0
     k = 0
@@ -622,23 +716,38 @@ def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
         convs.append((k, size, project, author, standalone, at))
         total += size
         k += 1
-    conv = pl.DataFrame(
-        convs, orient="row",
-        schema={"conv": pl.Int64, "size": pl.Int64, "project": pl.Int64, "author": pl.Int64,
-                "standalone": pl.Boolean, "conv_start": pl.Int64},
-    )
-    ids = [f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-"
-           f"{8 + rng.getrandbits(2):x}{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
-           for _ in range(conv.height)]
-    conv = conv.with_columns(
-        pl.when(pl.col("standalone")).then(None).otherwise(pl.Series(ids))
-        .alias("conversation_id")
-    )
-    rows = conv.with_columns(pl.int_ranges(0, "size").alias("k")).explode("k")
-    rng = _rng(seed, "rows")
-    u_gap, u_pause, u_pause_len, u_nanos, u_prec, u_late, u_late_len = (
-        _uniform(rng, n) for _ in range(7)
-    )
+        if len(convs) == _CONV_BATCH:
+            parts.append(pl.DataFrame(convs, orient="row", schema=schema))
+            convs = []
+    parts.append(pl.DataFrame(convs, orient="row", schema=schema))
+    conv = pl.concat(parts)
+    ids = pl.concat([
+        pl.Series([f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-"
+                   f"4{rng.getrandbits(12):03x}-{8 + rng.getrandbits(2):x}"
+                   f"{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
+                   for _ in range(lo, min(lo + _CONV_BATCH, conv.height))], dtype=pl.String)
+        for lo in range(0, conv.height, _CONV_BATCH)])
+    return conv.with_columns(
+        pl.when(pl.col("standalone")).then(None).otherwise(ids).alias("conversation_id"))
+
+
+def _precision(created: pl.Expr, u_prec: pl.Expr) -> pl.Expr:
+    """Up to nine fractional digits, trimmed (whole seconds, ms, us or ns)."""
+    return (pl.when(u_prec < 0.35).then(created // _NS * _NS)
+            .when(u_prec < 0.55).then(created // 1_000_000 * 1_000_000)
+            .when(u_prec < 0.75).then(created // 1000 * 1000)
+            .otherwise(created))
+
+
+def _plain_times(convs: pl.DataFrame, draws: Sequence[pl.Series], start: int,
+                 end: int) -> pl.DataFrame:
+    """The plain capsules of whole conversations ``convs``, in order: ``conv``, ``k`` (the
+    place in the conversation), ``created_ns`` (with its precision) and ``arrive_ns``
+    (when it is ingested: ~3% arrive late); ``draws``: their uniforms of the ``rows``
+    stream."""
+    u_gap, u_pause, u_pause_len, u_nanos, u_prec, u_late, u_late_len = draws
+    rows = (convs.select("conv", "size", "conv_start")
+            .with_columns(pl.int_ranges(0, "size").alias("k")).explode("k"))
     gap_s = (-(1.0 - u_gap).log()) * 75.0
     pause = u_pause < 0.05
     gap_s = pl.select(
@@ -652,26 +761,30 @@ def _plain_rows(seed: int, n: int, start: int, span: int) -> pl.DataFrame:
         pl.lit(u_late).alias("u_late"),
         pl.lit(u_late_len).alias("u_late_len"),
     ).with_columns(
-        (pl.col("conv_start") + pl.col("gap").cum_sum().over("conv")).alias("created_ns")
+        (pl.col("conv_start") + pl.col("gap").cum_sum().over("conv")).clip(start, end - _NS)
+        .alias("created_ns")
     )
-    return rows.select("conv", "k", "project", "author", "conversation_id", "created_ns",
-                       "u_prec", "u_late", "u_late_len", "standalone")
+    return rows.select(
+        pl.col("conv").cast(pl.Int32), pl.col("k").cast(pl.Int32),
+        _precision(pl.col("created_ns"), pl.col("u_prec")).alias("created_ns"),
+        _arrival(pl.col("created_ns"), pl.col("u_late"), pl.col("u_late_len")),
+    )
 
 
-def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime,
-                  dag_cycle: bool, noise: bool = False) -> pl.DataFrame:
-    """Every capsule the store will ingest in bulk, in ingest order (column ``pos``).
+def _arrival(created: pl.Expr, u_late: pl.Expr, u_late_len: pl.Expr) -> pl.Expr:
+    """Ingest time: creation time, except ~3% that arrive late (imports, offline clients)."""
+    return (created + pl.when(u_late < 0.03).then((u_late_len * 6 * 3600 * _NS)
+                                                   .cast(pl.Int64)).otherwise(0)
+            ).alias("arrive_ns")
 
-    Roles: plain, epic, task, thread (ACTIVE rows), close (a thread closer).
-    """
-    start = _ns(clock_start)
-    span = params.span_days * _DAY_NS
-    end = start + span
-    handoffs = _session_plan(seed, params, clock_start)["handoff"].drop_nulls().len()
+
+def _structured(seed: int, params: SynthParams, start: int, end: int,
+                dag_cycle: bool) -> pl.DataFrame:
+    """Epics, tasks and thread rows: structured capsules with their own times (``role``,
+    ``no``, ``project``, ``created_ns``, ``parent_epic``, ``thread``, ``step``)."""
+    span = end - start
     cycle_tasks = 3 if dag_cycle else 0
     rng = _rng(seed, "structure")
-
-    # -- epics, tasks, thread rows: structured capsules with their own times
     structured: list[dict[str, Any]] = []
     epic_project: list[int] = []
     for e in range(params.epics):
@@ -711,164 +824,221 @@ def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime
     struct = pl.DataFrame(structured, schema={
         "role": pl.String, "no": pl.Int64, "project": pl.Int64, "created_ns": pl.Int64,
         "parent_epic": pl.Int64, "thread": pl.Int64, "step": pl.Int64})
-    struct = struct.with_columns(pl.col("created_ns").clip(start, end - _NS))
+    return struct.with_columns(pl.col("created_ns").clip(start, end - _NS))
 
+
+def _skeleton(seed: int, params: SynthParams, start: int, end: int, dag_cycle: bool,
+              chunk: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The capsule plan's order, compact: one row per capsule in ingest order (``conv``
+    and ``k`` of a plain capsule, ``srow`` of a structured one, ``created_ns``,
+    ``arrive_ns``), the conversations (`_conversations`) and the structured rows
+    (`_structured`). A handful of numbers per capsule: every column the plan has besides
+    is made from them a chunk at a time (`_Plan.rows`). The plain capsules' times are
+    drawn ``chunk`` capsules at a time (whole conversations)."""
+    handoffs = _session_plan(seed, params, _dt(start))["handoff"].drop_nulls().len()
+    struct = _structured(seed, params, start, end, dag_cycle)
     n_plain = params.capsules - handoffs - params.rollups - struct.height
     if n_plain < 100:
         raise InvalidInputError(f"{params.capsules} capsules leave too few plain rows")
-    plain = _plain_rows(seed, n_plain, start, span).with_columns(
-        pl.lit("plain").alias("role"))
-    plain = plain.with_columns(pl.col("created_ns").clip(start, end - _NS))
-
+    convs = _conversations(seed, n_plain, start, end - start)
+    draws = _Blocks(_rng(seed, "rows"), n_plain, [8] * _ROW_DRAWS)
+    ends = convs["size"].cum_sum()
+    parts: list[pl.DataFrame] = []
+    first = done = 0
+    while first < convs.height:
+        stop = min(int(ends.search_sorted(done + chunk, side="left")) + 1, convs.height)
+        m = int(ends[stop - 1]) - done
+        parts.append(_plain_times(convs.slice(first, stop - first), draws.uniforms(m),
+                                  start, end))
+        first, done = stop, done + m
+    created = pl.col("created_ns")
     rows = pl.concat([
-        plain,
-        struct.with_columns(
-            pl.lit(None, dtype=pl.Int64).alias("conv"), pl.lit(None, dtype=pl.Int64).alias("k"),
-            pl.lit(0, dtype=pl.Int64).alias("author"),
-            pl.lit(None, dtype=pl.String).alias("conversation_id"),
-            pl.lit(0.5).alias("u_prec"), pl.lit(1.0).alias("u_late"),
-            pl.lit(0.0).alias("u_late_len"), pl.lit(False).alias("standalone"),
-        ),
+        *parts,
+        struct.select(pl.int_range(pl.len(), dtype=pl.Int32).alias("srow"),
+                      # a structured capsule has millisecond precision and is never late
+                      _precision(created, pl.lit(0.5)).alias("created_ns"),
+                      created.alias("arrive_ns")),
     ], how="diagonal")
-    # ingest order: creation time, except ~3% that arrive late (imports, offline clients)
-    rows = rows.with_columns(
-        (pl.col("created_ns") + pl.when(pl.col("u_late") < 0.03)
-         .then((pl.col("u_late_len") * 6 * 3600 * _NS).cast(pl.Int64)).otherwise(0))
-        .alias("arrive_ns")
-    ).with_row_index("plan_row").sort(["arrive_ns", "plan_row"]).drop("plan_row")
-    rows = rows.with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
-    return _fill_capsules(seed, rows, params, start, end, noise)
+    del parts
+    # ingest order: arrival, ties in plan order (plain capsules first)
+    order = (rows.with_row_index("plan_row").sort(["arrive_ns", "plan_row"])
+             .drop("plan_row"))
+    return order, convs.with_columns(pl.col("conv").cast(pl.Int32)), struct
 
 
-def _fill_capsules(seed: int, rows: pl.DataFrame, params: SynthParams, start: int,
-                   end: int, noise: bool = False) -> pl.DataFrame:
-    """Content, provenance and the other ingest columns for the planned rows."""
-    n = rows.height
-    rng = _rng(seed, "content")
-    vocab_order = list(VOCABULARY)
-    rng.shuffle(vocab_order)
-    order = pl.Series(vocab_order)
-    cdf = _zipf_cdf(len(vocab_order), 0.9)
-    u = {name: _uniform(rng, n) for name in
-         ("w2", "w3", "w4", "w5", "w6", "verb", "comp", "kind", "source", "auth", "conf",
-          "detail", "valid", "valid_len", "line", "sha")}
-    vocab = pl.Series(VOCABULARY)
-    comps = [(i, c) for i, (_, _, cs) in enumerate(PROJECTS) for c in cs]
-    comp_frame = pl.DataFrame({"project": [i for i, _ in comps], "comp": [c for _, c in comps]})
-    comp_frame = comp_frame.with_columns(
-        pl.int_range(pl.len()).over("project").alias("ci"),
-        pl.len().over("project").alias("nc"),
-    )
-    rows = rows.with_columns(
-        vocab.gather(pl.Series(rows["pos"] % len(VOCABULARY))).alias("w1"),  # every word used
-        *[_words(u[w], cdf, order).alias(w) for w in ("w2", "w3", "w4", "w5", "w6")],
-        pl.Series(_VERBS).gather((u["verb"] * len(_VERBS)).cast(pl.Int64)).alias("verb"),
-        pl.lit(u["comp"]).alias("u_comp"),
-        _pick(u["kind"], _KIND_W).alias("kind_i"),
-        _pick(u["source"], [w for _, w in _SOURCES]).alias("source_i"),
-        pl.lit(u["auth"]).alias("u_auth"),
-        (0.35 + pl.lit(u["conf"]) * 0.6).round(2).alias("confidence"),
-        (pl.lit(u["detail"]) < 0.4).alias("has_detail"),
-        pl.lit(u["valid"]).alias("u_valid"),
-        pl.lit(u["valid_len"]).alias("u_valid_len"),
-        (pl.lit(u["line"]) * 900 + 1).cast(pl.Int64).alias("line"),
-        (pl.lit(u["sha"]) * 0xFFFFFFF).cast(pl.Int64).alias("sha"),
-    )
-    nc = comp_frame.group_by("project", maintain_order=True).agg(pl.len().alias("nc"))
-    rows = (
-        rows.join(nc, on="project", how="left", maintain_order="left")
-        .with_columns((pl.col("u_comp") * pl.col("nc")).cast(pl.Int64).alias("ci"))
-        .join(comp_frame.select("project", "ci", "comp"), on=["project", "ci"], how="left",
-              maintain_order="left")
-    )
-    project_names = pl.Series([p for p, _, _ in PROJECTS])
-    source_names = pl.Series([s for s, _ in _SOURCES])
-    rows = rows.with_columns(
-        _lookup(project_names, pl.col("project")).alias("project_id"),
-        pl.when(pl.col("role") == "plain").then(_lookup(source_names, pl.col("source_i")))
-        .otherwise(pl.lit("conversation")).alias("source"),
-        _lookup(_AUTHORS, pl.col("author")).alias("author_name"),
-    ).with_columns(
-        pl.when(pl.col("conversation_id").is_null() & (pl.col("source") == "conversation"))
-        .then(pl.lit("note")).otherwise(pl.col("source")).alias("source"),
-    )
-    anchors = _per_case(rows, "source", "anchor", {
-        "conversation": pl.concat_str([pl.lit("conv:"),
-                                       pl.col("conversation_id").fill_null("threads"),
-                                       pl.lit("#"), pl.col("k").fill_null(pl.col("pos"))]),
-        "file": pl.concat_str([pl.lit("file:"), pl.col("project_id"), pl.lit("/"),
-                               pl.col("comp"), pl.lit("/"), pl.col("w1"), pl.lit(".py#L"),
-                               pl.col("line")]),
-        "git-commit": pl.concat_str([pl.lit("git:"), pl.col("sha").cast(pl.String)]),
-        "web": pl.concat_str([pl.lit("https://docs.example.com/"), pl.col("w1"), pl.lit("/"),
-                              pl.col("w2")]),
-        "import": pl.concat_str([pl.lit("import:legacy/"), pl.col("pos")]),
-        "note": pl.concat_str([pl.lit("note:"), pl.col("project_id")]),
-    })
-    rows = rows.with_columns(
-        anchors,
-        pl.when(pl.col("source") == "import").then(pl.lit("externally-imported"))
-        .when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed-fact"))
-        .when(pl.col("u_auth") < 0.3).then(pl.lit("user-stated"))
-        .otherwise(pl.lit("agent-inferred")).alias("authority_class"),
-        (pl.col("source") == "import").alias("instruction_taint"),
-        _lookup(_KINDS, pl.col("kind_i")).alias("plain_kind"),
-    )
-    if noise:  # mixed case, plurals and content typos in the word slots of plain rows
-        rows = _noisy_words(seed, rows)
-    # content, one template per (role, kind), each computed on its own rows only
-    serial = pl.concat_str([pl.lit(" (ref "), pl.col("pos") + 1, pl.lit(")")])
-    detail = pl.when(pl.col("has_detail")).then(_template_expr(_DETAIL)).otherwise(pl.lit(""))
-    thread = _lookup(THREADS, pl.col("thread").fill_null(0) % len(THREADS))
-    cases: dict[str | None, pl.Expr] = {
-        f"plain:{kind}": pl.concat_str([_template_expr(pieces), serial, detail])
-        for kind, pieces in _TEMPLATES.items()
-    }
-    cases["epic"] = pl.concat_str([
-        pl.lit("Epic: "), pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "),
-        pl.col("w2"), pl.lit(" ("), pl.col("project_id"), pl.lit(")"), serial,
-        pl.lit("\nGoal: every "), pl.col("w3"), pl.lit(" ships with a "), pl.col("w4"),
-        pl.lit(" check")])
-    cases["task"] = pl.concat_str([
-        pl.lit("Task: "), pl.col("verb"), pl.lit(" "), pl.col("w1"), pl.lit(" "), pl.col("w2"),
-        pl.lit(" for the "), pl.col("w3"), serial])
-    cases["thread"] = pl.concat_str([
-        pl.lit("ACTIVE("), thread, pl.lit("): step "), pl.col("step") + 1, pl.lit(" - "),
-        pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "), pl.col("w2"), serial,
-        pl.lit("\nnext: check the "), pl.col("w3"), pl.lit(" "), pl.col("w4")])
-    cases["close"] = pl.concat_str([
-        pl.lit("Closed thread "), thread, pl.lit(": the "), pl.col("w1"),
-        pl.lit(" work landed"), serial])
-    rows = rows.with_columns(
-        pl.when(pl.col("role") == "plain")
-        .then(pl.concat_str([pl.lit("plain:"), pl.col("plain_kind").fill_null("None")]))
-        .otherwise(pl.col("role")).alias("template"))
-    rows = rows.with_columns(
-        _per_case(rows, "template", "content", cases),
-        # ingest-time kind for half of the plain rows; epics/tasks are classified later
-        pl.when((pl.col("role") == "plain") & (pl.col("u_auth") * 7 % 1 < 0.5))
-        .then(pl.col("plain_kind")).otherwise(None).alias("kind"),
-        # up to nine fractional digits, trimmed (whole seconds, ms, us or ns)
-        pl.when(pl.col("u_prec") < 0.35).then(pl.col("created_ns") // _NS * _NS)
-        .when(pl.col("u_prec") < 0.55).then(pl.col("created_ns") // 1_000_000 * 1_000_000)
-        .when(pl.col("u_prec") < 0.75).then(pl.col("created_ns") // 1000 * 1000)
-        .otherwise(pl.col("created_ns")).alias("created_ns"),
-    )
-    if noise:
-        rows = rows.with_columns(_noise_tail(seed, rows))
-    rows = rows.with_columns(
-        rfc3339(pl.col("created_ns").cast(_TS)).alias("created_at"),
-        pl.when(pl.col("u_valid") < 0.04)
-        .then((pl.col("created_ns") + (1 + pl.col("u_valid_len") * 44).cast(pl.Int64) * _DAY_NS)
-              .cast(_TS))
-        .otherwise(None).alias("valid_to"),
-    )
-    return rows.select(
-        "pos", "role", "no", "project", "parent_epic", "thread", "step", "conv",
-        "created_ns", "arrive_ns", "content", "source", "anchor", "project_id", "kind",
-        "confidence", "created_at", "valid_to", "authority_class", "instruction_taint",
-        "conversation_id", pl.col("author_name").alias("author"), "w1",
-    )
+class _Plan:
+    """The capsules the store will ingest in bulk, in ingest order (column ``pos``), made
+    a chunk of rows at a time: `rows` fills rows ``lo..hi`` from the compact order
+    (`_skeleton`) and the random streams read chunk by chunk (`_Blocks`), so a chunk
+    costs its own rows and any split into chunks gives the same rows.
+
+    Roles: plain, epic, task, thread (ACTIVE rows), close (a thread closer).
+    """
+
+    def __init__(self, seed: int, params: SynthParams, clock_start: datetime.datetime,
+                 dag_cycle: bool, noise: bool = False, chunk: int = 1 << 62):
+        self.seed = seed
+        self.noise = noise
+        self.start = _ns(clock_start)
+        self.end = self.start + params.span_days * _DAY_NS
+        self.order, self.convs, self.struct = _skeleton(seed, params, self.start, self.end,
+                                                        dag_cycle, chunk)
+        self.height = self.order.height
+        rng = _rng(seed, "content")
+        vocab_order = list(VOCABULARY)
+        rng.shuffle(vocab_order)
+        self._vocab_order = pl.Series(vocab_order)
+        self._cdf = _zipf_cdf(len(vocab_order), 0.9)
+        self._content = _Blocks(rng, self.height, [8] * len(_CONTENT_DRAWS))
+        n = self.height if noise else 0
+        self._noise_words = _Blocks(_rng(seed, "noise-words"), n, [8] * _NOISE_WORD_DRAWS)
+        self._noise = _Blocks(_rng(seed, "noise"), n, _NOISE_WIDTHS)
+        self._next = 0
+
+    def rows(self, lo: int, hi: int) -> pl.DataFrame:
+        """Rows ``lo..hi`` of the plan (``lo``: where the previous call stopped)."""
+        if lo != self._next or not lo <= hi <= self.height:
+            raise MemframeError(f"synth: plan rows {lo}..{hi} asked out of turn (next: "
+                                f"{self._next} of {self.height}); this is a bug in memframe")
+        self._next = hi
+        part = self.order.slice(lo, hi - lo)
+        # a conversation's number is its row of `convs`, a structured capsule's its row of
+        # `struct` (null: not one): gathered, where a join would hash them all per chunk
+        talk = self.convs.select("project", "author", "conversation_id").gather(part["conv"])
+        made = self.struct.select("role", "no", pl.col("project").alias("s_project"),
+                                  "parent_epic", "thread", "step").gather(part["srow"])
+        rows = pl.concat([part, talk, made], how="horizontal").select(
+            pl.int_range(lo, hi, dtype=pl.Int64).alias("pos"), pl.col("role").fill_null("plain"),
+            "no", pl.coalesce("project", "s_project").alias("project"), "parent_epic", "thread",
+            "step", pl.col("conv").cast(pl.Int64), pl.col("k").cast(pl.Int64),
+            pl.col("author").fill_null(0), "conversation_id", "created_ns", "arrive_ns")
+        return self._fill(rows)
+
+    def _fill(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Content, provenance and the other ingest columns for the planned rows."""
+        n = rows.height
+        u = dict(zip(_CONTENT_DRAWS, self._content.uniforms(n), strict=True))
+        cdf, order = self._cdf, self._vocab_order
+        vocab = pl.Series(VOCABULARY)
+        comps = [(i, c) for i, (_, _, cs) in enumerate(PROJECTS) for c in cs]
+        comp_frame = pl.DataFrame({"project": [i for i, _ in comps], "comp": [c for _, c in comps]})
+        comp_frame = comp_frame.with_columns(
+            pl.int_range(pl.len()).over("project").alias("ci"),
+            pl.len().over("project").alias("nc"),
+        )
+        rows = rows.with_columns(
+            vocab.gather(pl.Series(rows["pos"] % len(VOCABULARY))).alias("w1"),  # every word used
+            *[_words(u[w], cdf, order).alias(w) for w in ("w2", "w3", "w4", "w5", "w6")],
+            pl.Series(_VERBS).gather((u["verb"] * len(_VERBS)).cast(pl.Int64)).alias("verb"),
+            pl.lit(u["comp"]).alias("u_comp"),
+            _pick(u["kind"], _KIND_W).alias("kind_i"),
+            _pick(u["source"], [w for _, w in _SOURCES]).alias("source_i"),
+            pl.lit(u["auth"]).alias("u_auth"),
+            (0.35 + pl.lit(u["conf"]) * 0.6).round(2).alias("confidence"),
+            (pl.lit(u["detail"]) < 0.4).alias("has_detail"),
+            pl.lit(u["valid"]).alias("u_valid"),
+            pl.lit(u["valid_len"]).alias("u_valid_len"),
+            (pl.lit(u["line"]) * 900 + 1).cast(pl.Int64).alias("line"),
+            (pl.lit(u["sha"]) * 0xFFFFFFF).cast(pl.Int64).alias("sha"),
+        )
+        nc = comp_frame.group_by("project", maintain_order=True).agg(pl.len().alias("nc"))
+        rows = (
+            rows.join(nc, on="project", how="left", maintain_order="left")
+            .with_columns((pl.col("u_comp") * pl.col("nc")).cast(pl.Int64).alias("ci"))
+            .join(comp_frame.select("project", "ci", "comp"), on=["project", "ci"], how="left",
+                  maintain_order="left")
+        )
+        project_names = pl.Series([p for p, _, _ in PROJECTS])
+        source_names = pl.Series([s for s, _ in _SOURCES])
+        rows = rows.with_columns(
+            _lookup(project_names, pl.col("project")).alias("project_id"),
+            pl.when(pl.col("role") == "plain").then(_lookup(source_names, pl.col("source_i")))
+            .otherwise(pl.lit("conversation")).alias("source"),
+            _lookup(_AUTHORS, pl.col("author")).alias("author_name"),
+        ).with_columns(
+            pl.when(pl.col("conversation_id").is_null() & (pl.col("source") == "conversation"))
+            .then(pl.lit("note")).otherwise(pl.col("source")).alias("source"),
+        )
+        anchors = _per_case(rows, "source", "anchor", {
+            "conversation": pl.concat_str([pl.lit("conv:"),
+                                           pl.col("conversation_id").fill_null("threads"),
+                                           pl.lit("#"), pl.col("k").fill_null(pl.col("pos"))]),
+            "file": pl.concat_str([pl.lit("file:"), pl.col("project_id"), pl.lit("/"),
+                                   pl.col("comp"), pl.lit("/"), pl.col("w1"), pl.lit(".py#L"),
+                                   pl.col("line")]),
+            "git-commit": pl.concat_str([pl.lit("git:"), pl.col("sha").cast(pl.String)]),
+            "web": pl.concat_str([pl.lit("https://docs.example.com/"), pl.col("w1"), pl.lit("/"),
+                                  pl.col("w2")]),
+            "import": pl.concat_str([pl.lit("import:legacy/"), pl.col("pos")]),
+            "note": pl.concat_str([pl.lit("note:"), pl.col("project_id")]),
+        })
+        rows = rows.with_columns(
+            anchors,
+            pl.when(pl.col("source") == "import").then(pl.lit("externally-imported"))
+            .when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed-fact"))
+            .when(pl.col("u_auth") < 0.3).then(pl.lit("user-stated"))
+            .otherwise(pl.lit("agent-inferred")).alias("authority_class"),
+            (pl.col("source") == "import").alias("instruction_taint"),
+            _lookup(_KINDS, pl.col("kind_i")).alias("plain_kind"),
+        )
+        if self.noise:  # mixed case, plurals and content typos in the word slots of plain rows
+            rows = _noisy_words(self.seed, rows, self._noise_words.uniforms(n))
+        # content, one template per (role, kind), each computed on its own rows only
+        serial = pl.concat_str([pl.lit(" (ref "), pl.col("pos") + 1, pl.lit(")")])
+        detail = pl.when(pl.col("has_detail")).then(_template_expr(_DETAIL)).otherwise(pl.lit(""))
+        thread = _lookup(THREADS, pl.col("thread").fill_null(0) % len(THREADS))
+        cases: dict[str | None, pl.Expr] = {
+            f"plain:{kind}": pl.concat_str([_template_expr(pieces), serial, detail])
+            for kind, pieces in _TEMPLATES.items()
+        }
+        cases["epic"] = pl.concat_str([
+            pl.lit("Epic: "), pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "),
+            pl.col("w2"), pl.lit(" ("), pl.col("project_id"), pl.lit(")"), serial,
+            pl.lit("\nGoal: every "), pl.col("w3"), pl.lit(" ships with a "), pl.col("w4"),
+            pl.lit(" check")])
+        cases["task"] = pl.concat_str([
+            pl.lit("Task: "), pl.col("verb"), pl.lit(" "), pl.col("w1"), pl.lit(" "), pl.col("w2"),
+            pl.lit(" for the "), pl.col("w3"), serial])
+        cases["thread"] = pl.concat_str([
+            pl.lit("ACTIVE("), thread, pl.lit("): step "), pl.col("step") + 1, pl.lit(" - "),
+            pl.col("verb"), pl.lit(" the "), pl.col("w1"), pl.lit(" "), pl.col("w2"), serial,
+            pl.lit("\nnext: check the "), pl.col("w3"), pl.lit(" "), pl.col("w4")])
+        cases["close"] = pl.concat_str([
+            pl.lit("Closed thread "), thread, pl.lit(": the "), pl.col("w1"),
+            pl.lit(" work landed"), serial])
+        rows = rows.with_columns(
+            pl.when(pl.col("role") == "plain")
+            .then(pl.concat_str([pl.lit("plain:"), pl.col("plain_kind").fill_null("None")]))
+            .otherwise(pl.col("role")).alias("template"))
+        rows = rows.with_columns(
+            _per_case(rows, "template", "content", cases),
+            # ingest-time kind for half of the plain rows; epics/tasks are classified later
+            pl.when((pl.col("role") == "plain") & (pl.col("u_auth") * 7 % 1 < 0.5))
+            .then(pl.col("plain_kind")).otherwise(None).alias("kind"),
+        )
+        if self.noise:
+            rows = rows.with_columns(_noise_tail(rows, self._noise.take(n)))
+        rows = rows.with_columns(
+            rfc3339(pl.col("created_ns").cast(_TS)).alias("created_at"),
+            pl.when(pl.col("u_valid") < 0.04)
+            .then((pl.col("created_ns") + (1 + pl.col("u_valid_len") * 44).cast(pl.Int64) * _DAY_NS)
+                  .cast(_TS))
+            .otherwise(None).alias("valid_to"),
+        )
+        return rows.select(
+            "pos", "role", "no", "project", "parent_epic", "thread", "step", "conv",
+            "created_ns", "arrive_ns", "content", "source", "anchor", "project_id", "kind",
+            "confidence", "created_at", "valid_to", "authority_class", "instruction_taint",
+            "conversation_id", pl.col("author_name").alias("author"), "w1",
+        )
+
+
+def _capsule_plan(seed: int, params: SynthParams, clock_start: datetime.datetime,
+                  dag_cycle: bool, noise: bool = False) -> pl.DataFrame:
+    """Every capsule the store will ingest in bulk, in ingest order (column ``pos``): the
+    whole `_Plan` at once."""
+    plan = _Plan(seed, params, clock_start, dag_cycle, noise)
+    return plan.rows(0, plan.height)
 
 
 def _session_plan(seed: int, params: SynthParams,
@@ -937,6 +1107,15 @@ def synthesize(
     The same arguments always give the same tables (row for row, seq for seq); only
     partition file names differ between two runs.
 
+    The capsules are made and written a chunk at a time (`_CHUNK_CAPSULES`, or what the
+    memory budget allows: `memframe.budget`), and so are the recall counts and the
+    recall receipts: what a chunk holds does not grow with the store. What does is what
+    the event tables need of every capsule (compact columns) and the journaled event
+    tables, each written in one commit: about `_STORE_BYTES` a capsule in all. The
+    chunks never change the tables; the recall receipts land in commits of one partition
+    file's rows each, so a store of over half a million capsules has a few more
+    generations.
+
     Args:
         path: a new or empty directory.
         capsules: how many capsules the store holds (at least 200).
@@ -965,6 +1144,11 @@ def synthesize(
     Returns:
         The new store, opened with the system clock.
 
+    Raises:
+        MemoryBudgetError: under a memory budget (``mf.memory_limit``,
+            ``MEMFRAME_MEMORY_LIMIT``) too small for one chunk at this size; nothing is
+            written.
+
     Examples:
         >>> import tempfile, os
         >>> from memframe.synth import synthesize
@@ -977,16 +1161,22 @@ def synthesize(
     params = _params(capsules, misses, receipts)
     start = _ns(clock_start)
     end = start + params.span_days * _DAY_NS
-    plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
+    chunk = _chunk_capsules(params, chunk_rows)  # before anything is written
+    plan = _Plan(seed, params, clock_start, dag_cycle, noise, chunk)
     sessions = _session_plan(seed, params, clock_start)
+    windows, width = _windows(plan.order, start, end, chunk_rows)
+    # the timeline's windows are runs of the plan: it is in arrival order
+    bounds = [0, *plan.order["arrive_ns"].search_sorted(
+        pl.Series([start + w * width for w in range(1, windows)], dtype=pl.Int64),
+        side="left").to_list(), plan.height]
+    handoff_plan = (_handoff_plan(plan.order, sessions, start, end, chunk_rows)
+                    if recall_tables else None)
     clock = _Clock(start)
     store = Store.create(path, clock=clock)
     bar = _progress(progress, params.capsules)
     handoffs_done = 0
 
     # -- the timeline: windows of capsules, sessions in between ---------------------------
-    windows = max(6, math.ceil(plan.height / chunk_rows))
-    width = (end - start) // windows + 1
     events = sorted(
         [(int(r["start_ns"]), 0, r["session"]) for r in sessions.iter_rows(named=True)]
         + [(int(r["finish_ns"]), 1, r["session"]) for r in sessions.iter_rows(named=True)
@@ -996,69 +1186,153 @@ def synthesize(
     scan_rng = _rng(seed, "scans")
     sids: dict[int, str] = {}
     handoff_ids: dict[int, str] = {}
-    ids: list[str] = []
+    written = _Written()
+    chunks = _Chunks(plan, chunk)
     ev = iter(events)
     pending = next(ev, None)
     ingest_cols = ["content", "source", "anchor", "project_id", "kind", "confidence",
                    "created_at", "valid_to", "authority_class", "instruction_taint",
                    "conversation_id", "author"]
-    for w in range(windows):
-        w_end = start + (w + 1) * width
-        while pending is not None and pending[0] < w_end:
-            t, what, s = pending
-            clock.set(t)
-            if what == 2:
-                _git_scan(store, scan_rng, s, plan.head(len(ids)), ids)
+    with tempfile.TemporaryDirectory(prefix="memframe-synth-") as spill:
+        for w in range(windows):
+            w_end = start + (w + 1) * width
+            while pending is not None and pending[0] < w_end:
+                t, what, s = pending
+                clock.set(t)
+                if what == 2:
+                    _git_scan(store, scan_rng, s, written.anchored())
+                    pending = next(ev, None)
+                    continue
+                row = sessions.row(s, named=True)
+                if what == 0:
+                    sids[s] = store.session_start(row["project_id"])
+                else:
+                    hid = store.session_finish(sids[s], handoff=row["handoff"])
+                    if hid is not None:
+                        handoff_ids[s] = hid
+                        handoffs_done += 1
                 pending = next(ev, None)
-                continue
-            row = sessions.row(s, named=True)
-            if what == 0:
-                sids[s] = store.session_start(row["project_id"])
-            else:
-                hid = store.session_finish(sids[s], handoff=row["handoff"])
-                if hid is not None:
-                    handoff_ids[s] = hid
-                    handoffs_done += 1
-            pending = next(ev, None)
-        window = plan.filter((pl.col("arrive_ns") >= w_end - width) & (pl.col("arrive_ns") < w_end)
-                             if w < windows - 1 else pl.col("arrive_ns") >= w_end - width)
-        clock.set(min(w_end, end))
-        for lo in range(0, window.height, chunk_rows):
-            chunk = window.slice(lo, chunk_rows).select(ingest_cols)
-            ids.extend(store.ingest(chunk))
-            if bar is not None:
-                # handoffs are counted with the next chunk: one commit each, they are slow
-                # per capsule, and a bar that counted them alone would first estimate hours
-                bar.update(chunk.height + handoffs_done)
-            handoffs_done = 0
-    if len(ids) != plan.height or len(set(ids)) != len(ids):
-        raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
-    plan = plan.with_columns(pl.Series("id", ids))
-    if recall_tables and dict(_handoff_plan(plan, sessions, start, end, chunk_rows)
-                              .select("session", "id").iter_rows()) != handoff_ids:
-        # recall_truth finds every id from the plan: the handoffs are where ids interleave
-        raise MemframeError("synthetic handoff ids differ from the timeline's; this is a bug "
-                            "in memframe.synth")
-    clock.set(end)
-    def stage(text: str) -> None:
-        # the capsules are written; the bar says which table it is on while the events go
-        # (the last seconds of a large synth), so it never sits still without a word
-        if bar is not None:
-            bar.set_description(f"synth: {text}")
+            clock.set(min(w_end, end))
+            for lo in range(bounds[w], bounds[w + 1], chunk_rows):
+                rows = chunks.rows(lo, min(lo + chunk_rows, bounds[w + 1]))
+                ids = pl.Series("id", store.ingest(rows.select(ingest_cols)), dtype=pl.String)
+                written.add(rows, ids, Path(spill))
+                if bar is not None:
+                    # handoffs are counted with the next chunk: one commit each, they are
+                    # slow per capsule, and a bar that counted them alone would first
+                    # estimate hours
+                    bar.update(rows.height + handoffs_done)
+                handoffs_done = 0
+                del rows
+        del chunks
+        if written.height != plan.height:
+            raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
+        if handoff_plan is not None and dict(
+                handoff_plan.select("session", "id").iter_rows()) != handoff_ids:
+            # recall_truth finds every id from the plan: the handoffs are where ids interleave
+            raise MemframeError("synthetic handoff ids differ from the timeline's; this is a "
+                                "bug in memframe.synth")
+        convs = plan.convs.select("conv", "conversation_id")
+        del plan
+        clock.set(end)
 
-    _write_events(store, plan, sessions, handoff_ids, params, seed, start, end, clock, noise,
-                  recall_tables, stage)
+        def stage(text: str) -> None:
+            # the capsules are written; the bar says which table it is on while the events
+            # go (the last seconds of a large synth), so it never sits still without a word
+            if bar is not None:
+                bar.set_description(f"synth: {text}")
+
+        _write_events(store, written.frame(), convs, written.anchors(), sessions, handoff_ids,
+                      params, seed, start, end, clock, chunk, noise, recall_tables, stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
         bar.close()
     return Store.open(path)
 
 
-def _git_scan(store: Store, rng: random.Random, i: int, done: pl.DataFrame,
-              ids: list[str]) -> None:
-    """One scan of a repository: advance its cursor, record a few verdicts."""
-    anchored = done.with_columns(pl.Series("id", ids)).filter(
-        pl.col("source").is_in(["file", "git-commit"]))["id"]
+def _chunk_capsules(params: SynthParams, chunk_rows: int) -> int:
+    """Capsules per chunk of `synthesize` (`_CHUNK_CAPSULES`, or what the memory budget
+    allows; at least one ingest commit's rows)."""
+    return budget.chunk_rows(
+        default=_CHUNK_CAPSULES, per_row=_CHUNK_BYTES, smallest=min(chunk_rows, params.capsules),
+        fixed=_FIXED_BYTES + _STORE_BYTES * params.capsules, what="memframe synth")
+
+
+class _Chunks:
+    """The plan's rows for consecutive ingest commits, filled ``chunk`` rows at a time
+    (a commit's rows may span two chunks; one larger than a chunk is filled whole)."""
+
+    def __init__(self, plan: _Plan, chunk: int):
+        self._plan = plan
+        self._chunk = chunk
+        self._rows: pl.DataFrame | None = None
+        self._lo = 0  # the plan row the held rows start at
+
+    def rows(self, lo: int, hi: int) -> pl.DataFrame:
+        """Plan rows ``lo..hi`` (``lo``: where the previous call stopped)."""
+        held = self._rows
+        top = self._lo + (0 if held is None else held.height)
+        if hi > top:
+            fresh = self._plan.rows(top, min(self._plan.height, max(hi, top + self._chunk)))
+            held = fresh if held is None else pl.concat([held.slice(lo - self._lo), fresh])
+            self._rows, self._lo = held, lo
+        assert held is not None
+        return held.slice(lo - self._lo, hi - lo)
+
+
+class _Written:
+    """What the events need of the capsules written so far, compact (`add`): per capsule
+    its id and plan columns, the low-cardinality text as categoricals (a few bytes each);
+    the anchors go to Arrow files in a spill directory (epistemics read a few back)."""
+
+    def __init__(self) -> None:
+        self._parts: list[pl.DataFrame] = []
+        self._spills: list[Path] = []
+        self._last = 0  # the highest capsule number written
+        self.height = 0
+
+    def add(self, rows: pl.DataFrame, ids: pl.Series, spill: Path) -> None:
+        """Keep what the events need of ``rows``, ingested as ``ids``."""
+        numbers = ids.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+        # fresh contents take new numbers in row order: any other answer is a collision
+        if (ids.len() != rows.height or numbers.null_count()
+                or (numbers.len() and (numbers[0] <= self._last
+                                       or (numbers.diff().drop_nulls() <= 0).any()))):
+            raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
+        self._last = int(numbers[-1]) if numbers.len() else self._last
+        self.height += rows.height
+        cat = pl.Categorical
+        self._parts.append(rows.select(
+            "pos", ids, pl.col("role").cast(cat),
+            *[pl.col(c).cast(pl.Int16) for c in ("no", "parent_epic", "thread", "step")],
+            pl.col("project").cast(pl.Int8), pl.col("conv").cast(pl.Int32), "created_ns",
+            *[pl.col(c).cast(cat) for c in ("source", "project_id", "kind", "authority_class",
+                                            "w1")]))
+        path = spill / f"anchors-{len(self._spills)}.arrow"
+        rows.select(ids, "anchor").write_ipc(path)  # uncompressed: read once, soon
+        self._spills.append(path)
+
+    def anchored(self) -> pl.Series:
+        """The ids of the file and git-commit capsules so far, in write order."""
+        if not self._parts:
+            return pl.Series("id", [], dtype=pl.String)
+        return pl.concat([p.filter(pl.col("source").is_in(["file", "git-commit"]))["id"]
+                          for p in self._parts])
+
+    def frame(self) -> pl.DataFrame:
+        """Every capsule written, in write order (the plan's ``pos`` order)."""
+        frame = pl.concat(self._parts)
+        self._parts = [frame]
+        return frame
+
+    def anchors(self) -> pl.LazyFrame:
+        """``id`` and ``anchor`` of every capsule written (read from the spill)."""
+        return pl.scan_ipc(self._spills)
+
+
+def _git_scan(store: Store, rng: random.Random, i: int, anchored: pl.Series) -> None:
+    """One scan of a repository: advance its cursor, record a few verdicts on the file and
+    git-commit capsules written so far (``anchored``, their ids)."""
     sample = [anchored[int(rng.random() * anchored.len())] for _ in range(3)]
     store.record_git_scan(_REPOS[i % 2 if i < 2 else 0], f"{rng.getrandbits(160):040x}", [
         {"capsule_id": cid, "kind": "anchor_path", "ref": f"scan-{i}/{j}",
@@ -1068,6 +1342,13 @@ def _git_scan(store: Store, rng: random.Random, i: int, done: pl.DataFrame,
 
 def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
     return plan.filter(pl.col("role") == role)
+
+
+def _structured_of(plan: pl.DataFrame, roles: list[str]) -> pl.DataFrame:
+    """The plan's rows of ``roles`` (a few thousand at most), their numbers as Int64 (the
+    rows `_Written` keeps hold them narrower)."""
+    return plan.filter(pl.col("role").is_in(roles)).with_columns(
+        pl.col("no", "parent_epic", "thread", "step").cast(pl.Int64))
 
 
 def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
@@ -1106,76 +1387,48 @@ def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
     return members, forgets, gone
 
 
-def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
-                  handoff_ids: dict[int, str], params: SynthParams, seed: int, start: int,
-                  end: int, clock: _Clock, noise: bool = False,
-                  recall_tables: bool = False, stage: Any = lambda text: None) -> None:
+def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
+                  anchors: pl.LazyFrame, sessions: pl.DataFrame, handoff_ids: dict[int, str],
+                  params: SynthParams, seed: int, start: int, end: int, clock: _Clock,
+                  chunk: int, noise: bool = False, recall_tables: bool = False,
+                  stage: Any = lambda text: None) -> None:
+    """The event tables, from ``plan``: every capsule written, in write order, with the
+    columns `_Written` keeps; ``convs``: ``conv`` and ``conversation_id``; ``anchors``:
+    ``id`` and ``anchor``; ``chunk``: how many capsules' draws to hold at a time."""
     rng = _rng(seed, "events")
     stage("choosing what is forgotten and absorbed")
     at_of = plan.select("id", "created_ns")
     plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
                                           "source", "authority_class", "kind")
-    epics = _ids_of(plan, "epic").sort("no")
-    tasks = _ids_of(plan, "task").sort("no")
-    threads = plan.filter(pl.col("role").is_in(["thread", "close"])).sort("thread", "step")
+    epics = _structured_of(plan, ["epic"]).sort("no")
+    tasks = _structured_of(plan, ["task"]).sort("no")
+    threads = _structured_of(plan, ["thread", "close"]).sort("thread", "step")
 
     # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
-    n_plain = plain.height
     members, forgets, gone = _fates(rng, params, plain, tasks)
 
     # -- classifications: epics, tasks, later labels, re-labels ----------------------------
     stage("classifications")
-    u_cls = _uniform(rng, n_plain)
-    later = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
-        pl.col("kind").is_null() & (pl.col("u") < 0.3))
-    relabel = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
-        pl.col("kind").is_not_null() & (pl.col("u") > 0.98))
-    kinds = pl.Series([k for k in _KINDS if k is not None])
-    cls = pl.concat([
-        epics.select("id", "created_ns", pl.lit("epic").alias("kind")),
-        tasks.select("id", "created_ns", pl.lit("task").alias("kind")),
-        later.select("id", "created_ns",
-                     _lookup(kinds, (pl.col("pos") * 7 + 3) % kinds.len()).alias("kind")),
-        relabel.select("id", "created_ns", _lookup(kinds, (pl.col("pos") * 5 + 1) % kinds.len())
-                       .alias("kind")),
-    ]).with_columns(
-        (pl.col("created_ns") + (pl.col("created_ns") % 7200) * _NS).clip(None, end).alias("at_ns"),
-        pl.when(pl.col("created_ns") % 20 == 0).then(pl.lit("global"))
-        .when(pl.col("created_ns") % 20 == 1).then(pl.lit("session"))
-        .otherwise(pl.lit("project")).alias("scope"),
-    ).sort("at_ns", "id")
-    store.append("classifications", cls.select(
-        pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"), "kind", "scope"))
+    store.append("classifications", _classifications(rng, plain, epics, tasks, end))
 
     # -- tiers: old capsules archived, tainted imports quarantined, a few restored ---------
     stage("tiers")
-    u_tier = _uniform(rng, n_plain)
-    tier_base = plain.with_columns(pl.lit(u_tier).alias("u")).filter(~pl.col("id").is_in(gone))
-    archived = tier_base.filter((pl.col("created_ns") < end - 21 * _DAY_NS) & (pl.col("u") < 0.07))
-    quarantined = tier_base.filter((pl.col("authority_class") == "externally-imported")
-                                   & (pl.col("u") > 0.6))
-    restored = archived.filter(pl.col("u") < 0.004)
-    tiers = pl.concat([
-        archived.select("id", (pl.col("created_ns") + 14 * _DAY_NS).alias("at_ns"),
-                        pl.lit("archived").alias("tier")),
-        quarantined.select("id", (pl.col("created_ns") + _DAY_NS).alias("at_ns"),
-                           pl.lit("quarantined").alias("tier")),
-        restored.select("id", (pl.col("created_ns") + 20 * _DAY_NS).alias("at_ns"),
-                        pl.lit("active").alias("tier")),
-    ]).with_columns(pl.col("at_ns").clip(None, end)).sort("at_ns", "id")
-    store.append("tiers", tiers.select(pl.col("at_ns").cast(_TS).alias("at"),
-                                       pl.col("id").alias("capsule_id"), "tier"))
+    store.append("tiers", _tiers(rng, plain, gone, end))
 
     # -- relations -------------------------------------------------------------------------
     stage("relations")
     relations = _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
                            handoff_ids, at_of, end)
     store.append("relations", relations)
+    superseded = set(relations.filter(pl.col("kind") == "supersedes")["to_id"].to_list())
+    del relations  # each table's frames go once it is written: the next one needs the room
 
     # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
     stage("recalls")
-    recalls, popular = _recalls(seed, plan, gone, params, end)
+    recalls, popular = _recalls(seed, plan, gone, params, end, chunk)
     store.append("recalls", recalls)
+    recalled = recalls["capsule_id"].unique()
+    del recalls
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
     stage("recall misses")
@@ -1196,22 +1449,11 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
 
     # -- git witness: bulk corroborations (the cursor scans ran on the timeline) -----------
     stage("corroborations")
-    corr = _corroborations(rng, plain, end)
-    store.append("corroborations", corr)
+    store.append("corroborations", _corroborations(rng, plain, end))
+    del plain
     # -- summaries the language seam returned for some conversations -----------------------
     stage("summaries")
-    convs = (plan.filter(pl.col("conversation_id").is_not_null())
-             .group_by("conversation_id", maintain_order=True)
-             .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
-             .filter(pl.col("n") >= 5).sort("created_ns", "conversation_id"))
-    picked = convs.gather_every(max(1, convs.height // 40))
-    store.append("summaries", picked.select(
-        (pl.col("created_ns") + 3600 * _NS).clip(None, end).cast(_TS).alias("at"),
-        "conversation_id",
-        pl.concat_str([pl.lit("Summary: "), pl.col("n"), pl.lit(" notes in "),
-                       pl.col("project_id"), pl.lit(" about "),
-                       _lookup(VOCABULARY, pl.col("n") % len(VOCABULARY))])
-        .alias("summary")))
+    store.append("summaries", _summaries(plan, convs, end))
 
     # -- rollups (abstract) ----------------------------------------------------------------
     stage("rollups (abstract)")
@@ -1237,14 +1479,81 @@ def _write_events(store: Store, plan: pl.DataFrame, sessions: pl.DataFrame,
     # -- the nMEMORY 0.3.0 tables, with known answers (recall_truth) -----------------------
     if recall_tables:
         stage("recall receipts, event times, epistemics, taught aliases")
-        superseded = relations.filter(pl.col("kind") == "supersedes")["to_id"]
-        extra = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
-                               set(superseded.to_list()), recalls["capsule_id"].unique(),
-                               popular, misses, start, end)
-        store.append("recall_receipts", extra["recall_receipts"].drop("source"))
+        receipts, extra = _recall_tables(
+            seed, params, plan, gone, {m for ms in members for m in ms}, superseded, recalled,
+            popular, misses, start, end, anchors, chunk)
+        # a piece per commit: one commit of them all would hold every receipt at once
+        for piece in receipts:
+            store.append("recall_receipts", piece.drop("source"))
         store.append("event_times", extra["event_times"])
         store.append("epistemics", extra["epistemics"])
         store.append("recall_aliases", _alias_plan(seed, misses, end))
+
+
+def _classifications(rng: random.Random, plain: pl.DataFrame, epics: pl.DataFrame,
+                     tasks: pl.DataFrame, end: int) -> pl.DataFrame:
+    """Classification rows: epics, tasks, later labels of unlabelled plain capsules and
+    re-labels of labelled ones (the ``events`` stream's uniforms of the plain capsules)."""
+    u_cls = _uniform(rng, plain.height)
+    later = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
+        pl.col("kind").is_null() & (pl.col("u") < 0.3))
+    relabel = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
+        pl.col("kind").is_not_null() & (pl.col("u") > 0.98))
+    kinds = pl.Series([k for k in _KINDS if k is not None])
+    cls = pl.concat([
+        epics.select("id", "created_ns", pl.lit("epic").alias("kind")),
+        tasks.select("id", "created_ns", pl.lit("task").alias("kind")),
+        later.select("id", "created_ns",
+                     _lookup(kinds, (pl.col("pos") * 7 + 3) % kinds.len()).alias("kind")),
+        relabel.select("id", "created_ns", _lookup(kinds, (pl.col("pos") * 5 + 1) % kinds.len())
+                       .alias("kind")),
+    ]).with_columns(
+        (pl.col("created_ns") + (pl.col("created_ns") % 7200) * _NS).clip(None, end).alias("at_ns"),
+        pl.when(pl.col("created_ns") % 20 == 0).then(pl.lit("global"))
+        .when(pl.col("created_ns") % 20 == 1).then(pl.lit("session"))
+        .otherwise(pl.lit("project")).alias("scope"),
+    ).sort("at_ns", "id")
+    return cls.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
+                      "kind", "scope")
+
+
+def _tiers(rng: random.Random, plain: pl.DataFrame, gone: set[str], end: int) -> pl.DataFrame:
+    """Tier rows: old capsules archived, tainted imports quarantined, a few restored."""
+    u_tier = _uniform(rng, plain.height)
+    tier_base = plain.with_columns(pl.lit(u_tier).alias("u")).filter(~pl.col("id").is_in(gone))
+    archived = tier_base.filter((pl.col("created_ns") < end - 21 * _DAY_NS) & (pl.col("u") < 0.07))
+    quarantined = tier_base.filter((pl.col("authority_class") == "externally-imported")
+                                   & (pl.col("u") > 0.6))
+    restored = archived.filter(pl.col("u") < 0.004)
+    tiers = pl.concat([
+        archived.select("id", (pl.col("created_ns") + 14 * _DAY_NS).alias("at_ns"),
+                        pl.lit("archived").alias("tier")),
+        quarantined.select("id", (pl.col("created_ns") + _DAY_NS).alias("at_ns"),
+                           pl.lit("quarantined").alias("tier")),
+        restored.select("id", (pl.col("created_ns") + 20 * _DAY_NS).alias("at_ns"),
+                        pl.lit("active").alias("tier")),
+    ]).with_columns(pl.col("at_ns").clip(None, end)).sort("at_ns", "id")
+    return tiers.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
+                        "tier")
+
+
+def _summaries(plan: pl.DataFrame, convs: pl.DataFrame, end: int) -> pl.DataFrame:
+    """Summaries the language seam returned for some conversations of five capsules or
+    more (``convs``: ``conv`` and ``conversation_id``)."""
+    talks = (plan.filter(pl.col("conv").is_not_null())
+             .group_by("conv")
+             .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
+             .join(convs, on="conv")
+             .filter(pl.col("conversation_id").is_not_null() & (pl.col("n") >= 5))
+             .sort("created_ns", "conversation_id"))
+    picked = talks.gather_every(max(1, talks.height // 40))
+    return picked.select(
+        (pl.col("created_ns") + 3600 * _NS).clip(None, end).cast(_TS).alias("at"),
+        "conversation_id",
+        pl.concat_str([pl.lit("Summary: "), pl.col("n"), pl.lit(" notes in "),
+                       pl.col("project_id").cast(pl.String), pl.lit(" about "),
+                       _lookup(VOCABULARY, pl.col("n") % len(VOCABULARY))])
+        .alias("summary"))
 
 
 def _revisions(plain: pl.DataFrame, u_rev: pl.Series, u_back: pl.Series) -> pl.DataFrame:
@@ -1351,27 +1660,55 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
 
 
 def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
-             end: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+             end: int, chunk: int = 1 << 62) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten in
-    order of popularity (``id``, ``created_ns``, ``pos``), which receipts share."""
+    order of popularity (``id``, ``created_ns``, ``pos``), which receipts share.
+
+    The recalls (two per capsule) are drawn and counted per capsule and day ``chunk``
+    capsules' worth at a time; the counts of the chunks add up."""
     rng = _rng(seed, "recalls")
     pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns", "pos")
-    order = list(range(pool.height))
-    rng.shuffle(order)  # popularity is independent of age and project
-    pool = pool.gather(order)
+    pool = pool.gather(_shuffled(rng, pool.height))  # popularity is independent of age
     events = 2 * params.capsules
     cdf = _zipf_cdf(pool.height, 1.1)
-    idx = _zipf_index(_uniform(rng, events), cdf)
-    delay = _uniform(rng, events)
-    hits = pool.gather(idx).with_columns(
-        (pl.col("created_ns") + (-(1.0 - pl.lit(delay)).log() * 3 * _DAY_NS).cast(pl.Int64))
-        .alias("at_ns"))
-    hits = hits.filter(pl.col("at_ns") < end)
-    agg = (hits.with_columns((pl.col("at_ns") // _DAY_NS).alias("day"))
-           .group_by("id", "day").agg(pl.col("at_ns").max(), pl.len().cast(pl.Int64).alias("count"))
-           .sort("at_ns", "id"))
-    return agg.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
-                      "count"), pool
+    draws = _Blocks(rng, events, [8, 8])  # which capsule, how long after it was written
+    created = pool["created_ns"]
+    counted: list[pl.DataFrame] = []
+    for lo in range(0, events, 2 * chunk):
+        u, delay = draws.uniforms(min(2 * chunk, events - lo))
+        idx = _zipf_index(u, cdf)
+        hits = pl.DataFrame({"idx": idx, "created_ns": created.gather(idx)}).with_columns(
+            (pl.col("created_ns") + (-(1.0 - pl.lit(delay)).log() * 3 * _DAY_NS)
+             .cast(pl.Int64)).alias("at_ns"))
+        counted.append(hits.filter(pl.col("at_ns") < end)
+                       .group_by("idx", (pl.col("at_ns") // _DAY_NS).alias("day"))
+                       .agg(pl.col("at_ns").max(), pl.len().cast(pl.Int64).alias("count")))
+        if len(counted) >= 8:  # the popular capsules recur in every chunk: fold them
+            counted = [_add_counts(counted)]
+    agg = _add_counts(counted)
+    agg = agg.select("at_ns", pool["id"].gather(agg["idx"]).alias("capsule_id"),
+                     "count").sort("at_ns", "capsule_id")
+    return agg.select(pl.col("at_ns").cast(_TS).alias("at"), "capsule_id", "count"), pool
+
+
+def _add_counts(counted: list[pl.DataFrame]) -> pl.DataFrame:
+    """Usage counts per capsule and day (``idx``, ``day``, ``at_ns``: the last, ``count``)
+    of several chunks of recalls, added up."""
+    return pl.concat(counted).group_by("idx", "day").agg(pl.col("at_ns").max(),
+                                                         pl.col("count").sum())
+
+
+def _shuffled(rng: random.Random, n: int) -> pl.Series:
+    """``0..n-1`` in the order ``rng.shuffle(list(range(n)))`` leaves them, shuffled in a
+    machine-word array (a list of ``n`` Python ints costs several times the memory)."""
+    import array
+
+    import pyarrow as pa
+
+    order = array.array("q", range(n))
+    rng.shuffle(order)  # a mutable sequence of ints, as shuffle needs
+    return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64(), n,
+                                                         [None, pa.py_buffer(order)])))
 
 
 def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.DataFrame:
@@ -1417,6 +1754,9 @@ _RESOLVED_SHARE = 0.3  # of the typo and absent miss terms: a later receipt answ
 _TAUGHT_SHARE = 0.25  # of the typo terms: the word they meant taught as an alias after
 _EARLY_SHARE = 0.4  # of the typo terms missed twice or more: taught between the misses
 _DEAD_SHARE = 0.5  # of the live plain capsules no recall names: planted never returned
+# receipts per commit of `synthesize`: one partition file's rows, so the store holds them
+# in the files one commit of them all would write, without holding them all at once
+_RECEIPT_ROWS = PART_ROWS
 
 
 def _windows(plan: pl.DataFrame, start: int, end: int, chunk_rows: int) -> tuple[int, int]:
@@ -1472,16 +1812,70 @@ def _one_or_two(rows: pl.DataFrame, first: str, second: str) -> pl.Series:
             .group_by("row", maintain_order=True).agg("v")["v"])
 
 
+def _receipts(order: pl.DataFrame, hits: pl.DataFrame, abstains: pl.DataFrame,
+              resolved: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame,
+              rows: int) -> Iterator[pl.DataFrame]:
+    """The recall receipts in write order (``order``: each one's part, 0 hits, 1
+    abstains, 2 resolutions, and place in it), ``rows`` at a time with their ids."""
+    for lo in range(0, order.height, rows):
+        piece = order.slice(lo, rows).with_row_index("rank", offset=lo)
+        places = [piece.filter(pl.col("part") == part).select("rank", "place")
+                  for part in range(3)]
+        parts = [_hit_rows(hits.gather(places[0]["place"]), popular, plan)]
+        parts += [frame.gather(at["place"]) for frame, at in zip((abstains, resolved),
+                                                               places[1:], strict=True)]
+        frame = pl.concat([part.with_columns(at["rank"]) for part, at in zip(parts, places,
+                                                                            strict=True)
+                           if at.height], how="diagonal").sort("rank")
+        yield frame.select(
+            pl.col("at_ns").cast(_TS).alias("at"), pl.format("rcpt-{}", pl.col("rank") + 1)
+            .alias("id"), "terms", "returned_ids", "outcome", "lane", "project_id",
+            (pl.col("project_prefix") if "project_prefix" in frame.columns
+             else pl.lit(None)).cast(pl.String).alias("project_prefix"),
+            pl.lit(None, dtype=pl.String).alias("session_id"), "source")
+
+
+def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
+    """Receipts of recalls that answered, from their picks (``a``, ``b``: places in
+    ``popular``, ``x``: the uniform, ``at_ns``)."""
+    lanes = list(RECALL_LANES)
+    first = popular.gather(picks["a"])
+    second = popular.gather(picks["b"])
+    a_words = plan.select("project_id", "w1").gather(first["pos"]).select(
+        pl.all().cast(pl.String))
+    hits = pl.DataFrame({
+        "a": first["id"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
+        "w": a_words["w1"], "b": second["id"], "b_ns": second["created_ns"],
+        "w2": plan["w1"].gather(second["pos"]).cast(pl.String), "x": picks["x"],
+        "at_ns": picks["at_ns"],
+    })
+    # one uniform picks the lane, whether a second capsule came back, whether a prefix fenced
+    hits = hits.with_columns(((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
+                              & (pl.col("b") != pl.col("a"))).alias("two"))
+    return hits.select(
+        "at_ns", _one_or_two(hits, "w", "w2").alias("terms"),
+        _one_or_two(hits, "a", "b").alias("returned_ids"),
+        pl.lit("grounded").alias("outcome"),
+        _lookup(lanes, _pick(pl.col("x"), _RECEIPT_LANE_W)).alias("lane"),
+        "project_id",
+        pl.when(pl.col("x") * 53 % 1 < 0.2).then(pl.col("project_id").str.split("/").list.first())
+        .alias("project_prefix"),
+        pl.lit(0, dtype=pl.Int64).alias("source"))
+
+
 def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
                    absorbed: set[str], superseded: set[str], recalled: pl.Series,
                    popular: pl.DataFrame, misses: pl.DataFrame, start: int,
-                   end: int) -> dict[str, pl.DataFrame]:
-    """The v21 rows with known answers: ``recall_receipts`` (with ids, in write order),
-    ``event_times``, ``epistemics``, and ``dead`` (the planted dead weight: live plain
-    capsules that no recall and no receipt names)."""
+                   end: int, anchors: pl.LazyFrame, chunk: int = 1 << 62,
+                   ) -> tuple[Iterator[pl.DataFrame], dict[str, pl.DataFrame]]:
+    """The v21 rows with known answers: the ``recall_receipts`` (with ids, in write order,
+    a piece at a time: `_receipts`), and ``event_times``, ``epistemics`` and ``dead`` (the
+    planted dead weight: live plain capsules that no recall and no receipt names).
+    ``anchors``: ``id`` and ``anchor`` of the capsules (the few that epistemics quote are
+    read); ``chunk``: how many receipts' draws to hold at a time."""
     rng = _rng(seed, "receipts")
-    plain = plan.select("role", "id", "created_ns", "source", "authority_class", "w1",
-                        "anchor").filter(pl.col("role") == "plain")
+    plain = plan.select("role", "id", "created_ns", "source", "authority_class",
+                        "w1").filter(pl.col("role") == "plain")
     u_dead = _uniform(rng, plain.height)
     dead = (plain.with_columns(pl.lit(u_dead).alias("u"))
             .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
@@ -1518,7 +1912,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     ).filter(pl.col("n_before") > 0).with_columns(
         (pl.col("v") * pl.col("n_before")).cast(pl.Int64).alias("k"))
     answer = pool.gather(planted["k"])
-    answer_project = plan["project_id"].gather(answer["pos"])
+    answer_project = plan["project_id"].gather(answer["pos"]).cast(pl.String)
     resolved = planted.select(
         "at_ns",
         pl.concat_list(pl.when(pl.col("c") < 0.3).then(pl.col("term").str.to_titlecase())
@@ -1527,49 +1921,41 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         pl.lit("grounded").alias("outcome"), pl.lit("term").alias("lane"),
         pl.lit(answer_project).alias("project_id"),
         pl.lit(2, dtype=pl.Int64).alias("source"))
-    # the rest: recalls that answered, Zipf over the pool, after the capsule was written
+    # the rest: recalls that answered, Zipf over the pool, after the capsule was written;
+    # drawn a chunk at a time, each kept as the pair of places it picked, its uniform and
+    # its instant (the rows are made in write order, a chunk at a time: `_receipts`)
     n_hits = max(0, params.receipts - abstains.height - resolved.height)
     cdf = _zipf_cdf(max(1, popular.height), 1.1)
-    u1, u2, u_at, u_x = (_uniform(rng, n_hits) for _ in range(4))
-    first = popular.gather(_zipf_index(u1, cdf))
-    second = popular.gather(_zipf_index(u2, cdf))
-    words = plan.select("project_id", "w1")
-    a_words = words.gather(first["pos"])
-    hits = pl.DataFrame({
-        "a": first["id"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
-        "w": a_words["w1"], "b": second["id"], "b_ns": second["created_ns"],
-        "w2": plan["w1"].gather(second["pos"]), "x": u_x,
-    }).with_columns(
-        (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns"))).cast(pl.Int64)).alias("at_ns"))
-    # one uniform picks the lane, whether a second capsule came back, whether a prefix fenced
-    hits = hits.with_columns(((pl.col("x") * 7 % 1 < 0.3) & (pl.col("b_ns") <= pl.col("at_ns"))
-                              & (pl.col("b") != pl.col("a"))).alias("two"))
-    hits = hits.select(
-        "at_ns", _one_or_two(hits, "w", "w2").alias("terms"),
-        _one_or_two(hits, "a", "b").alias("returned_ids"),
-        pl.lit("grounded").alias("outcome"),
-        _lookup(lanes, _pick(pl.col("x"), _RECEIPT_LANE_W)).alias("lane"),
-        "project_id",
-        pl.when(pl.col("x") * 53 % 1 < 0.2).then(pl.col("project_id").str.split("/").list.first())
-        .alias("project_prefix"),
-        pl.lit(0, dtype=pl.Int64).alias("source"))
-    # in time order, ties by part and then by place (a stable sort keeps the place)
-    receipts = (pl.concat([hits, abstains, resolved], how="diagonal")
-                .sort("at_ns", "source", maintain_order=True)
-                .with_columns(pl.format("rcpt-{}", pl.int_range(1, pl.len() + 1)).alias("id")))
-    receipts = receipts.select(
-        pl.col("at_ns").cast(_TS).alias("at"), "id", "terms", "returned_ids", "outcome",
-        "lane", "project_id", pl.col("project_prefix").cast(pl.String),
-        pl.lit(None, dtype=pl.String).alias("session_id"), "source")
+    draws = _Blocks(rng, n_hits, [8] * 4, after=True)  # the stream goes on: event times
+    created = popular["created_ns"]
+    picks: list[pl.DataFrame] = []
+    for lo in range(0, n_hits, chunk):
+        u1, u2, u_at, u_x = draws.uniforms(min(chunk, n_hits - lo))
+        first = _zipf_index(u1, cdf)
+        picks.append(pl.DataFrame({
+            "a": first.cast(pl.UInt32), "b": _zipf_index(u2, cdf).cast(pl.UInt32), "x": u_x,
+            "a_ns": created.gather(first),
+        }).select("a", "b", "x", (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns")))
+                                  .cast(pl.Int64)).alias("at_ns")))
+    hits = (pl.concat(picks) if picks else pl.DataFrame(
+        schema={"a": pl.UInt32, "b": pl.UInt32, "x": pl.Float64, "at_ns": pl.Int64}))
+    del picks
+    # in time order, ties by part and then by place (as a stable sort of the parts would)
+    order = pl.concat([
+        frame.select("at_ns", pl.lit(part, dtype=pl.Int8).alias("part"),
+                     pl.int_range(pl.len(), dtype=pl.Int64).alias("place"))
+        for part, frame in enumerate((hits, abstains, resolved))
+    ]).sort("at_ns", "part", "place")
+    receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
 
     # event times and epistemics on a share of the plain capsules
     u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
-    facts = plain.with_columns(pl.lit(u_ev).alias("u"), pl.lit(u_epi).alias("e")).with_columns(
-        # sub-draws of the two uniforms (their fractional digits further down)
+    # sub-draws of the two uniforms (their fractional digits further down), on the rows
+    # each share picks
+    timed = plain.with_columns(pl.lit(u_ev).alias("u")).filter(pl.col("u") < 0.08).with_columns(
         (pl.col("u") * 97 % 1).alias("k"), (pl.col("u") * 89 % 1).alias("l"),
-        (pl.col("u") * 83 % 1).alias("b"), (pl.col("e") * 79 % 1).alias("h"),
-        (pl.col("e") * 73 % 1).alias("s"))
-    timed = facts.filter(pl.col("u") < 0.08).with_columns(
+        (pl.col("u") * 83 % 1).alias("b"),
+    ).with_columns(
         (pl.col("created_ns") - (pl.col("b") * 30 * _DAY_NS).cast(pl.Int64)).alias("t0"))
     event_times = timed.select(
         (pl.col("created_ns") + _NS).clip(None, end).cast(_TS).alias("at"),
@@ -1583,18 +1969,24 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     state = (pl.when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed"))
              .when(pl.col("authority_class") == "agent-inferred").then(pl.lit("inferred"))
              .otherwise(pl.lit("unverified")))
-    epistemics = facts.filter(pl.col("e") < 0.12).select(
+    known = plain.with_columns(pl.lit(u_epi).alias("e")).filter(pl.col("e") < 0.12).with_columns(
+        (pl.col("e") * 79 % 1).alias("h"), (pl.col("e") * 73 % 1).alias("s"),
+        pl.col("w1").cast(pl.String).str.to_lowercase().alias("word"))
+    hinted = known.filter(pl.col("h") < 0.5)["id"]
+    # the anchors the hints quote, read in a stream (never every capsule's at once)
+    quoted = anchors.filter(pl.col("id").is_in(hinted.implode())).collect(engine="streaming")
+    known = known.join(quoted, on="id", how="left", maintain_order="left")
+    epistemics = known.select(
         (pl.col("created_ns") + 2 * _NS).clip(None, end).cast(_TS).alias("at"),
         pl.col("id").alias("capsule_id"), state.alias("evidence_state"),
         pl.when(pl.col("h") < 0.5)
-        .then(pl.concat_str([pl.lit("grep -rn "), pl.col("w1").str.to_lowercase(),
-                             pl.lit(" "), pl.col("anchor")])).alias("proof_hint"),
+        .then(pl.concat_str([pl.lit("grep -rn "), pl.col("word"), pl.lit(" "),
+                             pl.col("anchor")])).alias("proof_hint"),
         pl.when(pl.col("s") < 0.3)
-        .then(pl.concat_str([pl.lit("the "), pl.col("w1").str.to_lowercase(),
-                             pl.lit(" setup changes")])).alias("stale_if"),
+        .then(pl.concat_str([pl.lit("the "), pl.col("word"), pl.lit(" setup changes")]))
+        .alias("stale_if"),
     ).sort("at", "capsule_id")
-    return {"recall_receipts": receipts, "event_times": event_times, "epistemics": epistemics,
-            "dead": dead}
+    return receipts, {"event_times": event_times, "epistemics": epistemics, "dead": dead}
 
 
 def _alias_plan(seed: int, misses: pl.DataFrame, end: int) -> pl.DataFrame:
@@ -1680,10 +2072,11 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     superseded = set(_revisions(plain, u_rev, u_back)["to_id"].to_list())
     recalls, popular = _recalls(seed, plan, gone, params, end)
     miss = _miss_plan(seed, params, clock_start, noise)
-    tables = _recall_tables(seed, params, plan, gone, {m for ms in members for m in ms},
-                            superseded, recalls["capsule_id"].unique(), popular, miss, start,
-                            end)
-    receipts_frame = tables["recall_receipts"]
+    pieces, tables = _recall_tables(seed, params, plan, gone,
+                                    {m for ms in members for m in ms}, superseded,
+                                    recalls["capsule_id"].unique(), popular, miss, start, end,
+                                    plan.select("id", "anchor").lazy())
+    receipts_frame = pl.concat(list(pieces))
     recalled = (pl.concat([recalls.select(pl.col("capsule_id").alias("id")),
                            receipts_frame.select(pl.col("returned_ids").alias("id"))
                            .explode("id").drop_nulls()])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe import graph, synth
 from memframe import schema as S
-from memframe.errors import InvalidInputError, MemframeError
+from memframe.errors import InvalidInputError, MemframeError, MemoryBudgetError
 from tests.audit.helpers import osa
 
 N = 1500
@@ -72,6 +72,55 @@ def test_synthesis_writes_in_bulk_commits(synthetic: mf.Store, tables: dict[str,
     # far fewer generations than rows: events land as one commit per table
     rows = sum(frame.height for frame in tables.values())
     assert synthetic.generation < rows / 20
+
+
+# ---- chunks and the memory budget ----------------------------------------------------------
+
+@pytest.mark.parametrize("noise", [False, True])
+def test_a_store_made_in_chunks_is_the_store_made_at_once(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         noise: bool) -> None:
+    args = {"capsules": N, "seed": 2, "noise": noise, "dag_cycle": True}
+    whole = _tables(synth.synthesize(tmp_path / "whole", **args))
+    # a tenth of the store per chunk, and receipts a few hundred per commit: every random
+    # stream is read in pieces, the recall counts of ten chunks are folded and added up,
+    # the receipts land in turns
+    monkeypatch.setattr(synth, "_CHUNK_CAPSULES", N // 10)
+    monkeypatch.setattr(synth, "_RECEIPT_ROWS", 200)
+    fills: list[int] = []
+    rows = synth._Plan.rows
+
+    def counted(plan: synth._Plan, lo: int, hi: int) -> pl.DataFrame:
+        fills.append(hi - lo)
+        return rows(plan, lo, hi)
+
+    monkeypatch.setattr(synth._Plan, "rows", counted)
+    store = synth.synthesize(tmp_path / "chunks", **args)
+    assert len(fills) >= 6 and max(fills) <= N // 4  # really made a chunk at a time
+    assert len(store.files("recall_receipts")) > 1  # really written in turns
+    chunked = _tables(store)
+    for name in S.CANONICAL_TABLES:
+        assert chunked[name].equals(whole[name]), name
+
+
+def test_a_budget_too_small_for_one_chunk_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    with mf.memory_limit("64MiB"), pytest.raises(MemoryBudgetError, match="memframe synth"):
+        synth.synthesize(tmp_path / "s", capsules=N)
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_memory_budget_sizes_the_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMFRAME_MEMORY_LIMIT", raising=False)
+    params = synth.SynthParams.for_capsules(3_000_000)
+    assert synth._chunk_capsules(params, 100_000) == synth._CHUNK_CAPSULES  # no budget
+    room = synth._FIXED_BYTES + synth._STORE_BYTES * 3_000_000
+    with mf.memory_limit(int(room + 150_000 * synth._CHUNK_BYTES)):
+        assert synth._chunk_capsules(params, 100_000) == 150_000
+    with mf.memory_limit(int(room + 50_000 * synth._CHUNK_BYTES)):
+        with pytest.raises(MemoryBudgetError):  # less than one ingest commit's rows
+            synth._chunk_capsules(params, 100_000)
+        assert synth._chunk_capsules(params, 40_000) == 50_000
 
 
 # ---- shape -------------------------------------------------------------------------------
