@@ -25,6 +25,8 @@ def showing(enabled: bool) -> Iterator[None]:
         >>> with showing(True):
         ...     bar(3, "fold", "range").disable == (not sys.stderr.isatty())
         True
+        >>> bar(3, "fold", "range").disable  # not asked: silent
+        True
     """
     token = _SHOW.set(enabled)
     try:
@@ -33,10 +35,29 @@ def showing(enabled: bool) -> Iterator[None]:
         _SHOW.reset(token)
 
 
-def bar(total: int, desc: str, unit: str) -> Any:
-    """A bar of ``total`` ``unit`` steps, disabled unless `showing` and stderr is a
-    terminal (or when there is one step only); cleared when done."""
-    from tqdm.auto import tqdm
+class _Silent:
+    """A bar that draws nothing (and imports nothing)."""
 
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
-                disable=not (_SHOW.get() and total > 1 and sys.stderr.isatty()))
+    disable = True
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def bar(total: int, desc: str, unit: str) -> Any:
+    """A bar of ``total`` ``unit`` steps, silent unless `showing` and stderr is a terminal
+    (or when there is one step only); cleared when done."""
+    if not (_SHOW.get() and total > 1 and sys.stderr.isatty()):
+        return _Silent()
+    from tqdm import tqdm  # a terminal's bar (tqdm.auto would pick a notebook widget)
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
