@@ -175,6 +175,23 @@ def test_a_diff_over_a_long_range_is_the_same_under_a_small_budget(store, monkey
         assert a.capsules.write_json() == b.capsules.write_json()
         assert a.fields.write_json() == b.fields.write_json()
         assert a.rows("recalls").collect().equals(b.rows("recalls").collect())
+    # drawn on a terminal, a bar per chunk, and the same answer
+    from memframe import progress
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with mf.memory_limit(SMALL), progress.showing(True):
+        drawn = store.diff(middle)
+    assert "diff" in terminal.text and "chunk" in terminal.text
+    assert drawn.capsules.equals(plain[1].capsules) and drawn.fields.equals(plain[1].fields)
+
+    class Chatty(progress._Silent):  # a bar whose update says it redrew, as tqdm's may
+        def update(self, n: int = 1) -> bool:  # type: ignore[override]
+            return True
+
+    monkeypatch.setattr(progress, "bar", lambda *args: Chatty())
+    with mf.memory_limit(SMALL):
+        assert store.diff(middle).capsules.equals(plain[1].capsules)
 
 
 class _Terminal:

@@ -83,9 +83,11 @@ class StoreDiff:
         size = budget.chunk_rows(default=COMPARE_CHUNK, per_row=COMPARE_BYTES,
                                  fixed=budget.BASE_BYTES, smallest=budget.SMALLEST_RANGE,
                                  what="the diff")
+        found = []
         with progress.bar(-(-len(ids) // size), "diff", "chunk") as bar:
-            found = [bar.update() or self._compare(ids[i:i + size])
-                     for i in range(0, max(len(ids), 1), size)]
+            for i in range(0, max(len(ids), 1), size):
+                found.append(self._compare(ids[i:i + size]))
+                bar.update()
         self.capsules = pl.concat([c for c, _f in found], how="vertical")
         self.fields = pl.concat([f for _c, f in found], how="vertical")
         self.summary = _summary(added)
