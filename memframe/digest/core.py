@@ -87,8 +87,8 @@ def digest(
             verified checkpoint and confirms the older parts are the very files that were
             verified (falling back to the full walk when anything differs); ``"full"``
             walks the whole hash chain and folds every capsule's state from the
-            canonical rows, trusting no kept state (one range of capsule numbers at a
-            time: its memory follows the budget, `memframe.budget`, not the store).
+            canonical rows, trusting no kept state (all at once while that fits the
+            memory budget and 2 GB, else one range of capsule numbers at a time).
             Both give the same answer for the same store.
         memory_limit: the most memory a fold of every row may hold (e.g. ``"2GB"``;
             default: the budget in force, `memframe.budget`); the answer is the same.
