@@ -77,7 +77,11 @@ def parse_memory(value: str | int, *, what: str = "memory limit") -> int:
         if found is None or found.group(2) not in _UNITS:
             raise InvalidInputError(f"{what} {value!r:.40} is not a size; give bytes or a "
                                     f"number with a unit, e.g. 2GB, 512MiB")
-        size = int(float(found.group(1)) * _UNITS[found.group(2)])
+        scaled = float(found.group(1)) * _UNITS[found.group(2)]
+        if not math.isfinite(scaled):
+            raise InvalidInputError(f"{what} {value!r:.40} is too large; give a size this "
+                                    f"machine could hold, e.g. 2GB")
+        size = int(scaled)
     if size < FLOOR:
         raise InvalidInputError(f"{what} {value!r:.40} is below {format_bytes(FLOOR)}, "
                                 f"which the interpreter alone needs; give at least that")

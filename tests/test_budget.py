@@ -125,6 +125,8 @@ def test_bad_budgets_say_what_a_size_is(monkeypatch, store):
         mf.memory_limit("plenty").__enter__()
     with pytest.raises(InvalidInputError, match="below"):
         budget.parse_memory("1MB")
+    with pytest.raises(InvalidInputError, match="too large"):
+        budget.parse_memory("9" * 400 + "GB")  # a float that overflows
     monkeypatch.setenv(budget.ENV, "2 parsecs")
     with pytest.raises(InvalidInputError, match="MEMFRAME_MEMORY_LIMIT"):
         mf.digest(store, verify="full")
