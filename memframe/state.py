@@ -57,6 +57,7 @@ __all__ = [
     "STORED_SCHEMA",
     "TEXT",
     "KEY",
+    "STATE_SOURCES",
 ]
 
 STATUSES = ("live", "superseded", "tombstoned")
@@ -517,6 +518,8 @@ _PUBLIC_GROUPS: dict[str, tuple[str, ...]] = {
     "classifications": ("kind", "scope"),
     "tiers": ("tier",),
 }
+#: the tables `capsule_state` reads
+STATE_SOURCES = ("capsules", *_PUBLIC_GROUPS)
 
 
 def capsule_state(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:

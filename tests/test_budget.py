@@ -15,6 +15,7 @@ import memframe as mf
 from memframe import budget
 from memframe.digest.state import cold_fold
 from memframe.errors import InvalidInputError, MemoryBudgetError
+from memframe.store import ranges
 from memframe.synth import synthesize
 
 #: a budget with room for ~40 capsules per range once each capsule is priced at 1 MiB
@@ -51,7 +52,7 @@ def dear(monkeypatch):
 def test_the_budget_sizes_the_ranges(store, dear, monkeypatch):
     monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
     view = store.pinned()
-    assert cold_fold.range_size(view) == cold_fold.FOLD_RANGE  # no budget: the default
+    assert cold_fold.range_size(view) == ranges.FOLD_RANGE  # no budget: the default
     with mf.memory_limit(SMALL):
         size = cold_fold.range_size(view)
     assert 10 <= size < 100
@@ -225,3 +226,59 @@ def test_the_fold_draws_a_bar_per_range_only_when_asked(store, dear, monkeypatch
     with progress.showing(True):
         mf.digest(store, verify="full", memory_limit=SMALL)
     assert "fold" in terminal.text and "range" in terminal.text
+
+
+@pytest.fixture
+def ranged(monkeypatch):
+    """Counts the ranges an audit folds its capsule state in (`capsule_state_ranges`)."""
+    from memframe.audit import state_ranges
+
+    monkeypatch.setattr(budget, "RANGE_BYTES", 2**20)
+    monkeypatch.setattr(budget, "SMALLEST_RANGE", 10)
+    calls = []
+    fold = state_ranges.capsule_state
+    monkeypatch.setattr(state_ranges, "capsule_state", lambda t: calls.append(1) or fold(t))
+    return calls
+
+
+@pytest.mark.parametrize("audit", ["misses", "coverage"])
+def test_the_audits_are_the_same_under_a_small_budget(store, ranged, audit):
+    from memframe.audit import recall_coverage, recall_misses
+
+    def run(**kwargs):
+        if audit == "misses":
+            return recall_misses(store, progress=False, **kwargs)
+        return recall_coverage(store, **kwargs)
+
+    plain = run()
+    assert len(ranged) == 1
+    small = run(memory_limit=SMALL)
+    assert len(ranged) >= 6  # many ranges under it
+    assert small.to_json() == plain.to_json()
+    if audit == "misses":  # every kind of answer is found across the ranges
+        assert set(plain.lifecycle["resolution"].drop_nulls()) == {"capsule", "receipt", "alias"}
+        assert plain.vocabulary_size > 100
+    else:
+        assert 0 < plain.never_recalled.height < 400
+    with mf.memory_limit(SMALL):  # the context manager sets the same budget
+        assert run().to_json() == plain.to_json()
+    with pytest.raises(MemoryBudgetError):  # refused before a read
+        run(memory_limit="100MB")
+
+
+def test_the_capsule_state_in_ranges_is_the_capsule_state(store, ranged):
+    from memframe.audit.state_ranges import capsule_state_ranges
+
+    whole = store.capsule_state().collect()
+    columns = ["id", "status", "kind", "tier", "recall_count", "content", "forget_mode"]
+    with mf.memory_limit(SMALL):
+        parts = list(capsule_state_ranges(store.pinned(), columns))
+    assert len(parts) >= 6 and sum(p.height for p in parts) == whole.height
+    assert set(whole["status"]) == {"live", "superseded", "tombstoned"}
+    got = pl.concat(parts).sort("id")
+    assert got.equals(whole.select(columns).sort("id"))
+    where = (pl.col("status") != "live") & pl.col("project_id").is_not_null()
+    with mf.memory_limit(SMALL):
+        some = pl.concat(capsule_state_ranges(store.pinned(), ["id"], where))
+    assert some.sort("id").equals(whole.filter(where).select("id").sort("id"))
+    assert 0 < some.height < whole.height

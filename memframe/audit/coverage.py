@@ -15,15 +15,20 @@ from typing import Any
 
 import polars as pl
 
+from memframe import budget
 from memframe._scalars import as_date
-from memframe.audit.misses import _in_window, _records, folded_receipt_terms
+from memframe.audit.misses import _in_window, _records, folded_receipt_terms, records_json
+from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
-from memframe.schema import MISS_OUTCOMES
+from memframe.schema import MISS_OUTCOMES, TIMESTAMP
 from memframe.text import fold_expr, parse_instant, rfc3339_text
 
 __all__ = ["RecallCoverage", "recall_coverage", "folded_receipt_terms"]
 
 _NS_PER_DAY = 86_400 * 1_000_000_000
+#: `never_recalled` before its age is computed (a store with no capsule)
+_NEVER_SCHEMA = pl.Schema({"id": pl.String(), "project_id": pl.String(), "created_at": TIMESTAMP,
+                           "kind": pl.String(), "tier": pl.String()})
 
 
 @dataclass
@@ -78,18 +83,24 @@ class RecallCoverage:
                 "never_recalled": self.never_recalled.height,
                 "answered_terms": self.answers["term"].n_unique()}
 
-    def to_dict(self) -> dict[str, Any]:
+    def _head(self) -> dict[str, Any]:
         return {
             "audit": "recall_coverage", "generation": self.generation,
             "window": {"since": rfc3339_text(self.since) if self.since else None,
                        "until": rfc3339_text(self.until) if self.until else None},
             "project_prefix": self.project_prefix, "totals": self.totals,
-            **{name: _records(frame) for name, frame in self.frames.items()},
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._head(),
+                **{name: _records(frame) for name, frame in self.frames.items()}}
+
     def to_json(self) -> str:
-        """Deterministic JSON text (same generation and arguments -> same bytes)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        """Deterministic JSON text (same generation and arguments -> same bytes): the
+        text of `to_dict`, each frame rendered a slice of rows at a time."""
+        head = json.dumps(self._head(), ensure_ascii=False, separators=(",", ":"))
+        return head[:-1] + "".join(f",{json.dumps(name)}:{records_json(frame)}"
+                                   for name, frame in self.frames.items()) + "}"
 
     def to_text(self, limit: int = 20) -> str:
         """A plain-text report for a terminal."""
@@ -253,7 +264,8 @@ def _concentration(state: pl.DataFrame) -> pl.DataFrame:
 
 def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None = None,
                     until: _dt.datetime | _dt.date | str | None = None,
-                    project_prefix: str | None = None) -> RecallCoverage:
+                    project_prefix: str | None = None,
+                    memory_limit: str | int | None = None) -> RecallCoverage:
     """Audit how recall answers, at one pinned generation of a store (or a frozen view).
 
     Args:
@@ -265,6 +277,9 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
         project_prefix: keep receipts whose project (or, when they name none, whose
             prefix) starts with it, and capsules whose project does. Recorded misses carry
             no project, so the ``misses`` columns stay store-wide.
+        memory_limit: the most memory the read of every capsule's state may hold (e.g.
+            ``"2GB"``; default: `memframe.memory_limit`, ``MEMFRAME_MEMORY_LIMIT``, else no
+            limit): ``never_recalled`` reads the state one range of capsules at a time.
 
     Returns:
         A :class:`RecallCoverage`. ``never_recalled`` is over the whole generation: a
@@ -294,7 +309,12 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
                                 f"({rfc3339_text(until_at)}); the window is [since, until)")
     if project_prefix is not None and not isinstance(project_prefix, str):
         raise InvalidInputError(f"project_prefix is text or None; got {project_prefix!r:.60}")
-    view = store.pinned()
+    with budget.memory_limit(memory_limit):
+        return _coverage(store.pinned(), since_at, until_at, project_prefix)
+
+
+def _coverage(view: Any, since_at: _dt.datetime | None, until_at: _dt.datetime | None,
+              project_prefix: str | None) -> RecallCoverage:
     window = _in_window(since_at, until_at)
     fence = pl.lit(True)
     if project_prefix:
@@ -302,17 +322,18 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
             .fill_null(False)
     capsule_fence = (pl.col("project_id").str.starts_with(project_prefix) if project_prefix
                      else pl.lit(True))
+    live_ranges = capsule_state_ranges(  # the budget is checked now, before a read
+        view, ["id", "project_id", "created_at", "kind", "tier", "recall_count"],
+        (pl.col("status") == "live") & capsule_fence)
     # the receipts are read once: the window's (and the fence's) feed the tallies and the
     # answers; every receipt's returned capsules feed never_recalled (the whole generation)
-    receipts, misses, state, usage, pins = pl.collect_all([
+    receipts, misses, usage, pins = pl.collect_all([
         view.table("recall_receipts").select(
             "at", "lane", "project_id", "terms",
             _returned_numbers(pl.col("returned_ids")).alias("returned"),
             (window & fence).alias("kept")),
         view.table("recall_misses").filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
         .select("at", "outcome"),
-        view.capsule_state().filter(capsule_fence).select(
-            "id", "project_id", "created_at", "status", "kind", "tier", "recall_count"),
         view.table("recalls").select(
             pl.col("capsule_id").str.strip_prefix("cap-").cast(pl.UInt64).alias("num")),
         view.table("pins").sort("seq").group_by("capsule_id").agg(pl.col("pinned").last()),
@@ -345,20 +366,26 @@ def recall_coverage(store: Any, *, since: _dt.datetime | _dt.date | str | None =
              .with_columns(_rate(pl.col("hits"), pl.col("receipts")))
              .select("day", "receipts", "hits", "misses", *MISS_OUTCOMES, "hit_rate")
              .sort("day"))
-    # never recalled: live capsules no usage row and no receipt names
-    live = state.filter(pl.col("status") == "live")
-    # ages at the generation's commit, not the wall clock: the same store reads the same
+    # never recalled: live capsules no usage row and no receipt names; ages at the
+    # generation's commit, not the wall clock: the same store reads the same
     now = (parse_instant(view.committed_at, "committed_at") if view.committed_at
            else view.now())
-    never = (live.filter(~pl.col("id").str.strip_prefix("cap-").cast(pl.UInt64)
-                         .is_in(recalled["num"].implode()))
-             .select("id", "project_id", "created_at",
-                     ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
-                      .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64).alias("age_days"),
-                     "kind", "tier")
+    named = recalled["num"].unique().implode()
+    never_parts, recall_parts = [], []
+    for live in live_ranges:  # the whole state is never held: one range at a time
+        never_parts.append(live.filter(~pl.col("id").str.strip_prefix("cap-").cast(pl.UInt64)
+                                       .is_in(named)).drop("recall_count"))
+        recall_parts.append(live.join(pins.rename({"capsule_id": "id"}), on="id", how="left")
+                            .select(pl.col("pinned").fill_null(False),
+                                    pl.col("recall_count").fill_null(0)))
+    never = (pl.concat(never_parts) if never_parts else pl.DataFrame(schema=_NEVER_SCHEMA))
+    never = (never.select("id", "project_id", "created_at",
+                          ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
+                           .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64)
+                          .alias("age_days"), "kind", "tier")
              .sort("created_at", pl.col("id").str.slice(4).cast(pl.Int64)))
-    live_recalls = live.join(pins.rename({"capsule_id": "id"}), on="id", how="left").select(
-        pl.col("pinned").fill_null(False), pl.col("recall_count").fill_null(0))
+    live_recalls = (pl.concat(recall_parts) if recall_parts
+                    else pl.DataFrame(schema={"pinned": pl.Boolean, "recall_count": pl.Int64}))
     return RecallCoverage(
         daily=daily,
         by_project=_group(tally, "project_id"),

@@ -26,14 +26,17 @@ import datetime as _dt
 import json
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe import budget
 from memframe._scalars import as_date
+from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
-from memframe.schema import LANE_PAIRS, MISS_OUTCOMES
+from memframe.schema import LANE_PAIRS, MISS_OUTCOMES, TIMESTAMP
 from memframe.text import (
     INSTANT_MAX,
     INSTANT_MIN,
@@ -344,13 +347,21 @@ def vocabulary(capsule_state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         >>> vocabulary(state).rows()
         [('cafe', 1), ('cap', 1), ('co', 1), ('co-op', 1), ('op', 1), ('retrieval', 2)]
     """
-    counts = _token_counts(capsule_state)
-    return (
-        counts.filter(~id_like(pl.col("token")))
-        .sort("token")
-        .select(list(VOCABULARY_SCHEMA))
-        .cast(VOCABULARY_SCHEMA)  # type: ignore[arg-type]
-    )
+    return _sorted_vocabulary(_add_counts(pl.DataFrame(schema=VOCABULARY_SCHEMA),
+                                          capsule_state))
+
+
+def _add_counts(counts: pl.DataFrame, state: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    found = _token_counts(state).filter(~id_like(pl.col("token")))
+    if counts.is_empty():
+        return found
+    return (pl.concat([counts, found.cast(counts.schema)])
+            .group_by("token").agg(pl.col("capsules").sum()))
+
+
+def _sorted_vocabulary(counts: pl.DataFrame) -> pl.DataFrame:
+    return counts.sort("token").select(list(VOCABULARY_SCHEMA)).cast(
+        VOCABULARY_SCHEMA)  # type: ignore[arg-type]
 
 
 # ---- alias proposals -----------------------------------------------------------------------
@@ -581,7 +592,57 @@ LIFECYCLE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
+def _read_content(ranges: Iterable[pl.DataFrame], terms: pl.DataFrame
+                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One pass over the content of every capsule (``capsule_state_ranges`` rows: id,
+    status, created_at, content), one range at a time: the vocabulary (`vocabulary`: of
+    the live ones) and, per missed term, ``(term, id, created_at)`` of the first capsule
+    created after its last miss whose folded words hold every word of it (`_lifecycle`)."""
+    words = (terms.select("term", pl.col("term").str.split(" ").alias("word")).explode("word")
+             .filter(pl.col("word") != "").unique())
+    need = words.group_by("term").agg(pl.len().alias("need")).join(
+        terms.select("term", pl.col("last_seen").alias("last_miss")), on="term")
+    earliest = terms["first_seen"].min()
+    counts = pl.DataFrame(schema=VOCABULARY_SCHEMA)
+    found = [pl.DataFrame(schema={"term": pl.String, "id": pl.String, "created_at": TIMESTAMP})]
+    for rows in ranges:
+        counts = _add_counts(counts, rows)
+        if terms.is_empty():
+            continue
+        after = rows.filter(pl.col("created_at") > earliest)
+        # a slice at a time: a capsule's words, exploded, outnumber its rows many times
+        found.extend(_answering(after.slice(i, _ANSWER_ROWS), words, need)
+                     for i in range(0, after.height, _ANSWER_ROWS))
+        found = [_first_answers(pl.concat(found))]  # held: one row per term at most
+    return _sorted_vocabulary(counts), found[0]
+
+
+def _first_answers(answers: pl.DataFrame) -> pl.DataFrame:
+    """Per term, its first answering capsule: by ``created_at``, then id (as text, the
+    order `_lifecycle` breaks ties in)."""
+    return answers.sort("created_at", "id").group_by("term", maintain_order=True).first()
+
+
+#: capsules matched against the missed terms at a time (`_answering`)
+_ANSWER_ROWS = 100_000
+
+
+def _answering(capsules: pl.DataFrame, words: pl.DataFrame, need: pl.DataFrame
+               ) -> pl.DataFrame:
+    """``(term, id, created_at)`` of ``capsules`` created after a term's last miss whose
+    folded words hold all ``need`` of its ``words``: the first such capsule per term."""
+    text = capsules.lazy().select("id", "created_at", fold_expr(pl.col("content")).alias("text"))
+    tokens = (text.select("id", "created_at", pl.concat_list(
+        pl.col("text").str.extract_all(_WORD), pl.col("text").str.extract_all(_COMPOUND))
+        .list.unique().alias("word")).explode("word").join(words.lazy(), on="word"))
+    return (tokens.group_by("term", "id", "created_at").agg(pl.len().alias("have"))
+            .join(need.lazy(), on="term").filter((pl.col("have") == pl.col("need"))
+                                                 & (pl.col("created_at") > pl.col("last_miss")))
+            .select("term", "id", "created_at").sort("created_at", "id")
+            .group_by("term", maintain_order=True).first().collect())
+
+
+def _lifecycle(view: Any, terms: pl.DataFrame, answering: pl.DataFrame) -> pl.DataFrame:
     """One row per missed term: first and last miss, repeats, and the first event strictly
     after the last miss that answers it: a receipt for the term that returned a capsule
     (``receipt``, by its id), a capsule created whose folded words hold every word of
@@ -602,21 +663,9 @@ def _lifecycle(view: Any, terms: pl.DataFrame) -> pl.DataFrame:
         .select("id", "at", "terms"))
         .join(wanted, on="term").filter(pl.col("at") > pl.col("last_miss"))
         .select("term", "at", pl.col("id").alias("by"), pl.lit("receipt").alias("resolution")))
-    words = base.select("term", pl.col("term").str.split(" ").alias("word")).explode("word")         .filter(pl.col("word") != "").unique()
-    need = words.group_by("term").agg(pl.len().alias("need"))
-    earliest = base["first_miss"].min()
-    capsules = (view.table("capsules").filter(pl.col("content").is_not_null()
-                                              & (pl.col("created_at") > earliest))
-                .select("id", "created_at", fold_expr(pl.col("content")).alias("text")))
-    tokens = (capsules.select("id", "created_at", pl.concat_list(
-        pl.col("text").str.extract_all(_WORD), pl.col("text").str.extract_all(_COMPOUND))
-        .list.unique().alias("word")).explode("word")
-        .join(words.lazy(), on="word"))
-    by_capsule = (tokens.group_by("term", "id", "created_at").agg(pl.len().alias("have"))
-                  .join(need.lazy(), on="term").filter(pl.col("have") == pl.col("need"))
-                  .join(wanted, on="term").filter(pl.col("created_at") > pl.col("last_miss"))
-                  .select("term", pl.col("created_at").alias("at"), pl.col("id").alias("by"),
-                          pl.lit("capsule").alias("resolution")))
+    by_capsule = answering.lazy().select(  # each term's first answer after its last miss
+        "term", pl.col("created_at").alias("at"), pl.col("id").alias("by"),
+        pl.lit("capsule").alias("resolution"))
     by_alias = (view.table("recall_aliases")
                 .filter(pl.col("alias").str.contains(r"[[:alnum:]]"))
                 .select(fold_expr(pl.col("term")).alias("term"), "at", pl.col("alias").alias("by"))
@@ -647,6 +696,25 @@ def _records(frame: pl.DataFrame) -> list[dict[str, Any]]:
         else:
             exprs.append(pl.col(name))
     return frame.select(exprs).to_dicts() if exprs else []
+
+
+#: rows rendered to JSON at a time (`records_json`)
+_JSON_ROWS = 100_000
+
+
+def records_json(frame: pl.DataFrame) -> str:
+    """``json.dumps(_records(frame))`` (compact, not ASCII-escaped), rendered
+    `_JSON_ROWS` rows at a time: a frame of millions of rows never becomes as many dicts
+    at once.
+
+    Examples:
+        >>> records_json(pl.DataFrame({"a": [1, 2], "b": ["x", None]}))
+        '[{"a":1,"b":"x"},{"a":2,"b":null}]'
+    """
+    return "[" + ",".join(
+        json.dumps(_records(frame.slice(i, _JSON_ROWS)), ensure_ascii=False,
+                   separators=(",", ":"))[1:-1]
+        for i in range(0, frame.height, _JSON_ROWS)) + "]"
 
 
 @dataclass
@@ -863,6 +931,7 @@ def recall_misses(
     rules: AliasRules | None = None,
     recurring_days: int = 2,
     progress: bool = True,
+    memory_limit: str | int | None = None,
 ) -> MissAudit:
     """Audit the recall misses of a store (or a frozen view) at one pinned generation.
 
@@ -874,6 +943,9 @@ def recall_misses(
         rules: alias distance rules (default :class:`AliasRules`).
         recurring_days: distinct UTC days after which a term is flagged recurring.
         progress: show the audit's steps on stderr (only when stderr is a terminal).
+        memory_limit: the most memory the vocabulary's read of every capsule may hold
+            (e.g. ``"2GB"``; default: `memframe.memory_limit`, ``MEMFRAME_MEMORY_LIMIT``,
+            else no limit): it reads the live content one range of capsules at a time.
 
     Returns:
         A :class:`MissAudit`. The vocabulary behind alias proposals is the live capsule
@@ -882,6 +954,8 @@ def recall_misses(
     Raises:
         InvalidInputError: an unreadable bound, ``since`` after ``until``, or a
             ``recurring_days`` below 1.
+        MemoryBudgetError: ``memory_limit`` cannot hold the smallest range (raised
+            before anything is read).
 
     Examples:
         >>> import datetime as dt, os, tempfile
@@ -912,9 +986,16 @@ def recall_misses(
         raise InvalidInputError(f"recurring_days must be a positive integer, "
                                 f"got {recurring_days!r}")
     rules = rules or AliasRules()
+    with budget.memory_limit(memory_limit):
+        return _audit(store.pinned(), since_at, until_at, rules, recurring_days, progress)
+
+
+def _audit(view: Any, since_at: _dt.datetime | None, until_at: _dt.datetime | None,
+           rules: AliasRules, recurring_days: int, progress: bool) -> MissAudit:
+    ranges = capsule_state_ranges(view, ["id", "status", "created_at", "content"],
+                                  pl.col("content").is_not_null())
     steps = _Steps(progress, 4)
     try:
-        view = store.pinned()
         window = _in_window(since_at, until_at)
         misses, overrides = pl.collect_all([
             view.table("recall_misses")
@@ -923,10 +1004,11 @@ def recall_misses(
             view.table("lane_overrides").filter(window).select("at", "forced", "auto_pick"),
         ])
         steps.step("misses read")
-        vocab = vocabulary(view.capsule_state())
+        counted = _term_table(misses.lazy(), recurring_days).collect()
+        vocab, answering = _read_content(ranges, counted)
         steps.step(f"vocabulary: {vocab.height:,} words")
         terms = (
-            _term_table(misses.lazy(), recurring_days)
+            counted.lazy()
             .with_columns(pl.col("term").is_in(vocab.get_column("token").implode())
                           .alias("in_vocabulary"),
                           id_like(pl.col("term")).alias("id_like"))
@@ -952,7 +1034,7 @@ def recall_misses(
             vocabulary_size=vocab.height,
             rules=rules,
             recurring_days=recurring_days,
-            lifecycle=_lifecycle(view, terms),
+            lifecycle=_lifecycle(view, terms, answering),
         )
         steps.step("trends")
         return audit

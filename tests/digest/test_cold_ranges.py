@@ -26,6 +26,7 @@ from memframe.digest.state import (
 )
 from memframe.digest.state.kept_source import top_requests
 from memframe.state import SOURCES, fold_state
+from memframe.store import ranges as store_ranges
 from tests.conftest import TickingClock
 from tests.strategies import LAW_EXAMPLES, NOW, capsule, digest_step, play
 
@@ -37,7 +38,7 @@ history = st.tuples(st.just("ingest"), st.lists(capsule, min_size=3, max_size=8)
 
 def _ranges(view) -> int:
     """How many ranges the cold fold of ``view`` folds at the current ``FOLD_RANGE``."""
-    bounds, _spans = cold_fold._capsule_spans(view, cold_fold.range_size(view))
+    bounds, _spans = store_ranges._capsule_spans(view, cold_fold.range_size(view))
     return len(bounds) + 1
 
 
@@ -69,7 +70,7 @@ def test_cold_digest_bytes_equal_the_full_algorithm_whatever_the_range_size(monk
     @settings(max_examples=BYTES_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=history, size=st.integers(1, 4))
     def law(steps, size):
-        monkeypatch.setattr(cold_fold, "FOLD_RANGE", size)
+        monkeypatch.setattr(store_ranges, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
@@ -101,7 +102,7 @@ def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
     @settings(max_examples=LAW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
     @given(steps=st.lists(digest_step, min_size=1, max_size=16), size=st.integers(1, 3))
     def law(steps, size):
-        monkeypatch.setattr(cold_fold, "FOLD_RANGE", size)
+        monkeypatch.setattr(store_ranges, "FOLD_RANGE", size)
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
@@ -127,15 +128,15 @@ def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
 def test_ranges_are_every_range_size_th_capsule_number(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(7)])
     store.ingest([{"content": f"more {i}", "source": "s", "anchor": "a"} for i in range(3)])
-    monkeypatch.setattr(cold_fold, "FOLD_RANGE", 4)
-    bounds, spans = cold_fold._capsule_spans(store.pinned(), cold_fold.FOLD_RANGE)
+    monkeypatch.setattr(store_ranges, "FOLD_RANGE", 4)
+    bounds, spans = store_ranges._capsule_spans(store.pinned(), store_ranges.FOLD_RANGE)
     assert bounds == [5, 9]  # ranges: ..4, 5..8, 9..
     assert [(first, last) for _part, first, last in spans] == [(1, 7), (8, 10)]
 
 
 def test_a_cold_state_refuses_a_top_n_it_kept_no_candidates_for(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(5)])
-    monkeypatch.setattr(cold_fold, "FOLD_RANGE", 2)
+    monkeypatch.setattr(store_ranges, "FOLD_RANGE", 2)
     warm, _sources = cold_fold.fold_warm(store.pinned(), top_requests(2, None))
     _n, order, keep = top_requests(2, None)[0]
     assert warm.top_rows(keep, 2, order).get_column("num").to_list() == [5, 4]
