@@ -486,8 +486,13 @@ class SortedRuns:
         for k in self.tiers(view):
             if k != target:
                 commit.write_derived(self.table(k), rows.clear(), replace=True)
-        commit.write_derived(self.table(target), rows.select(list(self.schema))
-                             .sort(list(self.order)), replace=True,
+        ordered = rows.select(list(self.schema))
+        first = ordered.get_column(self.order[0])
+        # a rebuild's rows come in key order: sorting them again would copy every row
+        if not (first.dtype.is_integer() and first.null_count() == 0
+                and (first.len() < 2 or bool((first.diff().slice(1) > 0).all()))):
+            ordered = ordered.sort(list(self.order))
+        commit.write_derived(self.table(target), ordered, replace=True,
                              row_group_rows=self.row_group_rows)
         if self.state_name in view.watermarks:
             self._set_state(commit, {}, {})

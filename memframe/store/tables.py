@@ -32,6 +32,8 @@ _NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
 # be thrown away, so they are written plain.
 _NO_DICTIONARY = {"id", "content", "source_hash", "chained_hash", "subject"}
 ROW_GROUP_ROWS = 64 * 1024
+#: rows converted to Arrow at a time when a partition is written (whole row groups)
+WRITE_ROWS = 256 * 1024
 
 
 class _Deferred:
@@ -68,17 +70,23 @@ def write_part(
     path = root / relpath
     check_no_link(root, path.parent)  # a table directory planted as a link is refused
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = frame.to_arrow()
+    rows = max(1, row_group_rows)
+    # a large frame is handed to the writer a slice of whole row groups at a time: its
+    # Arrow copy (text re-encoded) is never held whole, and the file is the same
+    step = rows * max(1, WRITE_ROWS // rows)
+    table = frame.slice(0, step).to_arrow()
     stats = [name for name in table.column_names if name not in _NO_STATISTICS]
     with open(path, "xb") as fh:
-        pq.write_table(
-            table,
+        with pq.ParquetWriter(
             fh,
-            row_group_size=max(1, row_group_rows),
+            table.schema,
             write_statistics=stats,
             use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
             compression="zstd",
-        )
+        ) as writer:
+            writer.write_table(table, row_group_size=rows)
+            for offset in range(step, frame.height, step):
+                writer.write_table(frame.slice(offset, step).to_arrow(), row_group_size=rows)
         if fsync:
             fh.flush()
             os.fsync(fh.fileno())

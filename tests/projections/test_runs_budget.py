@@ -240,3 +240,30 @@ def test_a_run_is_skipped_only_when_no_group_could_hold_a_value(wanted, groups):
     assert runs._outside(wanted, mins, maxs) == (not in_span)
     # a group without statistics could hold anything: never skipped
     assert not runs._outside(wanted, [None, *mins], [None, *maxs])
+
+
+@pytest.mark.parametrize("key", ["num", "name"])
+def test_a_replacing_run_is_stored_in_order_whatever_order_it_comes_in(tmp_path, key):
+    """`SortedRuns.stage_replace` skips the sort (a copy of every row) only for rows whose
+    first key column already ascends strictly; shuffled rows, repeated keys and text keys
+    are sorted."""
+    schema = pl.Schema({"num": pl.Int64(), "name": pl.String(), "v": pl.Int64()})
+    index = runs.SortedRuns("projections/test/order", schema, (key, "v"))
+    rng = random.Random(7)
+    nums = list(range(1, 301))
+    rng.shuffle(nums)
+    shuffled = pl.DataFrame({"num": nums, "name": [f"n{n:04d}" for n in nums],
+                             "v": [n % 3 for n in nums]}, schema=schema)
+    repeated = pl.concat([shuffled.head(5), shuffled.head(5).with_columns(pl.col("v") + 9)])
+    expected: dict[str, pl.DataFrame] = {}
+    for label, rows in (("ordered", shuffled.sort(key, "v")), ("shuffled", shuffled),
+                        ("repeated", repeated.sort("v", descending=True))):
+        store = mf.Store.create(tmp_path / f"{key}-{label}")
+        store.commit(lambda c, rows=rows: index.stage_replace(c, c.view, rows), operation="t")
+        view = store.pinned()
+        stored = pl.read_parquet([view.path / p.path for t in view.snapshot.tables
+                                  if t.startswith("projections/test/order")
+                                  for p in view.partitions(t)])
+        assert stored.equals(rows.sort(key, "v")), label
+        expected[label] = stored
+    assert expected["ordered"].equals(expected["shuffled"])
