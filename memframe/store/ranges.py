@@ -30,10 +30,12 @@ __all__ = ["FOLD_RANGE", "range_size", "range_sources"]
 FOLD_RANGE = 500_000
 
 
-def range_size(view: StoreView) -> int:
-    """Capsules per range at ``view``: ``FOLD_RANGE``, or fewer under a memory budget."""
+def range_size(view: StoreView, default: int | None = None) -> int:
+    """Capsules per range at ``view``: ``default`` (`FOLD_RANGE`), or fewer under a memory
+    budget."""
     narrow = sum(p.rows for name in SOURCES if name != "capsules" for p in view.partitions(name))
-    return budget.fold_range(FOLD_RANGE, narrow, sum(p.rows for p in view.partitions("capsules")))
+    return budget.fold_range(FOLD_RANGE if default is None else default, narrow,
+                             sum(p.rows for p in view.partitions("capsules")))
 
 
 def _fold_inputs(name: str) -> list[str]:
@@ -90,14 +92,15 @@ def _capsule_spans(view: StoreView, size: int
 
 
 def range_sources(view: StoreView, names: Sequence[str],
-                  capsule_columns: Sequence[str | pl.Expr]) -> Iterator[tuple[dict[str, pl.LazyFrame | pl.DataFrame], int]]:
+                  capsule_columns: Sequence[str | pl.Expr], default: int | None = None
+                  ) -> Iterator[tuple[dict[str, pl.LazyFrame | pl.DataFrame], int]]:
     """The rows of sources ``names`` at ``view`` that name one range of capsule numbers
-    (`range_size`), range by range, with the Parquet rows read for it: every other table
-    narrowed once to the fold's columns and sliced, the ``capsules`` rows (as
-    ``capsule_columns``) read from the partitions meeting the range.
-    The first range's count includes the narrowing pass and the ``id`` pass. A bar per
+    (`range_size` of ``default``), range by range, with the Parquet rows read for it:
+    every other table narrowed once to the fold's columns and sliced, the ``capsules``
+    rows (as ``capsule_columns``) read from the partitions meeting the range. The first
+    range's count includes the narrowing pass and the ``id`` pass. A bar per
     range (`memframe.progress`)."""
-    bounds, spans = _capsule_spans(view, range_size(view))
+    bounds, spans = _capsule_spans(view, range_size(view, default))
     visited = sum(p.rows for p in view.partitions("capsules"))  # the ``id`` pass
     narrow: dict[str, pl.DataFrame] = {}
     for name in names:

@@ -71,6 +71,7 @@ def test_cold_digest_bytes_equal_the_full_algorithm_whatever_the_range_size(monk
     @given(steps=history, size=st.integers(1, 4))
     def law(steps, size):
         monkeypatch.setattr(store_ranges, "FOLD_RANGE", size)
+        monkeypatch.setattr(cold_fold, "DIGEST_RANGE", size)  # the digest's own
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
@@ -103,6 +104,7 @@ def test_the_ranges_fold_what_the_one_fold_of_every_row_folds(monkeypatch):
     @given(steps=st.lists(digest_step, min_size=1, max_size=16), size=st.integers(1, 3))
     def law(steps, size):
         monkeypatch.setattr(store_ranges, "FOLD_RANGE", size)
+        monkeypatch.setattr(cold_fold, "DIGEST_RANGE", size)  # the digest's own
         with tempfile.TemporaryDirectory() as tmp:
             store = mf.Store.create(Path(tmp) / "s", clock=TickingClock())
             play(store, steps)
@@ -137,6 +139,7 @@ def test_ranges_are_every_range_size_th_capsule_number(store, monkeypatch):
 def test_a_cold_state_refuses_a_top_n_it_kept_no_candidates_for(store, monkeypatch):
     store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a"} for i in range(5)])
     monkeypatch.setattr(store_ranges, "FOLD_RANGE", 2)
+    monkeypatch.setattr(cold_fold, "DIGEST_RANGE", 2)  # the digest's own
     warm, _sources = cold_fold.fold_warm(store.pinned(), top_requests(2, None))
     _n, order, keep = top_requests(2, None)[0]
     assert warm.top_rows(keep, 2, order).get_column("num").to_list() == [5, 4]
