@@ -145,6 +145,10 @@ def test_the_command_line_takes_a_budget(store):
     small = run("--memory-limit", "100MB", "digest", "--verify", "full", str(store.path))
     assert small.returncode == 1 and "needs about" in small.stderr
     assert "Traceback" not in small.stderr
+    for audit in ("misses", "recalls"):  # the audits read every capsule's state too
+        refused = run("--memory-limit", "100MB", "audit", audit, str(store.path))
+        assert refused.returncode == 1 and "needs about" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and refused.stdout == ""
     bad = run("--memory-limit", "lots", "digest", str(store.path))
     assert bad.returncode == 1 and "--memory-limit 'lots' is not a size" in bad.stderr
     ok = run("--memory-limit", "4GB", "digest", "--verify", "full", "--no-advance",
