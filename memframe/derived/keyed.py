@@ -28,6 +28,7 @@ from memframe.schema import empty_of
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
+    from memframe.store.spill import SpilledRows
 
 __all__ = ["VERSION", "KeyedRuns", "newest_rows"]
 
@@ -117,10 +118,10 @@ class KeyedRuns:
         every stored version), and advance the merges within ``budget``. Rows read."""
         return self.runs.stage_append(commit, view, self._stamped(rows, version), budget)
 
-    def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame,
+    def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame | SpilledRows,
                       version: int) -> None:
         """Stage ``rows`` as the whole projection (one run; the other runs dropped)."""
         self.runs.stage_replace(commit, view, self._stamped(rows, version))
 
-    def _stamped(self, rows: pl.DataFrame, version: int) -> pl.DataFrame:
+    def _stamped(self, rows: Any, version: int) -> Any:  # a DataFrame, or spilled rows
         return rows.select(*self.schema, pl.lit(version, dtype=pl.Int64).alias(VERSION))

@@ -42,6 +42,7 @@ from memframe.schema import empty_of
 if TYPE_CHECKING:
     from memframe.store import Partition, StoreView
     from memframe.store.capture import Commit
+    from memframe.store.spill import SpilledRows
 
 __all__ = ["BASE_RUN", "TIER_RUNS", "Budget", "Plan", "SortedRuns", "merge_budget",
            "stage_append_together"]
@@ -480,8 +481,10 @@ class SortedRuns:
         del merges[k]
         landed[k + 1] = landed.get(k + 1, 0) + 1
 
-    def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame) -> None:
-        """Replace the whole index by ``rows``: one run, in the tier its size belongs to."""
+    def stage_replace(self, commit: Commit, view: StoreView, rows: pl.DataFrame | SpilledRows
+                      ) -> None:
+        """Replace the whole index by ``rows`` (maybe spilled: `memframe.store.spill`): one
+        run, in the tier its size belongs to."""
         target = self.tier_for(rows.height)
         for k in self.tiers(view):
             if k != target:

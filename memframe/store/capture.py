@@ -29,6 +29,7 @@ from memframe.ids import (
 )
 from memframe.store import derived
 from memframe.store.log import TABLE_NAME_RE, watermark_problem
+from memframe.store.spill import SpilledRows
 from memframe.store.tables import constant
 from memframe.text import fold_expr, fold_terms, instants_ns, journal_lines, sha256_hex
 
@@ -141,7 +142,7 @@ class Commit:
         self.capsules = int(snapshot.counter("capsules"))
         self.sessions = int(snapshot.counter("sessions"))
         self.frames: dict[str, list[pl.DataFrame]] = {}
-        self.derived: dict[str, tuple[list[pl.DataFrame], bool, int | None]] = {}
+        self.derived: dict[str, tuple[list[pl.DataFrame | SpilledRows], bool, int | None]] = {}
         # partitions replaced by one new file: key -> (old parts, table, new rows)
         self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
         # derived marks another code wrote are not this commit's to read (store.derived)
@@ -205,16 +206,17 @@ class Commit:
                        else pl.Series("reason", reasons, dtype=pl.String)),
         }))
 
-    def write_derived(self, table: str, frame: pl.DataFrame, *, replace: bool,
+    def write_derived(self, table: str, frame: pl.DataFrame | SpilledRows, *, replace: bool,
                       row_group_rows: int | None = None) -> None:
         """Stage rows of a derived (projection) table; ``replace`` drops its current parts.
+        Rows too many to hold may come spilled (`memframe.store.spill`).
 
         ``table`` lives under ``projections/`` or ``derived/`` (e.g.
         ``projections/session/L0``); a canonical table, or a name the log would refuse, is
         refused here, before anything is written.
         """
         check_derived_name(table)
-        if not isinstance(frame, pl.DataFrame):
+        if not isinstance(frame, pl.DataFrame | SpilledRows):
             raise InvalidInputError(f"write_derived({table!r}, ...) takes a polars DataFrame; "
                                     f"got {type(frame).__name__}")
         if not isinstance(replace, bool):
@@ -227,6 +229,12 @@ class Commit:
         frames, old_replace, rg = self.derived.get(table, ([], False, row_group_rows))
         if replace:
             frames = []
+        if isinstance(frame, SpilledRows) or any(isinstance(f, SpilledRows) for f in frames):
+            # spilled rows are copied into their partition as they are: never joined
+            frames = [f for f in frames if f.height]
+            if frames and frame.height:
+                raise InvalidInputError(f"write_derived({table!r}, ...): spilled rows are a "
+                                        f"table's only staged rows (stage them with replace)")
         frames.append(frame)
         self.derived[table] = (frames, replace or old_replace, row_group_rows or rg)
 

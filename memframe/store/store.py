@@ -34,6 +34,7 @@ from memframe.store.delta import DeltaLogs
 from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot, fsync_dir
 from memframe.store.mirror import MirrorLog, open_mirror
+from memframe.store.spill import SpilledRows
 from memframe.text import check_instant, parse_instant
 
 Partition = Part  # the public name of one partition file's log entry
@@ -866,10 +867,11 @@ class Store(StoreView):
         reused: list[_Kept] = []
         fresh: list[_Kept] = []
 
-        def put(table: str, frame: pl.DataFrame, *, validate: bool = False, **kwargs: Any
-                ) -> None:
+        def put(table: str, frame: pl.DataFrame | SpilledRows, *, validate: bool = False,
+                **kwargs: Any) -> None:
             n = next(counter)
-            same = _reusable(kept, reused, table, frame, kwargs)
+            same = (None if isinstance(frame, SpilledRows)  # copied again, never compared
+                    else _reusable(kept, reused, table, frame, kwargs))
             if same is not None:  # rebased: the file a lost attempt wrote holds these rows
                 reused.append(same)
                 adds.append((n, dict(same.add)))
@@ -878,11 +880,12 @@ class Store(StoreView):
             written.append(root / rel)
 
             def write() -> None:
-                checked = S.validate_frame(table, frame) if validate else frame
+                checked = (S.validate_frame(table, frame)
+                           if validate and isinstance(frame, pl.DataFrame) else frame)
                 part = tables.write_part(root, rel, checked, **kwargs)
                 add = {"table": table, **part.to_json()}
                 adds.append((n, add))
-                if kept is not None:
+                if kept is not None and isinstance(frame, pl.DataFrame):
                     fresh.append(_Kept(root / rel, table, frame, dict(kwargs), add))
 
             if pool is None:
@@ -920,17 +923,19 @@ class Store(StoreView):
                     if frame.height:
                         put(table, frame)
                     removes.extend(p.path for p in old_parts)
-                for table, (frames, replace, rg) in commit.derived.items():
+                for table, (staged, replace, rg) in commit.derived.items():
                     if replace:
                         removes.extend(p.path for p in snap.parts(table))
-                    nonempty = [f for f in frames if f.height]
+                    nonempty = [f for f in staged if f.height]
                     if not nonempty:
                         continue
-                    frame = pl.concat(nonempty, how="vertical_relaxed")
+                    rows = nonempty[0] if isinstance(nonempty[0], SpilledRows) else pl.concat(
+                        [f for f in nonempty if isinstance(f, pl.DataFrame)],
+                        how="vertical_relaxed")
                     if rg:
-                        put(table, frame, row_group_rows=rg)
+                        put(table, rows, row_group_rows=rg)
                     else:
-                        put(table, frame)
+                        put(table, rows)
                 settle()
                 synced = {p.parent for p in written}
                 # a directory this commit made is an entry in its parent: sync up to the root
@@ -1743,14 +1748,15 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
         if not ours:
             commit.write_derived(table, pl.DataFrame(), replace=True)
             continue
-        staged, replace, group_rows = commit.derived.get(table, ([], False, None))
+        held, replace, group_rows = commit.derived.get(table, ([], False, None))
         parts = [] if replace else snap.parts(table)
         if any(not (root / p.path).exists() for p in parts):
             return False
         # a part whose footer rules every erased number out of its groups is not read,
         # unless the table is written again anyway
         ranges = [tables.row_group_ranges(root / p.path, derived.TEXT_KEY) for p in parts]
-        staged = [f for f in staged if f.height]
+        staged = [f.collect() if isinstance(f, SpilledRows) else f  # (never spilled)
+                  for f in held if f.height]
         if not any(_may_hold(erased, lo, hi) for _meta, mins, maxs, _n in ranges
                    for lo, hi in zip(mins, maxs, strict=True)) and all(
                 derived.without_erased(f, erased) is f for f in staged):

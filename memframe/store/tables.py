@@ -21,6 +21,7 @@ from memframe._scalars import as_int
 from memframe.errors import CorruptStoreError, DamagedDerivedError, GenerationNotFoundError
 from memframe.store.footer import Footer, read_footer
 from memframe.store.log import Part, check_no_link, parse_json
+from memframe.store.spill import SpilledRows
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -61,12 +62,13 @@ def part_path(table: str, generation: int, n: int) -> str:
 def write_part(
     root: Path,
     relpath: str,
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | SpilledRows,
     *,
     row_group_rows: int = ROW_GROUP_ROWS,
     fsync: bool = True,
 ) -> Part:
-    """Write ``frame`` as one immutable Parquet file; return its log entry."""
+    """Write ``frame`` (or rows spilled to disk, `memframe.store.spill`) as one immutable
+    Parquet file; return its log entry."""
     path = root / relpath
     check_no_link(root, path.parent)  # a table directory planted as a link is refused
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,8 @@ from memframe.digest.state import (
 )
 from memframe.digest.state.sections import CAP, GROUP_ROWS, KEPT, TABLE, encode, marks_of
 from memframe.errors import MemframeError
-from memframe.frames import own
 from memframe.state import KEY, SOURCES, STATE_SCHEMA, STORED_SCHEMA, state_frame
+from memframe.store.spill import RowSpill
 
 if TYPE_CHECKING:
     from memframe.store import StoreView
@@ -177,16 +177,17 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     if check_tables(sources):  # never fold what the digest fails closed on
         return job_report(visited)
     # folded range by range of capsule numbers (as the cold digest): the peak follows a
-    # range's source rows, not the store's
-    # of each range: its rows as stored (no text), the leaders' candidates (orders are total)
-    stored: list[pl.DataFrame] = []
+    # range's source rows, not the store's. Of each range: its rows as stored (no text),
+    # spilled to disk in number order until the commit lands, and the leaders'
+    # candidates (orders are total)
+    stored = RowSpill(STORED_SCHEMA)
     tops = tuple((digest_leaders.LEADERS_K + 1, order, digest_leaders.qualifies_expr(order))
                  for order in digest_leaders.ORDERS)
     aggregates, subset, candidates, _n = cold_fold.fold_ranges(
-        view, tops, lambda rows: stored.append(own(rows.select(list(STORED_SCHEMA)))))
+        view, tops, lambda rows: stored.add(rows.select(list(STORED_SCHEMA))))
     if keep is not None:
         keep["subset"] = subset
-    rows = pl.concat(stored, how="vertical").with_columns(pl.col(KEY).set_sorted())  # no copy
+    rows = stored.rows()
     digest_capsules.state_runs().stage_replace(commit, view, rows, top)
     digest_subset.subset_runs().stage_replace(commit, view, subset.with_columns(
         pl.lit(True).alias("member")).select(list(digest_subset.SUBSET_SCHEMA)), top)
