@@ -15,8 +15,8 @@ Paths:
 * ``diff``: ``store.diff(1)``, from generation 1 to the newest;
 * ``compact`` / ``vacuum`` / ``delta``: ``store.compact()``, a purge of 10 capsules (one commit) then
   ``store.vacuum(retention_hours=0)``, ``store.sync_delta_logs(rebuild=True)`` (on copies);
-* ``import``: ``import_nmemory`` of a SQLite file of the store's size
-  (``benchmarks/bench_import.py`` builds it);
+* ``import``: ``import_nmemory`` of the SQLite file ``--sqlite FILE`` into a new store
+  under ``--work`` (``benchmarks/bench_import.py`` builds such a file);
 * ``synth``: ``memframe synth`` of the store itself.
 
 Usage::
@@ -176,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, default=None,
                         help="a checkout of the code before: run every path under both")
     parser.add_argument("--memory-limit", default=None, help="MEMFRAME_MEMORY_LIMIT for the runs")
+    parser.add_argument("--sqlite", type=Path, default=None,
+                        help="an nMEMORY SQLite file: the import path imports it")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -199,7 +201,16 @@ def main(argv: list[str] | None = None) -> int:
         for kind in paths:
             sides = [("now", None)] + ([("before", args.before)] if args.before else [])
             for side, code in sides:
-                r = run(kind, store, code, args.work, "", args.memory_limit if side == "now" else None)
+                target, extra = store, ""
+                if kind == "import":  # into a new store; the SQLite file is the input
+                    if args.sqlite is None:
+                        parser.error("the import path needs --sqlite FILE")
+                    target, extra = args.work / "imported", str(args.sqlite)
+                    shutil.rmtree(target, ignore_errors=True)
+                r = run(kind, target, code, args.work, extra,
+                        args.memory_limit if side == "now" else None)
+                if kind == "import":
+                    shutil.rmtree(target, ignore_errors=True)
                 results[(label, kind, side)] = r
                 print(f"{label:>6}  {kind:<8} {side:<7} {_fmt(r)}"
                       f"  answer {r.get('answer', '-')}", flush=True)

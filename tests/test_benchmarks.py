@@ -115,3 +115,15 @@ def test_the_scale_benchmark_measures_each_path(tmp_path, capsys):
     assert [line[1] for line in lines] == ["full", "cold", "diff", "rebuild"]
     assert all("GB" in line and "failed:" not in line for line in lines)
     assert lines[0][-1] == lines[1][-1]  # the same digest either way
+    # the import path imports the SQLite file it is given into a new store
+    spec = importlib.util.spec_from_file_location("_bench_import", BENCHMARKS / "bench_import.py")
+    assert spec is not None and spec.loader is not None
+    importer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(importer)
+    importer.build(tmp_path / "m.db", 300)
+    assert module.main(["--store", str(tmp_path / "s"), "--work", str(tmp_path / "w"),
+                        "--paths", "import", "--sqlite", str(tmp_path / "m.db")]) == 0
+    imported = [line.split() for line in capsys.readouterr().out.splitlines()
+                if line.strip().startswith("s ")]
+    assert [line[1] for line in imported] == ["import"] and "failed:" not in imported[0]
+    assert not (tmp_path / "w" / "imported").exists()  # the new store is removed after
