@@ -1492,11 +1492,13 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     # -- the nMEMORY 0.3.0 tables, with known answers (recall_truth) -----------------------
     if recall_tables:
         stage("recall receipts, event times, epistemics, taught aliases")
+        popularity = [popular]  # handed over: the receipts keep their own copy of it
+        del popular
         receipts, extra = _recall_tables(
             seed, params, plan, gone, {m for ms in members for m in ms}, superseded, recalled,
-            popular, misses, start, end, anchors, chunk)
+            popularity, misses, start, end, anchors, chunk)
         # the receipts keep what they need of these: the rest goes before they are written
-        del popular, recalled, superseded, at_of
+        del recalled, superseded, at_of
         # a piece per commit: one commit of them all would hold every receipt at once
         for piece in receipts:
             store.append("recall_receipts", piece.drop("source"))
@@ -1890,7 +1892,7 @@ def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) ->
 
 def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
                    absorbed: set[str], superseded: set[str], recalled: pl.Series,
-                   popular: pl.DataFrame, misses: pl.DataFrame, start: int,
+                   popularity: list[pl.DataFrame], misses: pl.DataFrame, start: int,
                    end: int, anchors: Callable[[pl.Series], pl.DataFrame],
                    chunk: int = 1 << 62,
                    ) -> tuple[Iterator[pl.DataFrame], dict[str, pl.DataFrame]]:
@@ -1898,26 +1900,22 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     a piece at a time: `_receipts`), and ``event_times``, ``epistemics`` and ``dead`` (the
     planted dead weight: live plain capsules that no recall and no receipt names).
     ``anchors``: ``id`` and ``anchor`` of the capsules a series of ids names (asked for
-    the few that epistemics quote); ``chunk``: how many receipts' draws to hold at a time."""
+    the few that epistemics quote); ``chunk``: how many receipts' draws to hold at a time;
+    ``popularity``: `_recalls`' capsules in order of popularity, the one frame of the
+    list, taken out of it (the receipts keep a copy without the dead weight: the caller
+    keeps no other)."""
     rng = _rng(seed, "receipts")
-
-    def plain_rows() -> pl.DataFrame:
-        # made again where it is needed: held through the receipts' draws it would cost
-        # every capsule's row twice over
-        return plan.select("role", "id", "created_ns", "source", "authority_class",
-                           "w1").filter(pl.col("role") == "plain")
-
-    plain = plain_rows()
-    n_plain = plain.height
-    u_dead = _uniform(rng, n_plain)
+    plain = plan.select("role", "id", "created_ns", "source", "authority_class",
+                        "w1").filter(pl.col("role") == "plain")
+    u_dead = _uniform(rng, plain.height)
     dead = (plain.with_columns(pl.lit(u_dead).alias("u"))
             .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
                     & ~pl.col("id").is_in(recalled.implode()) & (pl.col("u") < _DEAD_SHARE))
             .select("id"))
-    del plain, u_dead
+    del u_dead
     # what receipts return: every capsule not forgotten and not planted dead, in the
     # popularity order of the usage rows (by created, for the planted resolutions)
-    popular = popular.filter(~pl.col("id").is_in(dead["id"].implode()))
+    popular = popularity.pop().filter(~pl.col("id").is_in(dead["id"].implode()))
     pool = popular.sort("created_ns", "id")
     lanes = list(RECALL_LANES)
 
@@ -1962,30 +1960,10 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     n_hits = max(0, params.receipts - abstains.height - resolved.height)
     cdf = _zipf_cdf(max(1, popular.height), 1.1)
     draws = _Blocks(rng, n_hits, [8] * 4, after=True)  # the stream goes on: event times
-    created = popular["created_ns"]
-    picks: list[pl.DataFrame] = []
-    for lo in range(0, n_hits, chunk):
-        u1, u2, u_at, u_x = draws.uniforms(min(chunk, n_hits - lo))
-        first = _zipf_index(u1, cdf)
-        picks.append(pl.DataFrame({
-            "a": first.cast(pl.UInt32), "b": _zipf_index(u2, cdf).cast(pl.UInt32), "x": u_x,
-            "a_ns": created.gather(first),
-        }).select("a", "b", "x", (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns")))
-                                  .cast(pl.Int64)).alias("at_ns")))
-    hits = (pl.concat(picks) if picks else pl.DataFrame(
-        schema={"a": pl.UInt32, "b": pl.UInt32, "x": pl.Float64, "at_ns": pl.Int64}))
-    del picks
-    # in time order, ties by part and then by place (as a stable sort of the parts would)
-    order = pl.concat([
-        frame.select("at_ns", pl.lit(part, dtype=pl.Int8).alias("part"),
-                     pl.int_range(pl.len(), dtype=pl.Int64).alias("place"))
-        for part, frame in enumerate((hits, abstains, resolved))
-    ]).sort("at_ns", "part", "place")
-    receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
-
-    # event times and epistemics on a share of the plain capsules
-    u_ev, u_epi = _uniform(rng, n_plain), _uniform(rng, n_plain)
-    plain = plain_rows()
+    # event times and epistemics on a share of the plain capsules: the stream's next
+    # draws (the hits' blocks are passed over), made before the hits so that every plain
+    # capsule's row goes first
+    u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
     # sub-draws of the two uniforms (their fractional digits further down), on the rows
     # each share picks
     timed = plain.with_columns(pl.lit(u_ev).alias("u")).filter(pl.col("u") < 0.08).with_columns(
@@ -2022,6 +2000,27 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         .then(pl.concat_str([pl.lit("the "), pl.col("word"), pl.lit(" setup changes")]))
         .alias("stale_if"),
     ).sort("at", "capsule_id")
+    del plain, timed, known, u_ev, u_epi
+    created = popular["created_ns"]
+    picks: list[pl.DataFrame] = []
+    for lo in range(0, n_hits, chunk):
+        u1, u2, u_at, u_x = draws.uniforms(min(chunk, n_hits - lo))
+        first = _zipf_index(u1, cdf)
+        picks.append(pl.DataFrame({
+            "a": first.cast(pl.UInt32), "b": _zipf_index(u2, cdf).cast(pl.UInt32), "x": u_x,
+            "a_ns": created.gather(first),
+        }).select("a", "b", "x", (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns")))
+                                  .cast(pl.Int64)).alias("at_ns")))
+    hits = (pl.concat(picks) if picks else pl.DataFrame(
+        schema={"a": pl.UInt32, "b": pl.UInt32, "x": pl.Float64, "at_ns": pl.Int64}))
+    del picks
+    # in time order, ties by part and then by place (as a stable sort of the parts would)
+    order = pl.concat([
+        frame.select("at_ns", pl.lit(part, dtype=pl.Int8).alias("part"),
+                     pl.int_range(pl.len(), dtype=pl.Int64).alias("place"))
+        for part, frame in enumerate((hits, abstains, resolved))
+    ]).sort("at_ns", "part", "place")
+    receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
     return receipts, {"event_times": event_times, "epistemics": epistemics, "dead": dead}
 
 
@@ -2110,7 +2109,8 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     miss = _miss_plan(seed, params, clock_start, noise)
     pieces, tables = _recall_tables(seed, params, plan, gone,
                                     {m for ms in members for m in ms}, superseded,
-                                    recalls["capsule_id"].unique(), popular, miss, start, end,
+                                    recalls["capsule_id"].unique(), [popular], miss, start,
+                                    end,
                                     lambda ids: plan.select("id", "anchor").filter(
                                         pl.col("id").is_in(ids.implode())))
     receipts_frame = pl.concat(list(pieces))
