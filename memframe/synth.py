@@ -35,7 +35,7 @@ import itertools
 import math
 import random
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -1242,7 +1242,7 @@ def synthesize(
             if bar is not None:
                 bar.set_description(f"synth: {text}")
 
-        _write_events(store, written.frame(), convs, written.anchors(), sessions, handoff_ids,
+        _write_events(store, written.frame(), convs, written.anchors, sessions, handoff_ids,
                       params, seed, start, end, clock, chunk, noise, recall_tables, stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
@@ -1325,9 +1325,13 @@ class _Written:
         self._parts = [frame]
         return frame
 
-    def anchors(self) -> pl.LazyFrame:
-        """``id`` and ``anchor`` of every capsule written (read from the spill)."""
-        return pl.scan_ipc(self._spills)
+    def anchors(self, ids: pl.Series) -> pl.DataFrame:
+        """``id`` and ``anchor`` of the capsules ``ids`` names, read from the spill a file
+        at a time (a scan of every file buffers far more than the few rows it keeps)."""
+        keep = ids.implode()
+        parts = [pl.read_ipc(path).filter(pl.col("id").is_in(keep)) for path in self._spills]
+        return (pl.concat(parts) if parts
+                else pl.DataFrame(schema={"id": pl.String, "anchor": pl.String}))
 
 
 def _git_scan(store: Store, rng: random.Random, i: int, anchored: pl.Series) -> None:
@@ -1388,18 +1392,21 @@ def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
 
 
 def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
-                  anchors: pl.LazyFrame, sessions: pl.DataFrame, handoff_ids: dict[int, str],
+                  anchors: Callable[[pl.Series], pl.DataFrame], sessions: pl.DataFrame,
+                  handoff_ids: dict[int, str],
                   params: SynthParams, seed: int, start: int, end: int, clock: _Clock,
                   chunk: int, noise: bool = False, recall_tables: bool = False,
                   stage: Any = lambda text: None) -> None:
     """The event tables, from ``plan``: every capsule written, in write order, with the
     columns `_Written` keeps; ``convs``: ``conv`` and ``conversation_id``; ``anchors``:
-    ``id`` and ``anchor``; ``chunk``: how many capsules' draws to hold at a time."""
+    ``id`` and ``anchor`` of the capsules a series of ids names; ``chunk``: how many
+    capsules' draws to hold at a time."""
     rng = _rng(seed, "events")
     stage("choosing what is forgotten and absorbed")
     at_of = plan.select("id", "created_ns")
-    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
-                                          "source", "authority_class", "kind")
+    # columns picked before the rows: a filter copies every column it keeps
+    plain = plan.select("role", "id", "pos", "project", "conv", "created_ns", "source",
+                        "authority_class", "kind").filter(pl.col("role") == "plain").drop("role")
     epics = _structured_of(plan, ["epic"]).sort("no")
     tasks = _structured_of(plan, ["task"]).sort("no")
     threads = _structured_of(plan, ["thread", "close"]).sort("thread", "step")
@@ -1422,6 +1429,12 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     store.append("relations", relations)
     superseded = set(relations.filter(pl.col("kind") == "supersedes")["to_id"].to_list())
     del relations  # each table's frames go once it is written: the next one needs the room
+    # the rest of the events stream's draws, in its order: the lane overrides and the
+    # corroborations (written in their turn below), so that every plain capsule's row
+    # goes before the recalls
+    u_lane, u_at = _uniform(rng, params.lane_overrides), _uniform(rng, params.lane_overrides)
+    corroborations = _corroborations(rng, plain, end)
+    del plain
 
     # -- recalls: Zipf over live capsules, aggregated per capsule and day ------------------
     stage("recalls")
@@ -1439,7 +1452,6 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
 
     # -- lane overrides --------------------------------------------------------------------
     stage("lane overrides")
-    u_lane, u_at = _uniform(rng, params.lane_overrides), _uniform(rng, params.lane_overrides)
     lanes = pl.DataFrame({"li": pl.select(_pick(u_lane, _LANE_W)).to_series(),
                           "at_ns": (start + u_at * (end - start)).cast(pl.Int64)}).sort("at_ns")
     store.append("lane_overrides", lanes.select(
@@ -1449,11 +1461,12 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
 
     # -- git witness: bulk corroborations (the cursor scans ran on the timeline) -----------
     stage("corroborations")
-    store.append("corroborations", _corroborations(rng, plain, end))
-    del plain
+    store.append("corroborations", corroborations)
+    del corroborations
     # -- summaries the language seam returned for some conversations -----------------------
     stage("summaries")
     store.append("summaries", _summaries(plan, convs, end))
+    del convs
 
     # -- rollups (abstract) ----------------------------------------------------------------
     stage("rollups (abstract)")
@@ -1479,9 +1492,13 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     # -- the nMEMORY 0.3.0 tables, with known answers (recall_truth) -----------------------
     if recall_tables:
         stage("recall receipts, event times, epistemics, taught aliases")
+        popularity = [popular]  # handed over: the receipts keep their own copy of it
+        del popular
         receipts, extra = _recall_tables(
             seed, params, plan, gone, {m for ms in members for m in ms}, superseded, recalled,
-            popular, misses, start, end, anchors, chunk)
+            popularity, misses, start, end, anchors, chunk)
+        # the receipts keep what they need of these: the rest goes before they are written
+        del recalled, superseded, at_of
         # a piece per commit: one commit of them all would hold every receipt at once
         for piece in receipts:
             store.append("recall_receipts", piece.drop("source"))
@@ -1540,7 +1557,7 @@ def _tiers(rng: random.Random, plain: pl.DataFrame, gone: set[str], end: int) ->
 def _summaries(plan: pl.DataFrame, convs: pl.DataFrame, end: int) -> pl.DataFrame:
     """Summaries the language seam returned for some conversations of five capsules or
     more (``convs``: ``conv`` and ``conversation_id``)."""
-    talks = (plan.filter(pl.col("conv").is_not_null())
+    talks = (plan.select("conv", "created_ns", "project_id").filter(pl.col("conv").is_not_null())
              .group_by("conv")
              .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
              .join(convs, on="conv")
@@ -1559,7 +1576,7 @@ def _summaries(plan: pl.DataFrame, convs: pl.DataFrame, end: int) -> pl.DataFram
 def _revisions(plain: pl.DataFrame, u_rev: pl.Series, u_back: pl.Series) -> pl.DataFrame:
     """Supersede edges among plain capsules of one project (``from_id``, ``to_id``): about
     one in twenty-two revises a note up to 30 places back."""
-    ranked = plain.with_columns(
+    ranked = plain.select("id", "project").with_columns(
         pl.int_range(pl.len()).over("project").alias("rank"),
         pl.lit(u_rev).alias("u"), (pl.lit(u_back) * 30 + 1).cast(pl.Int64).alias("back"),
     )
@@ -1588,6 +1605,7 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
     # supersede chains among plain capsules of one project: revisions of earlier notes
     u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
     add(_revisions(plain, u_rev, u_back), "supersedes")
+    del u_rev, u_back
     # thread handoffs: each update supersedes the previous one (one thread forgot to)
     th = threads.with_columns(pl.col("id").shift(1).over("thread").alias("prev"))
     chained = th.filter(pl.col("prev").is_not_null() & ~((pl.col("thread") == 1)
@@ -1640,7 +1658,7 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
         a, b, c = cyc["id"].to_list()
         add(pl.DataFrame({"from_id": [a, b, c], "to_id": [b, c, a]}), "blocks")
     # provenance edges among plain capsules of a conversation
-    conv = plain.filter(pl.col("conv").is_not_null()).with_columns(
+    conv = plain.select("id", "conv").filter(pl.col("conv").is_not_null()).with_columns(
         pl.col("id").shift(1).over("conv").alias("prev"))
     u_d = _uniform(rng, conv.height)
     conv = conv.with_columns(pl.lit(u_d).alias("u")).filter(pl.col("prev").is_not_null())
@@ -1649,10 +1667,19 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
     add(conv.filter(pl.col("u") > 0.99).select(pl.col("prev").alias("from_id"),
                                                pl.col("id").alias("to_id")), "part_of")
     rel = pl.concat(edges).filter(pl.col("from_id") != pl.col("to_id"))
-    rel = rel.join(at_of.rename({"id": "from_id", "created_ns": "a"}), on="from_id",
-                   how="left", maintain_order="left").join(
-        at_of.rename({"id": "to_id", "created_ns": "b"}), on="to_id", how="left",
-        maintain_order="left")
+    # each end's instant (null: not a capsule of the plan, e.g. a handoff), found by its
+    # number among the plan's, which rise in write order: a join would hash every id
+    numbers = at_of["id"].str.strip_prefix("cap-").cast(pl.Int64)
+    created = at_of["created_ns"]
+
+    def created_of(ids: pl.Series) -> pl.Series:
+        wanted = ids.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+        at = numbers.search_sorted(wanted.fill_null(-1), side="left").clip(0, numbers.len() - 1)
+        found = numbers.gather(at) == wanted
+        return pl.select(pl.when(found).then(created.gather(at))).to_series()
+
+    rel = rel.with_columns(created_of(rel["from_id"]).alias("a"),
+                           created_of(rel["to_id"]).alias("b"))
     rel = rel.with_columns(
         (pl.max_horizontal("a", "b").fill_null(end) + 600 * _NS).clip(None, end).alias("at_ns"))
     return rel.sort("at_ns", "kind", "from_id", "to_id").select(
@@ -1667,7 +1694,7 @@ def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
     The recalls (two per capsule) are drawn and counted per capsule and day ``chunk``
     capsules' worth at a time; the counts of the chunks add up."""
     rng = _rng(seed, "recalls")
-    pool = plan.filter(~pl.col("id").is_in(list(gone))).select("id", "created_ns", "pos")
+    pool = plan.select("id", "created_ns", "pos").filter(~pl.col("id").is_in(list(gone)))
     pool = pool.gather(_shuffled(rng, pool.height))  # popularity is independent of age
     events = 2 * params.capsules
     cdf = _zipf_cdf(pool.height, 1.1)
@@ -1865,14 +1892,18 @@ def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) ->
 
 def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
                    absorbed: set[str], superseded: set[str], recalled: pl.Series,
-                   popular: pl.DataFrame, misses: pl.DataFrame, start: int,
-                   end: int, anchors: pl.LazyFrame, chunk: int = 1 << 62,
+                   popularity: list[pl.DataFrame], misses: pl.DataFrame, start: int,
+                   end: int, anchors: Callable[[pl.Series], pl.DataFrame],
+                   chunk: int = 1 << 62,
                    ) -> tuple[Iterator[pl.DataFrame], dict[str, pl.DataFrame]]:
     """The v21 rows with known answers: the ``recall_receipts`` (with ids, in write order,
     a piece at a time: `_receipts`), and ``event_times``, ``epistemics`` and ``dead`` (the
     planted dead weight: live plain capsules that no recall and no receipt names).
-    ``anchors``: ``id`` and ``anchor`` of the capsules (the few that epistemics quote are
-    read); ``chunk``: how many receipts' draws to hold at a time."""
+    ``anchors``: ``id`` and ``anchor`` of the capsules a series of ids names (asked for
+    the few that epistemics quote); ``chunk``: how many receipts' draws to hold at a time;
+    ``popularity``: `_recalls`' capsules in order of popularity, the one frame of the
+    list, taken out of it (the receipts keep a copy without the dead weight: the caller
+    keeps no other)."""
     rng = _rng(seed, "receipts")
     plain = plan.select("role", "id", "created_ns", "source", "authority_class",
                         "w1").filter(pl.col("role") == "plain")
@@ -1881,9 +1912,10 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
             .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
                     & ~pl.col("id").is_in(recalled.implode()) & (pl.col("u") < _DEAD_SHARE))
             .select("id"))
+    del u_dead
     # what receipts return: every capsule not forgotten and not planted dead, in the
     # popularity order of the usage rows (by created, for the planted resolutions)
-    popular = popular.filter(~pl.col("id").is_in(dead["id"].implode()))
+    popular = popularity.pop().filter(~pl.col("id").is_in(dead["id"].implode()))
     pool = popular.sort("created_ns", "id")
     lanes = list(RECALL_LANES)
 
@@ -1913,6 +1945,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         (pl.col("v") * pl.col("n_before")).cast(pl.Int64).alias("k"))
     answer = pool.gather(planted["k"])
     answer_project = plan["project_id"].gather(answer["pos"]).cast(pl.String)
+    del pool, created  # the hits need only the popularity order
     resolved = planted.select(
         "at_ns",
         pl.concat_list(pl.when(pl.col("c") < 0.3).then(pl.col("term").str.to_titlecase())
@@ -1927,28 +1960,9 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     n_hits = max(0, params.receipts - abstains.height - resolved.height)
     cdf = _zipf_cdf(max(1, popular.height), 1.1)
     draws = _Blocks(rng, n_hits, [8] * 4, after=True)  # the stream goes on: event times
-    created = popular["created_ns"]
-    picks: list[pl.DataFrame] = []
-    for lo in range(0, n_hits, chunk):
-        u1, u2, u_at, u_x = draws.uniforms(min(chunk, n_hits - lo))
-        first = _zipf_index(u1, cdf)
-        picks.append(pl.DataFrame({
-            "a": first.cast(pl.UInt32), "b": _zipf_index(u2, cdf).cast(pl.UInt32), "x": u_x,
-            "a_ns": created.gather(first),
-        }).select("a", "b", "x", (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns")))
-                                  .cast(pl.Int64)).alias("at_ns")))
-    hits = (pl.concat(picks) if picks else pl.DataFrame(
-        schema={"a": pl.UInt32, "b": pl.UInt32, "x": pl.Float64, "at_ns": pl.Int64}))
-    del picks
-    # in time order, ties by part and then by place (as a stable sort of the parts would)
-    order = pl.concat([
-        frame.select("at_ns", pl.lit(part, dtype=pl.Int8).alias("part"),
-                     pl.int_range(pl.len(), dtype=pl.Int64).alias("place"))
-        for part, frame in enumerate((hits, abstains, resolved))
-    ]).sort("at_ns", "part", "place")
-    receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
-
-    # event times and epistemics on a share of the plain capsules
+    # event times and epistemics on a share of the plain capsules: the stream's next
+    # draws (the hits' blocks are passed over), made before the hits so that every plain
+    # capsule's row goes first
     u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
     # sub-draws of the two uniforms (their fractional digits further down), on the rows
     # each share picks
@@ -1973,8 +1987,8 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         (pl.col("e") * 79 % 1).alias("h"), (pl.col("e") * 73 % 1).alias("s"),
         pl.col("w1").cast(pl.String).str.to_lowercase().alias("word"))
     hinted = known.filter(pl.col("h") < 0.5)["id"]
-    # the anchors the hints quote, read in a stream (never every capsule's at once)
-    quoted = anchors.filter(pl.col("id").is_in(hinted.implode())).collect(engine="streaming")
+    # the anchors the hints quote (never every capsule's at once)
+    quoted = anchors(hinted)
     known = known.join(quoted, on="id", how="left", maintain_order="left")
     epistemics = known.select(
         (pl.col("created_ns") + 2 * _NS).clip(None, end).cast(_TS).alias("at"),
@@ -1986,6 +2000,27 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         .then(pl.concat_str([pl.lit("the "), pl.col("word"), pl.lit(" setup changes")]))
         .alias("stale_if"),
     ).sort("at", "capsule_id")
+    del plain, timed, known, u_ev, u_epi
+    created = popular["created_ns"]
+    picks: list[pl.DataFrame] = []
+    for lo in range(0, n_hits, chunk):
+        u1, u2, u_at, u_x = draws.uniforms(min(chunk, n_hits - lo))
+        first = _zipf_index(u1, cdf)
+        picks.append(pl.DataFrame({
+            "a": first.cast(pl.UInt32), "b": _zipf_index(u2, cdf).cast(pl.UInt32), "x": u_x,
+            "a_ns": created.gather(first),
+        }).select("a", "b", "x", (pl.col("a_ns") + (pl.lit(u_at) * (end - pl.col("a_ns")))
+                                  .cast(pl.Int64)).alias("at_ns")))
+    hits = (pl.concat(picks) if picks else pl.DataFrame(
+        schema={"a": pl.UInt32, "b": pl.UInt32, "x": pl.Float64, "at_ns": pl.Int64}))
+    del picks
+    # in time order, ties by part and then by place (as a stable sort of the parts would)
+    order = pl.concat([
+        frame.select("at_ns", pl.lit(part, dtype=pl.Int8).alias("part"),
+                     pl.int_range(pl.len(), dtype=pl.Int64).alias("place"))
+        for part, frame in enumerate((hits, abstains, resolved))
+    ]).sort("at_ns", "part", "place")
+    receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
     return receipts, {"event_times": event_times, "epistemics": epistemics, "dead": dead}
 
 
@@ -2074,8 +2109,10 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     miss = _miss_plan(seed, params, clock_start, noise)
     pieces, tables = _recall_tables(seed, params, plan, gone,
                                     {m for ms in members for m in ms}, superseded,
-                                    recalls["capsule_id"].unique(), popular, miss, start, end,
-                                    plan.select("id", "anchor").lazy())
+                                    recalls["capsule_id"].unique(), [popular], miss, start,
+                                    end,
+                                    lambda ids: plan.select("id", "anchor").filter(
+                                        pl.col("id").is_in(ids.implode())))
     receipts_frame = pl.concat(list(pieces))
     recalled = (pl.concat([recalls.select(pl.col("capsule_id").alias("id")),
                            receipts_frame.select(pl.col("returned_ids").alias("id"))

@@ -103,6 +103,21 @@ def test_a_store_made_in_chunks_is_the_store_made_at_once(tmp_path: Path,
         assert chunked[name].equals(whole[name]), name
 
 
+def test_journal_chained_a_small_piece_at_a_time_is_the_journal_chained_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tables: dict[str, pl.DataFrame]) -> None:
+    # each commit renders and chains its journal lines one partition's rows at a time: a
+    # few rows per partition makes every bulk commit do it in many pieces
+    from memframe.store import tables as store_tables
+
+    monkeypatch.setattr(store_tables, "PART_ROWS", 97)
+    store = synth.synthesize(tmp_path / "pieces", capsules=N, seed=0)
+    assert len(store.files("journal")) > 2 * len(store.files("capsules"))  # really in pieces
+    pieces = _tables(store)
+    for name in S.CANONICAL_TABLES:
+        assert pieces[name].equals(tables[name]), name
+
+
 def test_a_budget_too_small_for_one_chunk_is_refused_before_anything_is_written(
         tmp_path: Path) -> None:
     with mf.memory_limit("64MiB"), pytest.raises(MemoryBudgetError, match="memframe synth"):

@@ -405,10 +405,12 @@ class Commit:
             pl.lit(self.actor, dtype=pl.String).alias("actor"),
             "action", "subject", "reason",
         )
-        lines = journal_lines(frame)
+        del staged_rows
         for offset in range(0, n, max(1, rows_per_part)):
             piece = frame.slice(offset, rows_per_part)
-            hashes = chain_hashes(prev, lines.slice(offset, rows_per_part))
+            # a piece's lines at a time: every line of a large commit at once would hold
+            # a few hundred bytes per journal row until the last link
+            hashes = chain_hashes(prev, journal_lines(piece))
             prev = hashes[-1]
             self._chain_tail = (audit_seq + offset + piece.height, prev)
             yield piece.with_columns(pl.Series("chained_hash", hashes, dtype=pl.String))
