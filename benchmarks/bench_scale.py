@@ -214,8 +214,29 @@ def main(argv: list[str] | None = None) -> int:
                 results[(label, kind, side)] = r
                 print(f"{label:>6}  {kind:<8} {side:<7} {_fmt(r)}"
                       f"  answer {r.get('answer', '-')}", flush=True)
+    for line in growth(results, [s.name for s in stores]):
+        print(line)
     print(json.dumps({"|".join(k): v for k, v in results.items()}))
     return 0
+
+
+def growth(results: dict[tuple[str, str, str], dict], labels: list[str]) -> list[str]:
+    """Per path, the time and the peak at each store size as multiples of the first
+    size's (measured in this run): how each grows with the store."""
+    if len(labels) < 2:
+        return []
+    lines = [f"growth from {labels[0]}: " + ", ".join(labels[1:])]
+    for (label, kind, side), first in results.items():
+        if label != labels[0] or "error" in first or kind == "synth":
+            continue
+        cells = []
+        for other in labels[1:]:
+            r = results.get((other, kind, side), {})
+            cells.append("-" if "seconds" not in r else
+                         f"time x{r['seconds'] / max(first['seconds'], 1e-9):.1f}, "
+                         f"peak x{r['peak_mib'] / max(first['peak_mib'], 1e-9):.1f}")
+        lines.append(f"  {kind:<8} {side:<7} " + "; ".join(cells))
+    return lines
 
 
 if __name__ == "__main__":

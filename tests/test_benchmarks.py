@@ -127,3 +127,10 @@ def test_the_scale_benchmark_measures_each_path(tmp_path, capsys):
                 if line.strip().startswith("s ")]
     assert [line[1] for line in imported] == ["import"] and "failed:" not in imported[0]
     assert not (tmp_path / "w" / "imported").exists()  # the new store is removed after
+    # the growth of each path from the first store size, as multiples of its figures
+    results = {("s1", "cold", "now"): {"seconds": 2.0, "peak_mib": 100.0},
+               ("s2", "cold", "now"): {"seconds": 9.0, "peak_mib": 150.0},
+               ("s1", "full", "now"): {"error": "failed"}}
+    assert module.growth(results, ["s1", "s2"]) == [
+        "growth from s1: s2", "  cold     now     time x4.5, peak x1.5"]
+    assert module.growth(results, ["s1"]) == []
