@@ -6,7 +6,7 @@ from typing import cast
 
 import polars as pl
 
-__all__ = ["own", "slice_between"]
+__all__ = ["own", "slice_between", "strictly_increasing"]
 
 
 def own(frame: pl.DataFrame) -> pl.DataFrame:
@@ -36,3 +36,19 @@ def slice_between(frame: pl.DataFrame, column: str, lo: int | None, hi: int | No
     start = 0 if lo is None else int(values.search_sorted(lo, side="left"))
     end = frame.height if hi is None else int(values.search_sorted(hi, side="left"))
     return frame.slice(start, max(end - start, 0))
+
+
+def strictly_increasing(values: pl.Series) -> bool:
+    """Whether ``values`` are integers, none null, each greater than the one before: then
+    sorting by them is the identity, whatever the sort's tie order, and a sort (a copy of
+    every column) can be skipped.
+
+    Examples:
+        >>> [strictly_increasing(pl.Series(v)) for v in ([1, 2, 5], [1, 1, 2], [2, 1], [1, None])]
+        [True, False, False, False]
+        >>> strictly_increasing(pl.Series(["a", "b"])), strictly_increasing(pl.Series([], dtype=pl.Int64))
+        (False, True)
+    """
+    if not values.dtype.is_integer() or values.null_count():
+        return False
+    return bool((values.diff(null_behavior="drop") > 0).all())

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from memframe.frames import strictly_increasing
 from memframe.schema import empty_of
 
 if TYPE_CHECKING:
@@ -490,10 +491,8 @@ class SortedRuns:
             if k != target:
                 commit.write_derived(self.table(k), rows.clear(), replace=True)
         ordered = rows.select(list(self.schema))
-        first = ordered.get_column(self.order[0])
         # a rebuild's rows come in key order: sorting them again would copy every row
-        if not (first.dtype.is_integer() and first.null_count() == 0
-                and (first.len() < 2 or bool((first.diff().slice(1) > 0).all()))):
+        if not strictly_increasing(ordered.get_column(self.order[0])):
             ordered = ordered.sort(list(self.order))
         commit.write_derived(self.table(target), ordered, replace=True,
                              row_group_rows=self.row_group_rows)

@@ -20,6 +20,7 @@ from memframe.errors import (
     TombstonedContentError,
     UnknownCapsuleError,
 )
+from memframe.frames import strictly_increasing
 from memframe.ids import (
     SESSION_ID_RULE,
     SESSION_PATTERN,
@@ -98,20 +99,6 @@ def _vocab_error(what: str, value: Any, allowed: Iterable[Any]) -> InvalidInputE
 
 _JOURNAL_STAGED = {"at": S.TIMESTAMP, "action": pl.String(), "subject": pl.String(),
                    "reason": pl.String()}
-
-
-def _strictly_increasing(values: pl.Series) -> bool:
-    """Whether ``values`` has no null and each value is greater than the one before it
-    (then sorting by it is the identity, whatever the sort's tie order).
-
-    Examples:
-        >>> import polars as pl
-        >>> [_strictly_increasing(pl.Series(v)) for v in ([1, 2, 5], [1, 1, 2], [2, 1], [1, None])]
-        [True, False, False, False]
-    """
-    if values.null_count():
-        return False
-    return bool((values.diff(null_behavior="drop") > 0).all())
 
 
 def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
@@ -426,7 +413,7 @@ class Commit:
             raise InvalidInputError("append imported journal rows before any verb of the commit")
         if frame.height == 0:
             return
-        if not _strictly_increasing(frame["audit_seq"]):
+        if not strictly_increasing(frame["audit_seq"]):
             # sorting rows already in strictly increasing order changes nothing, but
             # copies every column (an import's journal is read in seq order)
             frame = frame.sort("audit_seq")

@@ -29,7 +29,7 @@ def test_skipping_the_sort_writes_the_same_files_under_tiny_batches(tmp_path, mo
     import_nmemory(db, tmp_path / "fast", progress=False, batch_rows=1,
                    clock=TickingClock(NOW, FROZEN))
     with monkeypatch.context() as m:  # the rows sorted every time, as before
-        m.setattr(capture, "_strictly_increasing", lambda values: False)
+        m.setattr(capture, "strictly_increasing", lambda values: False)
         import_nmemory(db, tmp_path / "sorted", progress=False, batch_rows=1,
                        clock=TickingClock(NOW, FROZEN))
     fast, slow = _part_bytes(tmp_path / "fast"), _part_bytes(tmp_path / "sorted")

@@ -3,8 +3,8 @@
 `fold_warm` folds the rows of one range of capsule numbers at a time
 (`memframe.store.ranges`: every partial is keyed by its number, so a range's state rows
 depend only on the rows naming its numbers) and reduces each range to what the digest
-reads before folding the next: the peak follows a range, not the store. The rebuild (`capsule_job.stage_rebuild`) and
-``verify="full"`` fold the same way.
+reads before folding the next: the peak follows a range, not the store. The rebuild
+(`capsule_job.stage_rebuild`) and ``verify="full"`` fold the same way.
 """
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["range_size", "fold_ranges", "fold_warm", "DIGEST_RANGE"]
 
 #: capsules per range of the digest's own fold with no budget: it keeps only each range's
-#: aggregates and candidates, so it takes larger ranges than the rebuild, which keeps
-#: every stored row (10M: 49 s and 1.3 GB, against 55 s and 1.1 GB in ranges of 500,000)
+#: aggregates and candidates, so it takes larger ranges than `FOLD_RANGE`, which the
+#: rebuild (a range's stored rows, spilled) and the audits (a range's content) keep
+#: (10M: 49 s and 1.3 GB, against 55 s and 1.1 GB in ranges of 500,000)
 DIGEST_RANGE = 1_000_000
 
 
