@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import unicodedata
 from collections.abc import Iterable
 from typing import overload
 
@@ -62,7 +63,14 @@ def fold_term(term: str) -> str:
         >>> fold_term("BUCUREȘTI đường")
         'bucurești đường'
     """
-    return term.strip(_WHITE_SPACE).lower().translate(_FOLD_TRANSLATE)
+    trimmed = term.strip(_WHITE_SPACE)
+    if trimmed.isascii() or not any(unicodedata.category(ch) == "Cn" for ch in trimmed):
+        return trimmed.lower().translate(_FOLD_TRANSLATE)
+    # A character this Python's Unicode tables do not know yet (say U+16EA0, Unicode 17)
+    # may have a lowercase in the engine's newer tables; Polars carries those tables too,
+    # so such a term is lowercased there and both folds agree.
+    lowered = pl.Series([trimmed], dtype=pl.String).str.to_lowercase()[0]
+    return str(lowered).translate(_FOLD_TRANSLATE)
 
 
 def _has_alphanumeric(term: str) -> bool:

@@ -114,3 +114,10 @@ def test_the_polars_fold_uses_the_same_closed_table():
     raw = ["BUCUREȘTI", "Đường", "Café", "ŁÓDŹ"]
     got = pl.DataFrame({"t": raw}).select(fold_expr(pl.col("t")))["t"].to_list()
     assert got == ["bucurești", "đường", "cafe", "lodz"]
+
+
+def test_a_character_newer_than_pythons_unicode_tables_folds_as_polars_does():
+    # U+16EA0 (Unicode 17) is unassigned in Python 3.11's tables; Polars lowercases it.
+    raw = ["\U00016ea0", "A\U00016ea0É"]
+    got = pl.Series(raw, dtype=pl.String).to_frame("t").select(fold_expr(pl.col("t")))["t"]
+    assert [fold_term(t) for t in raw] == got.to_list()
