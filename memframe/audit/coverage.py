@@ -10,14 +10,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
 from memframe import budget
 from memframe._scalars import as_date
-from memframe.audit.misses import _in_window, _records, folded_receipt_terms, records_json
+from memframe.audit.misses import _in_window, _records, folded_receipt_terms, records_json_pieces
 from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
 from memframe.schema import MISS_OUTCOMES, TIMESTAMP
@@ -98,9 +99,33 @@ class RecallCoverage:
     def to_json(self) -> str:
         """Deterministic JSON text (same generation and arguments -> same bytes): the
         text of `to_dict`, each frame rendered a slice of rows at a time."""
+        return "".join(self.json_pieces())
+
+    def json_pieces(self) -> Iterator[str]:
+        """The text of `to_json` in pieces (a few thousand rows each), to write a report of
+        millions of never-recalled capsules without holding its text whole."""
         head = json.dumps(self._head(), ensure_ascii=False, separators=(",", ":"))
-        return head[:-1] + "".join(f",{json.dumps(name)}:{records_json(frame)}"
-                                   for name, frame in self.frames.items()) + "}"
+        yield head[:-1]
+        for name, frame in self.frames.items():
+            yield f",{json.dumps(name)}:"
+            yield from records_json_pieces(frame)
+        yield "}"
+
+    def write_json(self, file: IO[str]) -> None:
+        """Write `to_json`'s text to the text file ``file``, a piece at a time.
+
+        Examples:
+            >>> import io, os, tempfile
+            >>> import memframe as mf
+            >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
+            >>> report = mf.recall_coverage(store)
+            >>> out = io.StringIO()
+            >>> report.write_json(out)
+            >>> out.getvalue() == report.to_json()
+            True
+        """
+        for piece in self.json_pieces():
+            file.write(piece)
 
     def to_text(self, limit: int = 20) -> str:
         """A plain-text report for a terminal."""

@@ -26,7 +26,7 @@ import datetime as _dt
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -711,10 +711,18 @@ def records_json(frame: pl.DataFrame) -> str:
         >>> records_json(pl.DataFrame({"a": [1, 2], "b": ["x", None]}))
         '[{"a":1,"b":"x"},{"a":2,"b":null}]'
     """
-    return "[" + ",".join(
-        json.dumps(_records(frame.slice(i, _JSON_ROWS)), ensure_ascii=False,
-                   separators=(",", ":"))[1:-1]
-        for i in range(0, frame.height, _JSON_ROWS)) + "]"
+    return "".join(records_json_pieces(frame))
+
+
+def records_json_pieces(frame: pl.DataFrame) -> Iterator[str]:
+    """`records_json` in pieces of `_JSON_ROWS` rows (their concatenation is its text),
+    for a writer that never holds the whole text."""
+    yield "["
+    for i in range(0, frame.height, _JSON_ROWS):
+        piece = json.dumps(_records(frame.slice(i, _JSON_ROWS)), ensure_ascii=False,
+                           separators=(",", ":"))[1:-1]
+        yield piece if i == 0 else "," + piece
+    yield "]"
 
 
 @dataclass

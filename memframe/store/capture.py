@@ -28,7 +28,7 @@ from memframe.ids import (
     capsule_number_expr,
     session_number,
 )
-from memframe.store import derived
+from memframe.store import derived, tables
 from memframe.store.log import TABLE_NAME_RE, watermark_problem
 from memframe.store.spill import SpilledRows
 from memframe.store.tables import constant
@@ -132,6 +132,7 @@ class Commit:
         actor: str,
         read_part: Callable[[Part], pl.DataFrame],
         view: Callable[[], Any] | None = None,
+        write_part: Callable[[str, pl.DataFrame], tuple[Any, dict[str, Any]]] | None = None,
     ):
         self.snapshot = snapshot
         self.indexes = indexes
@@ -139,6 +140,10 @@ class Commit:
         self.actor = actor
         self._read_part = read_part  # the store's reader: capture does no I/O itself
         self._view = view
+        self._write_part = write_part  # the store's writer, for `flush` (None: never early)
+        # partitions `flush` wrote before the commit lands: (file, its log entry's add)
+        self.flushed: list[tuple[Any, dict[str, Any]]] = []
+        self.flushed_tables: set[str] = set()
         self.seq = int(snapshot.counter("seq"))
         self.capsules = int(snapshot.counter("capsules"))
         self.sessions = int(snapshot.counter("sessions"))
@@ -183,6 +188,40 @@ class Commit:
         frame = S.validate_frame(table, frame)
         self.frames.setdefault(table, []).append(frame)
         return frame
+
+    def discard_flushed(self) -> None:
+        """Remove the partitions `flush` wrote (the commit will not land them)."""
+        for path, _add in self.flushed:
+            path.unlink(missing_ok=True)
+        self.flushed.clear()
+
+    def flush(self, table: str) -> None:
+        """Write the rows staged for canonical ``table`` that fill whole partitions
+        (`tables.PART_ROWS` rows, as landing splits them) now, and keep only the rest
+        staged.
+
+        A bulk load (the import of a large file) then holds a partition's rows at a time,
+        not all of them until it lands. The files are the ones landing would write (same
+        rows, same partitions); they are linked when the commit lands and removed if it
+        does not. Without a writer (a transaction) the rows stay staged.
+        """
+        part_rows = tables.PART_ROWS
+        staged = self.frames.get(table, [])
+        rows = sum(f.height for f in staged)
+        if self._write_part is None or rows < part_rows:
+            return
+        # not rechunked: the rest kept staged holds only the chunks it overlaps
+        whole = pl.concat(staged, how="vertical", rechunk=False)
+        staged.clear()
+        done = 0
+        while rows - done >= part_rows:
+            self.flushed.append(self._write_part(table, whole.slice(done, part_rows)))
+            self.flushed_tables.add(table)
+            done += part_rows
+        if done < rows:
+            staged.append(whole.slice(done))
+        else:
+            del self.frames[table]
 
     def _now_frame(self, n: int) -> pl.Series:
         return pl.Series("at", [self.now] * n, dtype=S.TIMESTAMP)
@@ -337,8 +376,8 @@ class Commit:
     def rebasable(self) -> bool:
         """Whether `allow_rebase` was asked and the commit stages no row (no seq, id or
         journal link of its own to renumber) and erases nothing."""
-        return (self._relabel is not None and not self.frames and not self._journal
-                and not self.erases)
+        return (self._relabel is not None and not self.frames and not self.flushed
+                and not self._journal and not self.erases)
 
     def relabel(self, result: Any, generation: int) -> Any:
         """``result`` for the generation the commit landed at (a rebase moves it)."""
@@ -351,8 +390,8 @@ class Commit:
         """Whether this commit only merges partitions (no row added, changed or erased):
         mirrored to Delta as ``OPTIMIZE`` with ``dataChange: false``. Decided from what
         it staged, never from the operation name its caller chose."""
-        return (bool(self.rewrites) and not self.frames and not self._journal
-                and not self.erases and not self.derived
+        return (bool(self.rewrites) and not self.frames and not self.flushed
+                and not self._journal and not self.erases and not self.derived
                 and all(key in self._merges for key in self.rewrites))
 
     # -- finishing ------------------------------------------------------------------------
@@ -804,6 +843,9 @@ def _erase_content(c: Commit, capsule_id: str) -> None:
                 .alias("content")
             )
             return
+    if "capsules" in c.flushed_tables and number > int(c.snapshot.counter("capsules")):
+        raise InvalidInputError(f"{capsule_id} was written out by this commit already "
+                                f"(flush); erase it in a later commit")
     part = c.indexes.capsule_part(c.snapshot, number)
     key = part.path
     c._merges.discard(key)

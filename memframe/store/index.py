@@ -10,6 +10,7 @@ piece is loaded on first use, so a commit pays only for the lookups its verbs ma
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import polars as pl
@@ -112,13 +113,15 @@ class Indexes:
         self.covered[table] = max(done, top)
         return frame.filter(pl.col("seq") > done).sort("seq")
 
-    def learn_own(self, parent: int, generation: int,
-                  frames: dict[str, list[pl.DataFrame]]) -> None:
+    def learn_own(self, parent: int, generation: int, frames: dict[str, list[pl.DataFrame]],
+                  written_early: Collection[str] = ()) -> None:
         """Fold the rows this handle itself just landed as ``generation`` (on ``parent``),
         so its next commit need not read them back; only pieces current with ``parent``
-        (otherwise rows another writer landed first would be skipped)."""
+        (otherwise rows another writer landed first would be skipped), and not the tables
+        of which the commit wrote rows early (those are read back when next needed)."""
         for piece, table in _PIECES.items():
-            if self._synced.get(piece) != parent or self.covered.get(table) is None:
+            if (self._synced.get(piece) != parent or self.covered.get(table) is None
+                    or table in written_early):
                 continue
             own = frames.get(table, [])
             if own:

@@ -713,9 +713,25 @@ class Store(StoreView):
         return self.pinned()._summary_rows()
 
     # -- committing -----------------------------------------------------------------------
-    def _new_commit(self, snap: Snapshot,
-                    cache: dict[str, pl.DataFrame] | None = None) -> capture.Commit:
+    def _new_commit(self, snap: Snapshot, cache: dict[str, pl.DataFrame] | None = None,
+                    early: contextlib.ExitStack | None = None) -> capture.Commit:
+        """A commit on ``snap``. Given ``early`` (the attempt's scope), the commit may
+        write whole partitions before it lands (`Commit.flush`): under the commit lock,
+        held shared from its first such file to the end of the attempt, so a vacuum never
+        takes a file no generation names yet."""
         self._indexes.refresh(snap)
+        root = self._log.root
+        counter = iter(range(1 << 30))
+
+        def write_part(table: str, frame: pl.DataFrame) -> tuple[Path, dict[str, Any]]:
+            assert early is not None
+            n = next(counter)
+            if n == 0:
+                early.enter_context(self._log.writing())
+            rel = tables.part_path(table, snap.generation + 1, n)
+            with log_module.storage_errors(root, "memframe could not write a partition"):
+                part = tables.write_part(root, rel, frame)
+            return root / rel, {"table": table, **part.to_json()}
 
         def read_part(part: Part) -> pl.DataFrame:
             # partitions are immutable: a retry of the same commit reads each one once
@@ -733,6 +749,7 @@ class Store(StoreView):
             actor=self._actor,
             read_part=read_part,
             view=lambda: StoreView(self._log, snap, self._clock),
+            write_part=write_part if early is not None else None,
         )
 
     def _read_pinned_part(self, snap: Snapshot, part: Part) -> pl.DataFrame:
@@ -805,30 +822,33 @@ class Store(StoreView):
                 if ticket is None:
                     self._log.wait_for_ticket()  # another writer's turn first (bounded)
                 snap = self._refresh()
-                commit = self._new_commit(snap, cache)
-                try:
-                    result = fn(commit)
-                except _StaleSnapshot:
+                # the attempt's scope: a commit that writes partitions early (an import)
+                # holds the commit lock shared from its first such file to the attempt's end
+                with contextlib.ExitStack() as early:
+                    commit = self._new_commit(snap, cache, early)
+                    try:
+                        result = _staged_by(fn, commit)
+                    except _StaleSnapshot:
+                        self._backoff(attempt)
+                        continue
+                    except _VANISHED + _READ_FAULTS as exc:
+                        if not self._moved_past(snap.generation):
+                            found = self.explain_fault(exc, snap)
+                            if found is exc:
+                                raise
+                            raise found from exc
+                        self._backoff(attempt)  # read a file a vacuum removed: run on the newer
+                        continue
+                    except UnicodeEncodeError as exc:
+                        raise _not_unicode(exc) from None
+                    if commit.empty:
+                        return result
+                    rewrites = bool(commit.rewrites or commit.derived or commit.erased)
+                    defer = ticket is None and not deferred
+                    if self._land(commit, operation, kept, defer=defer):
+                        return commit.relabel(result, self._snap.generation)
+                    deferred = deferred or (defer and self._deferred)
                     self._backoff(attempt)
-                    continue
-                except _VANISHED + _READ_FAULTS as exc:
-                    if not self._moved_past(snap.generation):
-                        found = self.explain_fault(exc, snap)
-                        if found is exc:
-                            raise
-                        raise found from exc
-                    self._backoff(attempt)  # read a file a vacuum removed: run on the newer
-                    continue
-                except UnicodeEncodeError as exc:
-                    raise _not_unicode(exc) from None
-                if commit.empty:
-                    return result
-                rewrites = bool(commit.rewrites or commit.derived or commit.erased)
-                defer = ticket is None and not deferred
-                if self._land(commit, operation, kept, defer=defer):
-                    return commit.relabel(result, self._snap.generation)
-                deferred = deferred or (defer and self._deferred)
-                self._backoff(attempt)
             raise ConcurrentCommitError(
                 f"gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing first; "
                 f"retry later or serialise the writers"
@@ -853,8 +873,10 @@ class Store(StoreView):
         if commit.erased and not _stage_erased_text(self._log.root, commit):
             return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
-        written: list[Path] = []
-        adds: list[tuple[int, dict[str, Any]]] = []
+        # partitions the commit wrote early (`Commit.flush`) come first in the entry
+        written: list[Path] = [path for path, _add in commit.flushed]
+        adds: list[tuple[int, dict[str, Any]]] = [
+            (i - len(commit.flushed), add) for i, (_path, add) in enumerate(commit.flushed)]
         removes: list[str] = []
         root = self._log.root
         # a large commit writes its files on two threads (the Parquet encoder releases the
@@ -1009,6 +1031,7 @@ class Store(StoreView):
                         path.unlink(missing_ok=True)
                 else:  # kept for the next attempt: linked as they are if it stages the same
                     kept.extend(fresh)
+                    commit.discard_flushed()  # a next attempt writes them again
                 return False
             if kept is not None:  # files of lost attempts this one did not link
                 for k in kept:
@@ -1019,7 +1042,8 @@ class Store(StoreView):
             # Delta versions only after the generation landed, still under the shared lock
             # so a vacuum never prunes a Delta log while this writer extends it
             self._delta.after_land(entry, self._snap)
-        self._indexes.learn_own(base.generation, generation, commit.frames)
+        self._indexes.learn_own(base.generation, generation, commit.frames,
+                                commit.flushed_tables)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):
                 self._log.write_checkpoint(self._snap)
@@ -1681,6 +1705,16 @@ def _bound(view: StoreView, point: Any, what: str) -> StoreView:
         return view.at(point)
     raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
                             f"(store.at(g)); got {point!r:.60}")
+
+
+def _staged_by(fn: Callable[[capture.Commit], Any], commit: capture.Commit) -> Any:
+    """``fn(commit)``; the partitions it wrote early (`Commit.flush`) are removed if it
+    raises: no generation will name them."""
+    try:
+        return fn(commit)
+    except BaseException:
+        commit.discard_flushed()
+        raise
 
 
 class _Transaction:

@@ -107,33 +107,57 @@ def _target(path: Path, clock: Any) -> tuple[Store | None, bool]:
     )
 
 
-def _append(c: capture.Commit, table: str, frame: pl.DataFrame, source: str) -> None:
-    try:
-        c.append(table, frame.select([n for n in S.table_schema(table).names() if n != "seq"]))
-    except SchemaValidationError as exc:
-        raise ImportSourceError(f"source table {source} cannot be stored as memframe {table}: "
-                                f"{exc}") from None
+def _sink(c: capture.Commit) -> Callable[[str, pl.DataFrame, str], None]:
+    """Append a plan's rows to commit ``c`` as they are read; each table's full
+    partitions are written at once (`Commit.flush`), so the import holds about a
+    partition per table, not the source."""
+    def add(table: str, frame: pl.DataFrame, source: str) -> None:
+        try:
+            if table == "journal":  # the source's chain, kept with its seqs and hashes
+                c.append_journal(frame)
+            else:
+                c.append(table, frame.select(
+                    [n for n in S.table_schema(table).names() if n != "seq"]))
+        except (SchemaValidationError, MemframeError) as exc:
+            what = "the memframe journal" if table == "journal" else f"memframe {table}"
+            raise ImportSourceError(f"source table {source} cannot be stored as {what}: "
+                                    f"{exc}") from None
+        c.flush(table)
+
+    return add
 
 
-def _apply(plan: _Plan) -> Callable[[capture.Commit], None]:
-    def run(c: capture.Commit) -> None:
-        if c.generation != plan.base_generation:
+def _importing(src: _Source, base_generation: int, mark: dict[str, Any] | None,
+               watermark: dict[str, Any], notes: _Notes, bar: _Progress,
+               batch_rows: int) -> Callable[[capture.Commit], _Plan]:
+    """The import's commit: it reads the source while it stages (a full import, or what
+    changed since ``mark``) and records the watermark; nothing when nothing changed."""
+    def run(c: capture.Commit) -> _Plan:
+        if c.generation != base_generation:
             raise ImportSourceError(
                 "another writer committed to the store while the import was reading; "
                 "nothing was written: run the import again"
             )
-        for table, frame, source in plan.appends:
-            _append(c, table, frame, source)
-        if plan.journal is not None and plan.journal.height:
-            try:
-                c.append_journal(plan.journal)
-            except (SchemaValidationError, MemframeError) as exc:
-                raise ImportSourceError(f"source table audit_events cannot be stored as the "
-                                        f"memframe journal: {exc}") from None
+        plan = _Plan(c.generation, _sink(c))
+        if mark is None:
+            _full_plan(src, plan, notes, bar, batch_rows)
+        else:
+            _incremental_plan(src, c.view, mark, plan, notes, bar, batch_rows)
+        # after the rows: a row's own error names it, which says more than the counts
+        nulls = src.count("capsules", "canonical_json IS NULL")
+        tombstones = src.count("tombstones")
+        if nulls != tombstones:
+            raise ImportSourceError(
+                f"{src.path} has {nulls} capsule(s) without canonical_json but "
+                f"{tombstones} tombstone(s); the source is inconsistent"
+            )
+        if mark is not None and plan.empty:
+            return plan  # the store stays as it is
         for cid, mode in plan.erase.items():
             c.erase(cid, mode)
         c.reserve_ids(capsules=plan.capsules, sessions=plan.sessions)
-        c.set_watermark(WATERMARK, {**plan.watermark, "store_seq": c.seq})
+        c.set_watermark(WATERMARK, {**watermark, "store_seq": c.seq})
+        return plan
 
     return run
 
@@ -244,20 +268,8 @@ def import_nmemory(
                 for t in src.seq_tables)
         else:
             todo = sum(counts.values())
-        bar = _Progress(progress, todo, "nmemory import: reading")
-        if mark is None:
-            plan = _full_plan(src, store.generation if store is not None else 0, notes, bar,
-                              batch_rows)
-        else:
-            assert store is not None
-            plan = _incremental_plan(src, store.pinned(), mark, notes, bar, batch_rows)
-        nulls = src.count("capsules", "canonical_json IS NULL")
-        if nulls != counts["tombstones"]:
-            raise ImportSourceError(
-                f"{src.path} has {nulls} capsule(s) without canonical_json but "
-                f"{counts['tombstones']} tombstone(s); the source is inconsistent"
-            )
-        plan.watermark = {
+        bar = _Progress(progress, todo, "nmemory import")
+        watermark = {
             "source": str(src.path.resolve()),
             "schema_version": src.version,
             "identity": identity,
@@ -265,22 +277,19 @@ def import_nmemory(
             "imports": (mark["imports"] + 1) if mark is not None else 1,
         }
         skipped = src.skipped_tables()
-        mode = "full" if mark is None else "incremental"
-        if mark is not None and plan.empty:
-            generation, mode = store.generation, "unchanged"  # type: ignore[union-attr]
-        else:
-            bar.stage("nmemory import: writing")
-            created = store is None
-            if store is None:
-                store = Store.create(target, clock=clock)
-            try:
-                store.commit(_apply(plan), operation=OPERATION)
-            except BaseException:
-                if created:
-                    with contextlib.suppress(MemframeError):
-                        store.discard_if_unused(remove_root=not existed)
-                raise
-            generation = store.generation
+        created = store is None
+        if store is None:
+            store = Store.create(target, clock=clock)
+        try:
+            plan = store.commit(_importing(src, store.generation, mark, watermark, notes, bar,
+                                           batch_rows), operation=OPERATION)
+        except BaseException:
+            if created:
+                with contextlib.suppress(MemframeError):
+                    store.discard_if_unused(remove_root=not existed)
+            raise
+        generation = store.generation
+        mode = "full" if mark is None else "unchanged" if plan.empty else "incremental"
     except sqlite3.Error as exc:
         raise ImportSourceError(f"cannot read {src.path}: {exc}") from None
     else:

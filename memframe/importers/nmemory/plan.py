@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
@@ -53,29 +53,28 @@ from memframe.store import StoreView
 
 @dataclasses.dataclass
 class _Plan:
+    """What an import appends, handed to the commit (``sink``) as it is read: the commit
+    writes whole partitions as they fill, so the import holds a batch, not the file."""
+
     base_generation: int
-    appends: list[tuple[str, pl.DataFrame, str]] = dataclasses.field(default_factory=list)
-    journal: pl.DataFrame | None = None
+    sink: Callable[[str, pl.DataFrame, str], None]
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
     erase: dict[str, str] = dataclasses.field(default_factory=dict)  # capsule id -> mode
     capsules: int = 0
     sessions: int = 0
-    watermark: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def add(self, table: str, frame: pl.DataFrame, source: str) -> None:
+        """Append ``frame`` (rows of source table ``source``) to ``table`` now."""
         if frame.height:
-            self.appends.append((table, frame, source))
+            self.counts[table] = self.counts.get(table, 0) + frame.height
+            self.sink(table, frame, source)
 
     @property
     def empty(self) -> bool:
-        return not self.appends and (self.journal is None or self.journal.height == 0)
+        return not self.counts
 
     def added(self) -> dict[str, int]:
-        out = dict.fromkeys(S.CANONICAL_TABLES, 0)
-        for table, frame, _ in self.appends:
-            out[table] += frame.height
-        if self.journal is not None:
-            out["journal"] += self.journal.height
-        return {k: v for k, v in out.items() if v}
+        return {t: self.counts[t] for t in S.CANONICAL_TABLES if self.counts.get(t)}
 
 
 class _Progress:
@@ -115,36 +114,33 @@ def _seq_marks(src: _Source) -> dict[str, dict[str, Any]]:
 
 
 def _read_capsules(src: _Source, after: int, tombs: pl.DataFrame, notes: _Notes,
-                   progress: _Progress, batch_rows: int) -> list[pl.DataFrame]:
-    frames: list[pl.DataFrame] = []
+                   progress: _Progress, batch_rows: int, plan: _Plan) -> int:
+    """Append the source's capsules past seq ``after``, a batch at a time; how many."""
     first = after + 1
     for raw in src.batches("capsules", "seq > ?", [after], "seq", batch_rows=batch_rows):
         if raw.height == 0:
             continue
-        frames.append(_capsule_rows(raw, tombs, first, notes))
+        plan.add("capsules", _capsule_rows(raw, tombs, first, notes), "capsules")
         first += raw.height
         progress.update(raw.height)
-    return frames
+    return first - after - 1
 
 
-def _read_journal(src: _Source, after: int, progress: _Progress,
-                  batch_rows: int) -> pl.DataFrame | None:
-    frames = []
+def _read_journal(src: _Source, after: int, progress: _Progress, batch_rows: int,
+                  plan: _Plan) -> None:
+    """Append the source's audit chain past seq ``after``, a batch at a time (last: the
+    journal's rows take the commit's last seqs)."""
     for batch in src.batches("audit_events", "seq > ?", [after], "seq", batch_rows=batch_rows):
-        frames.append(_journal_rows(batch))
+        plan.add("journal", _journal_rows(batch), "audit_events")
         progress.update(batch.height)
-    return pl.concat(frames) if frames else None
 
 
-def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Progress,
-               batch_rows: int) -> _Plan:
-    plan = _Plan(base_generation)
+def _full_plan(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress,
+               batch_rows: int) -> None:
+    """Append everything a first import reads from ``src`` to ``plan``."""
     tombs = src.read("tombstones")
     progress.update(tombs.height)
-    caps = _read_capsules(src, 0, tombs, notes, progress, batch_rows)
-    for frame in caps:
-        plan.add("capsules", frame, "capsules")
-    plan.capsules = sum(f.height for f in caps)
+    plan.capsules = _read_capsules(src, 0, tombs, notes, progress, batch_rows, plan)
     _check_tombstone_targets(tombs, plan.capsules)
     plan.add("forgets", _forget_rows(tombs, notes), "tombstones")
     _one_to_one(src, plan, notes, progress)
@@ -152,16 +148,23 @@ def _full_plan(src: _Source, base_generation: int, notes: _Notes, progress: _Pro
     progress.update(sessions.height)
     plan.add("brackets", _bracket_rows(sessions, _session_projects(src, None)), "sessions")
     plan.sessions = as_int(_session_number(sessions["session_id"]).max() or 0)
-    plan.journal = _read_journal(src, 0, progress, batch_rows)
+    _seq_rows(src, plan, notes, progress, None)
+    _read_journal(src, 0, progress, batch_rows, plan)
+
+
+def _seq_rows(src: _Source, plan: _Plan, notes: _Notes, progress: _Progress,
+              old: Mapping[str, Any] | None) -> None:
+    """The append-only tables beside the journal: all their rows (``old`` None), or those
+    past the watermark ``old``."""
     for table, (target, convert) in _SEQ_ROWS.items():
         if table not in src.tables:
             continue
-        rows = src.read(table, order="seq")
+        rows = (src.read(table, order="seq") if old is None else
+                src.read(table, "seq > ?", [old.get(table, _NO_MARK)["seq"]], order="seq"))
         progress.update(rows.height)
         if table in _CAPSULE_TABLES:
             _check_capsule_refs(table, rows, plan.capsules)
         plan.add(target, _converted(convert, rows, notes, plan.capsules), table)
-    return plan
 
 
 def _converted(convert: Any, rows: pl.DataFrame, notes: _Notes, capsules: int) -> pl.DataFrame:
@@ -230,9 +233,10 @@ def _refuse(what: str) -> SourceRewrittenError:
     )
 
 
-def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], notes: _Notes,
-                      progress: _Progress, batch_rows: int) -> _Plan:
-    plan = _Plan(view.generation)
+def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], plan: _Plan,
+                      notes: _Notes, progress: _Progress, batch_rows: int) -> None:
+    """Append to ``plan`` what ``src`` holds past the import that left ``view`` (its
+    watermark ``mark``); refuse a source rewritten otherwise than by appends."""
     old = mark["tables"]
     # append-only tables: the rows up to the watermark must be exactly what was imported
     for table in src.seq_tables:
@@ -248,10 +252,8 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
     n_old = int(old["capsules"]["seq"])
     tombs = src.read("tombstones")
     progress.update(tombs.height)
-    caps = _read_capsules(src, n_old, tombs, notes, progress, batch_rows)
-    for frame in caps:
-        plan.add("capsules", frame, "capsules")
-    plan.capsules = n_old + sum(f.height for f in caps)
+    plan.capsules = n_old + _read_capsules(src, n_old, tombs, notes, progress, batch_rows,
+                                           plan)
     _check_tombstone_targets(tombs, plan.capsules)
     # tombstones: the imported ones unchanged, new ones appended (old capsules erased)
     forgets = _forget_rows(tombs, notes)
@@ -280,17 +282,8 @@ def _incremental_plan(src: _Source, view: StoreView, mark: Mapping[str, Any], no
         plan.erase = dict(older.select("capsule_id", "mode").iter_rows())
     _incremental_side_tables(src, view, plan, notes, progress)
     # journal and the other append-only tables: rows past the watermark
-    audit = old["audit_events"]["seq"]
-    plan.journal = _read_journal(src, audit, progress, batch_rows)
-    for table, (target, convert) in _SEQ_ROWS.items():
-        if table not in src.tables:
-            continue
-        rows = src.read(table, "seq > ?", [old.get(table, _NO_MARK)["seq"]], order="seq")
-        progress.update(rows.height)
-        if table in _CAPSULE_TABLES:
-            _check_capsule_refs(table, rows, plan.capsules)
-        plan.add(target, _converted(convert, rows, notes, plan.capsules), table)
-    return plan
+    _seq_rows(src, plan, notes, progress, old)
+    _read_journal(src, old["audit_events"]["seq"], progress, batch_rows, plan)
 
 
 def _check_imported_capsules(src: _Source, view: StoreView, n_old: int, tombs: pl.DataFrame,
