@@ -104,10 +104,22 @@ def child(kind: str, store_path: str, extra: str) -> None:
         out = recall_misses(store)
         answer, rows = _answer(out.to_json() if hasattr(out, "to_json") else str(out)), None
     elif kind == "coverage":
+        import hashlib
+
         from memframe.audit import recall_coverage
 
         out = recall_coverage(store)
-        answer, rows = _answer(out.to_json() if hasattr(out, "to_json") else str(out)), None
+        sha = hashlib.sha256()  # of the JSON text, written as the command line writes it
+
+        class _Sink:
+            def write(self, text: str) -> None:
+                sha.update(text.encode())
+
+        if hasattr(out, "write_json"):  # a piece at a time
+            out.write_json(_Sink())
+        else:  # the code before: the text at once
+            _Sink().write(out.to_json())
+        answer, rows = sha.hexdigest()[:12], None
     elif kind == "diff":
         out = store.diff(1)
         answer, rows = _answer(out.capsules.write_json()), getattr(out, "rows_visited", None)

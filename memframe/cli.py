@@ -24,7 +24,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -221,20 +221,41 @@ def _safe(text: str, fmt: str, *, to_terminal: bool) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _emit(text: str, fmt: str) -> None:
+def _safe_pieces(text: str | Iterator[str], fmt: str, *, to_terminal: bool) -> Iterator[str]:
+    """`_safe` of a text, or of a JSON document given in pieces (a report of millions of
+    rows, never held whole): each piece escaped as the whole would be."""
+    if isinstance(text, str):
+        yield _safe(text, fmt, to_terminal=to_terminal)
+        return
+    from memframe._render.terminal import json_for_terminal
+
+    assert fmt == "json", "only a JSON document comes in pieces"
+    for piece in text:
+        yield json_for_terminal(piece) if to_terminal else piece
+    yield "\n"
+
+
+def _emit(text: str | Iterator[str], fmt: str) -> None:
     """A result on stdout."""
     _STATUS.erase()
-    sys.stdout.write(_safe(text, fmt, to_terminal=_terminal()))
+    for piece in _safe_pieces(text, fmt, to_terminal=_terminal()):
+        sys.stdout.write(piece)
 
 
-def _write_file(target: Path, text: str, fmt: str) -> Path:
+def _write_file(target: Path, text: str | Iterator[str], fmt: str) -> Path:
     """A result written to a file (atomically: a reader never sees half of it)."""
     if target.is_dir():
         raise _UsageError(f"--out {target} is a directory; name a file (for example "
                           f"{target / ('report.' + _SUFFIX[fmt])})")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-    tmp.write_text(_safe(text, fmt, to_terminal=False), encoding="utf-8")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for piece in _safe_pieces(text, fmt, to_terminal=False):
+                fh.write(piece)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, target)
     return target
 
@@ -746,7 +767,11 @@ def _cmd_audit_misses(args: argparse.Namespace) -> int:
 def _audit_report(args: argparse.Namespace, audit: Any) -> int:
     """Print an audit, or write it to ``--out``, in ``--format`` (text, JSON, HTML)."""
     fmt = _format(args, file_out=args.out is not None)
-    text = {"json": audit.to_json, "html": audit.to_html}.get(fmt, audit.to_text)()
+    text: str | Iterator[str]
+    if fmt == "json" and hasattr(audit, "json_pieces"):
+        text = audit.json_pieces()  # a report of millions of rows is never held whole
+    else:
+        text = {"json": audit.to_json, "html": audit.to_html}.get(fmt, audit.to_text)()
     if args.out is None:
         _emit(text, fmt)
     else:

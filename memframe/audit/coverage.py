@@ -118,7 +118,7 @@ class RecallCoverage:
             >>> import io, os, tempfile
             >>> import memframe as mf
             >>> store = mf.Store.create(os.path.join(tempfile.mkdtemp(), "s"))
-            >>> report = mf.recall_coverage(store)
+            >>> report = mf.audit.recall_coverage(store)
             >>> out = io.StringIO()
             >>> report.write_json(out)
             >>> out.getvalue() == report.to_json()

@@ -94,3 +94,20 @@ def test_a_directory_as_out_is_refused(recalled, tmp_path, capsys):
     store, _ = recalled
     assert main(["audit", "trust", str(store.path), "--out", str(tmp_path), "--quiet"]) == 2
     assert "directory" in capsys.readouterr().err
+
+
+def test_recalls_json_written_a_piece_at_a_time_is_the_api_report(recalled, capsys, tmp_path,
+                                                                  monkeypatch):
+    from memframe.audit import misses
+
+    store, _ = recalled
+    monkeypatch.setattr(misses, "_JSON_ROWS", 1)  # a piece per row
+    report = mf.audit.recall_coverage(mf.Store.open(store.path))
+    assert len(list(report.json_pieces())) > 10
+    out = _run(capsys, "audit", "recalls", str(store.path), "--format", "json", "--quiet")
+    assert out == report.to_json() + "\n"
+    target = tmp_path / "coverage.json"
+    assert main(["audit", "recalls", str(store.path), "--format", "json", "--out", str(target),
+                 "--quiet"]) == 0
+    assert target.read_text(encoding="utf-8") == out
+    assert json.loads(out)["never_recalled"]
