@@ -256,6 +256,58 @@ def _answers(receipts: pl.LazyFrame) -> pl.LazyFrame:
             .select("term", "capsule_id", "answers"))
 
 
+#: receipts folded at a time with no memory budget (their term and returned-id lists)
+RECEIPT_ROWS = 1_000_000
+_RECEIPT_BYTES = 1_500  # a receipt's share of a chunk's peak, its answer pairs included
+
+
+def _fold_receipts(view: Any, kept: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(`_tally`, `_answers` of the receipts ``kept`` selects, and ``num``: every capsule
+    number any receipt returned, once): the receipts are read once, a few partitions at a
+    time (`RECEIPT_ROWS`, or fewer under the memory budget), and the partial answers
+    summed, so no more than a chunk's lists are held."""
+    size = budget.chunk_rows(default=RECEIPT_ROWS, per_row=_RECEIPT_BYTES, fixed=0,
+                             smallest=1_000, what="the recall-coverage audit")
+    tallies, answers, returned = [], [], []
+    for receipts in _receipt_chunks(view, size):
+        rows = receipts.lazy().select(
+            "at", "lane", "project_id", "terms",
+            _returned_numbers(pl.col("returned_ids")).alias("returned"), kept.alias("kept"))
+        window = rows.filter("kept")
+        tally, answer, nums = pl.collect_all([
+            _tally(window), _answers(window),
+            rows.select(pl.col("returned").explode().alias("num")).drop_nulls().unique()])
+        tallies.append(tally)
+        answers.append(answer)
+        returned.append(nums)
+        del receipts, rows, window
+    if len(answers) == 1:
+        return tallies[0], answers[0], returned[0]
+    tally = pl.concat(tallies).group_by("day", "project_id", "lane").agg(
+        pl.col("receipts").sum(), pl.col("hits").sum())
+    # a term's code orders as the term does: `_answers`' order, on the summed pairs
+    answer = (pl.concat(answers).group_by("term", "capsule_id").agg(pl.col("answers").sum())
+              .sort(["answers", "term", "capsule_id"], descending=[True, False, False]))
+    return tally, answer, pl.concat(returned).unique()
+
+
+def _receipt_chunks(view: Any, size: int) -> Iterator[pl.DataFrame]:
+    """The ``recall_receipts`` rows a run of partitions of about ``size`` rows at a time,
+    in the table's order (one empty frame when it has none)."""
+    columns = ["at", "lane", "project_id", "project_prefix", "terms", "returned_ids"]
+    group: list[Any] = []
+    rows = 0
+    parts = list(view.partitions("recall_receipts"))
+    for i, part in enumerate(parts):
+        group.append(part)
+        rows += part.rows
+        if rows >= size or i == len(parts) - 1:
+            yield view.scan_partitions("recall_receipts", group).select(columns).collect()
+            group, rows = [], 0
+    if not parts:
+        yield view.table("recall_receipts").select(columns).collect()
+
+
 def _day_or_none(value: object) -> _dt.date | None:
     return None if value is None else as_date(value)
 
@@ -350,25 +402,15 @@ def _coverage(view: Any, since_at: _dt.datetime | None, until_at: _dt.datetime |
     live_ranges = capsule_state_ranges(  # the budget is checked now, before a read
         view, ["id", "project_id", "created_at", "kind", "tier", "recall_count"],
         (pl.col("status") == "live") & capsule_fence)
-    # the receipts are read once: the window's (and the fence's) feed the tallies and the
-    # answers; every receipt's returned capsules feed never_recalled (the whole generation)
-    receipts, misses, usage, pins = pl.collect_all([
-        view.table("recall_receipts").select(
-            "at", "lane", "project_id", "terms",
-            _returned_numbers(pl.col("returned_ids")).alias("returned"),
-            (window & fence).alias("kept")),
+    misses, usage, pins = pl.collect_all([
         view.table("recall_misses").filter(window & pl.col("outcome").is_in(list(MISS_OUTCOMES)))
         .select("at", "outcome"),
         view.table("recalls").select(
             pl.col("capsule_id").str.strip_prefix("cap-").cast(pl.UInt64).alias("num")),
         view.table("pins").sort("seq").group_by("capsule_id").agg(pl.col("pinned").last()),
     ])
-    kept = receipts.lazy().filter("kept")
-    tally, answers, recalled = pl.collect_all([
-        _tally(kept), _answers(kept),
-        pl.concat([receipts.lazy().select(pl.col("returned").explode().alias("num")),
-                   usage.lazy()]).drop_nulls(),
-    ])
+    tally, answers, returned = _fold_receipts(view, window & fence)
+    recalled = pl.concat([returned, usage]).drop_nulls()
     # daily: every day from the window's (or the data's) first to its last
     miss_days = misses.with_columns(pl.col("at").dt.date().alias("day"))
     seen = pl.concat([tally.select("day"), miss_days.select("day")])

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import tempfile
+from unittest import mock
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memframe as mf
+from memframe.audit import coverage as coverage_module
 
 WORDS = ["deploy", "canary", "freeze", "rollback", "slot"]
 T0 = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
@@ -253,12 +255,13 @@ def test_coverage_frames_match_a_row_by_row_reference(receipts, usage, forgotten
                             clock=lambda: T0 + dt.timedelta(days=12))
     ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": str(i),
                          "project_id": PROJECTS[i % 3]} for i in range(6)])
-    if receipts:
+    ordered = sorted(receipts, key=lambda r: r[0])
+    for first in range(0, len(ordered), 5):  # a partition per 5 receipts
         store.append("recall_receipts", pl.DataFrame(
             [{"at": T0 + dt.timedelta(hours=h), "terms": terms,
               "returned_ids": [ids[i] for i in returned], "lane": lane, "project_id": project,
               "project_prefix": prefix} for h, terms, returned, lane, project, prefix
-             in sorted(receipts, key=lambda r: r[0])],
+             in ordered[first:first + 5]],
             schema={"at": pl.Datetime("ns", "UTC"), "terms": pl.List(pl.String),
                     "returned_ids": pl.List(pl.String), "lane": pl.String,
                     "project_id": pl.String, "project_prefix": pl.String}))
@@ -271,6 +274,10 @@ def test_coverage_frames_match_a_row_by_row_reference(receipts, usage, forgotten
     until = T0 + dt.timedelta(days=until_day) if until_day is not None else None
     cov = mf.audit.recall_coverage(store, since=since, until=until, project_prefix=prefix)
     ref = _reference(store, since, until, prefix)
+    with mock.patch.object(coverage_module, "RECEIPT_ROWS", 1):  # a chunk per partition
+        chunked = mf.audit.recall_coverage(store, since=since, until=until,
+                                           project_prefix=prefix)
+    assert chunked.to_json() == cov.to_json()
 
     assert cov.answers.rows() == ref["answers"]
     assert cov.answers.schema == pl.Schema(
