@@ -6,7 +6,7 @@ from typing import cast
 
 import polars as pl
 
-__all__ = ["own", "slice_between", "strictly_increasing"]
+__all__ = ["own", "slice_between", "sorted_by_columns", "strictly_increasing"]
 
 
 def own(frame: pl.DataFrame) -> pl.DataFrame:
@@ -52,3 +52,25 @@ def strictly_increasing(values: pl.Series) -> bool:
     if not values.dtype.is_integer() or values.null_count():
         return False
     return bool((values.diff(null_behavior="drop") > 0).all())
+
+
+def sorted_by_columns(frame: pl.DataFrame, *by: str | pl.Expr) -> pl.DataFrame:
+    """``frame.sort(*by, maintain_order=True)``, copying one column at a time: the order
+    is computed once (an index per row), then each column is gathered and its old buffers
+    let go before the next, so a wide frame of millions of rows is not held twice. Give
+    ``frame`` as its only reference (``f = sorted_by_columns(f, ...)``) for the saving to
+    hold.
+
+    Examples:
+        >>> f = pl.DataFrame({"k": [3, 1, 2], "v": ["c", "a", "b"]})
+        >>> sorted_by_columns(f, "k").equals(f.sort("k"))
+        True
+    """
+    order = (frame.select(pl.arg_sort_by(list(by), maintain_order=True).alias("_order"))
+             .get_column("_order"))
+    names = frame.columns
+    columns: list[pl.Series] = []
+    for name in names:
+        columns.append(frame.get_column(name).gather(order))
+        frame = frame.drop(name)
+    return pl.DataFrame(columns)

@@ -21,6 +21,7 @@ from memframe._scalars import as_date
 from memframe.audit.misses import _in_window, _records, folded_receipt_terms, records_json_pieces
 from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
+from memframe.frames import sorted_by_columns
 from memframe.schema import MISS_OUTCOMES, TIMESTAMP
 from memframe.text import fold_expr, parse_instant, rfc3339_text
 
@@ -446,11 +447,13 @@ def _coverage(view: Any, since_at: _dt.datetime | None, until_at: _dt.datetime |
                             .select(pl.col("pinned").fill_null(False),
                                     pl.col("recall_count").fill_null(0)))
     never = (pl.concat(never_parts) if never_parts else pl.DataFrame(schema=_NEVER_SCHEMA))
-    never = (never.select("id", "project_id", "created_at",
-                          ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
-                           .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64)
-                          .alias("age_days"), "kind", "tier")
-             .sort("created_at", pl.col("id").str.slice(4).cast(pl.Int64)))
+    del never_parts
+    never = never.select("id", "project_id", "created_at",
+                         ((pl.lit(now).cast(pl.Datetime("ns", "UTC")) - pl.col("created_at"))
+                          .dt.total_nanoseconds() // _NS_PER_DAY).cast(pl.Int64)
+                         .alias("age_days"), "kind", "tier")
+    # a column at a time: tens of millions of never-recalled rows are not held twice
+    never = sorted_by_columns(never, "created_at", pl.col("id").str.slice(4).cast(pl.Int64))
     live_recalls = (pl.concat(recall_parts) if recall_parts
                     else pl.DataFrame(schema={"pinned": pl.Boolean, "recall_count": pl.Int64}))
     return RecallCoverage(
