@@ -12,6 +12,7 @@ rows would make. The temporary file goes with the last reference to its rows.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -70,11 +71,36 @@ class SpilledRows:
         return self._scan.collect()
 
 
+_PREFIX = "memframe-spill-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the spill directories of processes that ended without removing theirs (a
+    crash, a kill): their names carry the process id."""
+    for entry in parent.glob(f"{_PREFIX}*-*"):
+        pid = entry.name[len(_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 class _Directory:
-    """A temporary directory, removed (silently) when the last object holding it goes."""
+    """A temporary directory, removed (silently) when the last object holding it goes, or
+    by the next spill after its process died without removing it."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="memframe-spill-"))
+        parent = Path(tempfile.gettempdir())
+        _sweep(parent)
+        self.path = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
 
 

@@ -102,3 +102,21 @@ def test_the_rebuild_spills_the_state_rows_and_leaves_no_file(tmp_path, spill_di
     assert report.projections["digest_capsules"]["rows_written"] == 300
     assert not list(spill_dir.iterdir())
     assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+
+
+def test_a_spill_left_by_a_dead_process_is_removed_by_the_next(spill_dir):
+    import subprocess
+    import sys
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead = spill_dir / f"memframe-spill-{int(ended.stdout)}-abc123"
+    live = spill_dir / "memframe-spill-1-def456"  # pid 1 is alive while the machine is
+    other = spill_dir / "memframe-spill-abcdef"  # a name without a process id: not ours
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "rows.parquet").write_bytes(b"x")
+    spill = RowSpill(SCHEMA)
+    spill.add(_rows(0, 3))
+    assert not dead.exists() and live.exists() and other.exists()
+    assert spill.rows().height == 3
