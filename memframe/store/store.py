@@ -729,8 +729,12 @@ class Store(StoreView):
             if n == 0:
                 early.enter_context(self._log.writing())
             rel = tables.part_path(table, snap.generation + 1, n)
-            with log_module.storage_errors(root, "memframe could not write a partition"):
-                part = tables.write_part(root, rel, frame)
+            try:
+                with log_module.storage_errors(root, "memframe could not write a partition"):
+                    part = tables.write_part(root, rel, frame)
+            except BaseException:
+                (root / rel).unlink(missing_ok=True)  # a file cut short by the failure
+                raise
             return root / rel, {"table": table, **part.to_json()}
 
         def read_part(part: Part) -> pl.DataFrame:

@@ -164,3 +164,27 @@ def test_a_vacuum_beside_an_import_removes_none_of_its_files(tmp_path, monkeypat
     fresh = tmp_path / "fresh"
     _import(grown, fresh)
     assert digest_text(tmp_path / "store") == digest_text(fresh)
+
+
+def test_a_full_disk_while_writing_early_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    from memframe.errors import StorageError
+
+    db = build_rich(tmp_path / "src.db")
+    monkeypatch.setattr(tables, "PART_ROWS", 2)
+    write_part = tables.write_part
+    calls = []
+
+    def filling(root, relpath, frame, **kwargs):
+        calls.append(relpath)
+        if len(calls) == 4:  # the fourth file is cut short by a full disk
+            (root / relpath).write_bytes(b"PAR1 half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_part(root, relpath, frame, **kwargs)
+
+    monkeypatch.setattr(tables, "write_part", filling)
+    with pytest.raises(StorageError, match="space"):
+        _import(db, tmp_path / "store", batch_rows=1)
+    assert len(calls) == 4
+    assert not (tmp_path / "store").exists()
