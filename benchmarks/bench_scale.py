@@ -121,8 +121,13 @@ def child(kind: str, store_path: str, extra: str) -> None:
             _Sink().write(out.to_json())
         answer, rows = sha.hexdigest()[:12], None
     elif kind == "diff":
+        import hashlib
+
         out = store.diff(1)
-        answer, rows = _answer(out.capsules.write_json()), getattr(out, "rows_visited", None)
+        sha = hashlib.sha256()  # of its JSON, written as the command line writes it
+        for piece in (out.json_pieces() if hasattr(out, "json_pieces") else [out.to_json()]):
+            sha.update(piece.encode())
+        answer, rows = sha.hexdigest()[:12], getattr(out, "rows_visited", None)
     elif kind == "compact":
         answer, rows = _answer(store.compact()), None
     elif kind == "vacuum":

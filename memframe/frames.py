@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import cast
+import json
+from collections.abc import Iterator
+from typing import Any, cast
 
 import polars as pl
 
-__all__ = ["own", "slice_between", "sorted_by_columns", "strictly_increasing"]
+from memframe.text import rfc3339
+
+__all__ = ["json_records", "own", "records_json", "records_json_pieces", "slice_between",
+           "sorted_by_columns", "strictly_increasing"]
 
 
 def own(frame: pl.DataFrame) -> pl.DataFrame:
@@ -74,3 +79,49 @@ def sorted_by_columns(frame: pl.DataFrame, *by: str | pl.Expr) -> pl.DataFrame:
         columns.append(frame.get_column(name).gather(order))
         frame = frame.drop(name)
     return pl.DataFrame(columns)
+
+
+def json_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts: datetimes as RFC3339 text, dates as ISO dates.
+
+    Examples:
+        >>> import datetime as dt
+        >>> json_records(pl.DataFrame({"d": [dt.date(2026, 1, 2)], "n": [1]}))
+        [{'d': '2026-01-02', 'n': 1}]
+    """
+    exprs = []
+    for name, dtype in frame.schema.items():
+        if isinstance(dtype, pl.Datetime):
+            exprs.append(rfc3339(pl.col(name)).alias(name))
+        elif dtype == pl.Date:
+            exprs.append(pl.col(name).dt.strftime("%Y-%m-%d").alias(name))
+        else:
+            exprs.append(pl.col(name))
+    return frame.select(exprs).to_dicts() if exprs else []
+
+
+#: rows rendered to JSON at a time (`records_json`)
+JSON_ROWS = 100_000
+
+
+def records_json(frame: pl.DataFrame) -> str:
+    """``json.dumps(json_records(frame))`` (compact, not ASCII-escaped), rendered
+    `JSON_ROWS` rows at a time: a frame of millions of rows never becomes as many dicts
+    at once.
+
+    Examples:
+        >>> records_json(pl.DataFrame({"a": [1, 2], "b": ["x", None]}))
+        '[{"a":1,"b":"x"},{"a":2,"b":null}]'
+    """
+    return "".join(records_json_pieces(frame))
+
+
+def records_json_pieces(frame: pl.DataFrame) -> Iterator[str]:
+    """`records_json` in pieces of `JSON_ROWS` rows (their concatenation is its text),
+    for a writer that never holds the whole text."""
+    yield "["
+    for i in range(0, frame.height, JSON_ROWS):
+        piece = json.dumps(json_records(frame.slice(i, JSON_ROWS)), ensure_ascii=False,
+                           separators=(",", ":"))[1:-1]
+        yield piece if i == 0 else "," + piece
+    yield "]"

@@ -18,10 +18,10 @@ import polars as pl
 
 from memframe import budget
 from memframe._scalars import as_date
-from memframe.audit.misses import _in_window, _records, folded_receipt_terms, records_json_pieces
+from memframe.audit.misses import _in_window, folded_receipt_terms
 from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
-from memframe.frames import sorted_by_columns
+from memframe.frames import json_records, records_json_pieces, sorted_by_columns
 from memframe.schema import MISS_OUTCOMES, TIMESTAMP
 from memframe.text import fold_expr, parse_instant, rfc3339_text
 
@@ -95,7 +95,7 @@ class RecallCoverage:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._head(),
-                **{name: _records(frame) for name, frame in self.frames.items()}}
+                **{name: json_records(frame) for name, frame in self.frames.items()}}
 
     def to_json(self) -> str:
         """Deterministic JSON text (same generation and arguments -> same bytes): the

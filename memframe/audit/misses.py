@@ -26,7 +26,7 @@ import datetime as _dt
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +36,13 @@ from memframe import budget
 from memframe._scalars import as_date
 from memframe.audit.state_ranges import capsule_state_ranges
 from memframe.errors import InvalidInputError
+from memframe.frames import json_records
 from memframe.schema import LANE_PAIRS, MISS_OUTCOMES, TIMESTAMP
 from memframe.text import (
     INSTANT_MAX,
     INSTANT_MIN,
     fold_expr,
     parse_instant,
-    rfc3339,
     rfc3339_text,
 )
 
@@ -685,46 +685,6 @@ def _lifecycle(view: Any, terms: pl.DataFrame, answering: pl.DataFrame) -> pl.Da
 
 # ---- the audit ---------------------------------------------------------------------------
 
-def _records(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts: datetimes as RFC3339 text, dates as ISO dates."""
-    exprs = []
-    for name, dtype in frame.schema.items():
-        if isinstance(dtype, pl.Datetime):
-            exprs.append(rfc3339(pl.col(name)).alias(name))
-        elif dtype == pl.Date:
-            exprs.append(pl.col(name).dt.strftime("%Y-%m-%d").alias(name))
-        else:
-            exprs.append(pl.col(name))
-    return frame.select(exprs).to_dicts() if exprs else []
-
-
-#: rows rendered to JSON at a time (`records_json`)
-_JSON_ROWS = 100_000
-
-
-def records_json(frame: pl.DataFrame) -> str:
-    """``json.dumps(_records(frame))`` (compact, not ASCII-escaped), rendered
-    `_JSON_ROWS` rows at a time: a frame of millions of rows never becomes as many dicts
-    at once.
-
-    Examples:
-        >>> records_json(pl.DataFrame({"a": [1, 2], "b": ["x", None]}))
-        '[{"a":1,"b":"x"},{"a":2,"b":null}]'
-    """
-    return "".join(records_json_pieces(frame))
-
-
-def records_json_pieces(frame: pl.DataFrame) -> Iterator[str]:
-    """`records_json` in pieces of `_JSON_ROWS` rows (their concatenation is its text),
-    for a writer that never holds the whole text."""
-    yield "["
-    for i in range(0, frame.height, _JSON_ROWS):
-        piece = json.dumps(_records(frame.slice(i, _JSON_ROWS)), ensure_ascii=False,
-                           separators=(",", ":"))[1:-1]
-        yield piece if i == 0 else "," + piece
-    yield "]"
-
-
 @dataclass
 class MissAudit:
     """The recall-miss audit of one store generation.
@@ -877,10 +837,10 @@ class MissAudit:
             },
             "vocabulary_size": self.vocabulary_size,
             "totals": self.totals,
-            "terms": _records(self.terms),
-            "daily": _records(self.daily),
-            "lane_daily": _records(self.lane_daily),
-            "aliases": _records(self.aliases),
+            "terms": json_records(self.terms),
+            "daily": json_records(self.daily),
+            "lane_daily": json_records(self.lane_daily),
+            "aliases": json_records(self.aliases),
         }
 
     def to_json(self) -> str:

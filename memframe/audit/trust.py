@@ -44,10 +44,10 @@ class TrustAudit:
                 "expired": self.expired.height}
 
     def to_dict(self) -> dict[str, Any]:
-        from memframe.audit.misses import _records
+        from memframe.frames import json_records
 
         return {"audit": "trust", "generation": self.generation, "totals": self.totals,
-                **{name: _records(frame) for name, frame in self.frames.items()}}
+                **{name: json_records(frame) for name, frame in self.frames.items()}}
 
     def to_json(self) -> str:
         """Deterministic JSON text (same generation -> same bytes)."""

@@ -17,12 +17,14 @@ vacuum removes (then the diff refuses: the first generation is no longer readabl
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
 
 from memframe import budget, progress
 from memframe.errors import InvalidInputError
+from memframe.frames import records_json_pieces
 from memframe.ids import capsule_number_expr
 from memframe.schema import CANONICAL_TABLES
 from memframe.state import KEY, SOURCE_KEY, capsule_state_of
@@ -84,9 +86,9 @@ class StoreDiff:
                                  fixed=budget.BASE_BYTES, smallest=budget.SMALLEST_RANGE,
                                  what="the diff")
         found = []
-        with progress.bar(-(-len(ids) // size), "diff", "chunk") as bar:
-            for i in range(0, max(len(ids), 1), size):
-                found.append(self._compare(ids[i:i + size]))
+        with progress.bar(-(-ids.len() // size), "diff", "chunk") as bar:
+            for i in range(0, max(ids.len(), 1), size):
+                found.append(self._compare(ids.slice(i, size)))
                 bar.update()
         self.capsules = pl.concat([c for c, _f in found], how="vertical")
         self.fields = pl.concat([f for _c, f in found], how="vertical")
@@ -116,12 +118,12 @@ class StoreDiff:
             frame = self._added[table] = frame.collect()
         return frame.lazy()
 
-    def _compare(self, ids: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-        if not ids:
+    def _compare(self, ids: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if not ids.len():
             return pl.DataFrame(schema=CAPSULES_SCHEMA), pl.DataFrame(schema=FIELDS_SCHEMA)
-        wanted = pl.Series(ids, dtype=pl.String).implode()
+        wanted = ids.implode()
         frames = []
-        numbers = sorted(int(i[4:]) for i in ids)
+        numbers = ids.str.slice(4).cast(pl.Int64).sort().to_list()
         views = (self._since, self._until)
         kept = [view.memory.kept_state_of(numbers) for view in views]
         rewritten = _rewritten(*views, numbers)
@@ -171,7 +173,17 @@ class StoreDiff:
 
     def to_json(self) -> str:
         """Compact JSON of `to_dict` (the same store and generations give the same bytes)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return "".join(self.json_pieces())
+
+    def json_pieces(self) -> Iterator[str]:
+        """The text of `to_json` in pieces (a few thousand rows each): a diff across a long
+        range lists millions of capsules, never held as one text or as dicts."""
+        head = {"since": self.since, "until": self.until, "summary": self.summary}
+        yield json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
+        for name, frame in (("capsules", self.capsules), ("fields", self.fields)):
+            yield f',"{name}":'
+            yield from records_json_pieces(frame)
+        yield f',"rows_visited":{self.rows_visited}}}'
 
     def to_text(self, width: int = 80) -> str:
         """The summary and the capsules that changed, in lines of at most ``width``
@@ -274,8 +286,9 @@ def _folded_state(view: StoreView, wanted: pl.Series, numbers: list[int]
     return fold_capsule_state(tables).collect(), visited
 
 
-def _named(added: dict[str, pl.LazyFrame]) -> list[str]:
-    """The capsule ids the added rows name, in the order of their numbers."""
+def _named(added: dict[str, pl.LazyFrame]) -> pl.Series:
+    """The capsule ids the added rows name, in the order of their numbers (a series: a
+    long range names tens of millions)."""
     columns = []
     for name in ("capsules", "forgets", "recalls", "classifications", "tiers", "relations",
                  "reviews", "pins"):
@@ -283,10 +296,10 @@ def _named(added: dict[str, pl.LazyFrame]) -> list[str]:
         columns += [added[name].select(pl.col(c).alias("id")) for c in CAPSULE_REFS
                     if c in schema and schema[c] == pl.String]
     if not columns:
-        return []
+        return pl.Series("id", [], dtype=pl.String)
     found = (pl.concat(columns, how="vertical").filter(pl.col("id").str.starts_with("cap-"))
              .unique().sort(capsule_number_expr("id"), "id").collect(engine="streaming"))
-    return found.get_column("id").to_list()
+    return found.get_column("id")
 
 
 def _text(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:

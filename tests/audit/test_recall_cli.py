@@ -98,10 +98,10 @@ def test_a_directory_as_out_is_refused(recalled, tmp_path, capsys):
 
 def test_recalls_json_written_a_piece_at_a_time_is_the_api_report(recalled, capsys, tmp_path,
                                                                   monkeypatch):
-    from memframe.audit import misses
+    from memframe import frames
 
     store, _ = recalled
-    monkeypatch.setattr(misses, "_JSON_ROWS", 1)  # a piece per row
+    monkeypatch.setattr(frames, "JSON_ROWS", 1)  # a piece per row
     report = mf.audit.recall_coverage(mf.Store.open(store.path))
     assert len(list(report.json_pieces())) > 10
     out = _run(capsys, "audit", "recalls", str(store.path), "--format", "json", "--quiet")

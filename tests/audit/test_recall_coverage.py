@@ -314,13 +314,13 @@ def test_ages_are_taken_at_the_generation_not_the_wall_clock(tmp_path):
 def test_the_json_rendered_a_slice_at_a_time_is_the_json_of_the_whole(monkeypatch, tmp_path):
     import json as _json
 
-    from memframe.audit import misses as audit_misses
+    from memframe import frames
     from memframe.synth import synthesize
 
     synthesize(tmp_path / "s", capsules=200, chunk_rows=100)
     coverage = mf.audit.recall_coverage(mf.Store.open(tmp_path / "s"))
     whole = _json.dumps(coverage.to_dict(), ensure_ascii=False, separators=(",", ":"))
     assert coverage.to_json() == whole
-    monkeypatch.setattr(audit_misses, "_JSON_ROWS", 3)  # slices of 3 rows, and a short last
+    monkeypatch.setattr(frames, "JSON_ROWS", 3)  # slices of 3 rows, and a short last
     assert coverage.never_recalled.height % 3 != 0 or coverage.answers.height % 3 != 0
     assert coverage.to_json() == whole

@@ -4,6 +4,7 @@ erased text never shown, and the errors of bad bounds."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import polars as pl
 import pytest
@@ -43,6 +44,7 @@ def check_diff(store: mf.Store, since: int) -> None:
     assert all((changes[i] == "added") == (f == []) for i, f in got.items())
     long = d.fields.group_by("id").agg(pl.col("field").sort())
     assert {i: f for i, f in long.iter_rows()} == {i: f for i, f in got.items() if f}
+    assert d.to_json() == json.dumps(d.to_dict(), ensure_ascii=False, separators=(",", ":"))
     for table in CANONICAL_TABLES:
         seen = a.table(table).select("seq").collect().get_column("seq").implode()
         want = view.table(table).filter(~pl.col("seq").is_in(seen)).collect().sort("seq")
@@ -149,3 +151,22 @@ def test_generation_of_names_the_commit_that_wrote_each_row(tmp_path):
         store.generation_of("7")
     with pytest.raises(mf.errors.InvalidInputError, match="no canonical row"):
         store.at(1).generation_of(last)  # a row the older view does not hold
+
+
+def test_the_json_written_in_pieces_is_the_json_of_the_whole(tmp_path, monkeypatch, capsys):
+    from memframe import frames
+    from memframe.cli import main
+
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": str(i)}
+                        for i in range(7)])
+    store.forget(ids[2], mode="redact")
+    store.relate(ids[0], ids[1], "supersedes")
+    whole = store.diff(0).to_json()
+    monkeypatch.setattr(frames, "JSON_ROWS", 2)  # a piece per two rows, a short last
+    d = store.diff(0)
+    assert len(list(d.json_pieces())) > 6
+    assert d.to_json() == whole
+    assert json.loads(whole)["capsules"][0]["id"] == ids[0]
+    assert main(["diff", str(store.path), "--since", "0", "--format", "json"]) == 0
+    assert capsys.readouterr().out == whole + "\n"
