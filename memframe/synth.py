@@ -1242,7 +1242,8 @@ def synthesize(
             if bar is not None:
                 bar.set_description(f"synth: {text}")
 
-        _write_events(store, written.frame(), convs, written.anchors, sessions, handoff_ids,
+        _write_events(store, written.frame(), written.structured(), convs, written.anchors,
+                      sessions, handoff_ids,
                       params, seed, start, end, clock, chunk, noise, recall_tables, stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
@@ -1288,6 +1289,7 @@ class _Written:
 
     def __init__(self, noise: bool = False) -> None:
         self._parts: list[pl.DataFrame] = []
+        self._structured: list[pl.DataFrame] = []  # the few capsules that are not plain
         self._spills: list[Path] = []
         self._last = 0  # the highest capsule number written
         self.height = 0
@@ -1303,16 +1305,26 @@ class _Written:
             raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
         self._last = int(numbers[-1]) if numbers.len() else self._last
         self.height += rows.height
-        # no pos (the row's place) and no project_id (the project's name): both derived
+        # no pos (the row's place) and no project_id (the project's name): both derived;
+        # the structured capsules' own columns are kept for those rows only
+        self._structured.append(rows.with_columns(numbers.alias("num")).filter(
+            pl.col("role") != "plain").select(
+            "pos", "num", "role", "no", "parent_epic", "thread", "step", "project",
+            "created_ns"))
         self._parts.append(rows.select(
             numbers.alias("num"), pl.col("role").cast(self._enums["role"]),
-            *[pl.col(c).cast(pl.Int16) for c in ("no", "parent_epic", "thread", "step")],
             pl.col("project").cast(pl.Int8), pl.col("conv").cast(pl.Int32), "created_ns",
             *[pl.col(c).cast(self._enums[c]) for c in ("source", "kind", "authority_class",
                                                        "w1")]))
         path = spill / f"anchors-{len(self._spills)}.arrow"
         rows.select(ids, "anchor").write_ipc(path)  # uncompressed: read once, soon
         self._spills.append(path)
+
+    def structured(self) -> pl.DataFrame:
+        """The structured capsules written (epics, tasks, thread rows), in write order:
+        ``pos``, ``num``, ``role``, ``no``, ``parent_epic``, ``thread``, ``step``,
+        ``project``, ``created_ns``."""
+        return pl.concat(self._structured)
 
     def anchored(self) -> pl.Series:
         """The ids of the file and git-commit capsules so far, in write order."""
@@ -1446,14 +1458,17 @@ def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
     return members, forgets, gone
 
 
-def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
+def _write_events(store: Store, plan: pl.DataFrame, structured: pl.DataFrame,
+                  convs: pl.DataFrame,
                   anchors: Callable[[pl.Series], pl.DataFrame], sessions: pl.DataFrame,
                   handoff_ids: dict[int, str],
                   params: SynthParams, seed: int, start: int, end: int, clock: _Clock,
                   chunk: int, noise: bool = False, recall_tables: bool = False,
                   stage: Any = lambda text: None) -> None:
     """The event tables, from ``plan``: every capsule written, in write order, with the
-    columns `_Written` keeps; ``convs``: ``conv`` and ``conversation_id``; ``anchors``:
+    columns `_Written` keeps; ``structured``: the epics, tasks and thread rows among them
+    with their own columns (`_Written.structured`); ``convs``: ``conv`` and
+    ``conversation_id``; ``anchors``:
     ``id`` and ``anchor`` of the capsules a series of ids names; ``chunk``: how many
     capsules' draws to hold at a time."""
     rng = _rng(seed, "events")
@@ -1462,9 +1477,10 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     # columns picked before the rows: a filter copies every column it keeps
     plain = plan.select("role", "num", "pos", "project", "conv", "created_ns", "source",
                         "authority_class", "kind").filter(pl.col("role") == "plain").drop("role")
-    epics = _structured_of(plan, ["epic"]).sort("no")
-    tasks = _structured_of(plan, ["task"]).sort("no")
-    threads = _structured_of(plan, ["thread", "close"]).sort("thread", "step")
+    epics = _structured_of(structured, ["epic"]).sort("no")
+    tasks = _structured_of(structured, ["task"]).sort("no")
+    threads = _structured_of(structured, ["thread", "close"]).sort("thread", "step")
+    del structured
 
     # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
     members, forgets, gone = _fates(rng, params, plain, tasks)
@@ -1773,13 +1789,14 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
 def _recalls(seed: int, plan: pl.DataFrame, gone: pl.Series, params: SynthParams,
              end: int, chunk: int = 1 << 62) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten
-    (``gone``: numbers) in order of popularity (``num``, ``created_ns``, ``pos``), which
-    receipts share.
+    (``gone``: numbers) in order of popularity (``created_ns``, ``pos``: the number is
+    the plan's at ``pos``), which receipts share.
 
     The recalls (two per capsule) are drawn and counted per capsule and day ``chunk``
     capsules' worth at a time; the counts of the chunks add up."""
     rng = _rng(seed, "recalls")
-    pool = plan.select("num", "created_ns", "pos").filter(~pl.col("num").is_in(gone.implode()))
+    pool = plan.select("created_ns", "pos").filter(~pl.col("pos").is_in(
+        plan.filter(pl.col("num").is_in(gone.implode()))["pos"].implode()))
     pool = pool.gather(_shuffled(rng, pool.height))  # popularity is independent of age
     events = 2 * params.capsules
     cdf = _zipf_cdf(pool.height, 1.1)
@@ -1798,7 +1815,7 @@ def _recalls(seed: int, plan: pl.DataFrame, gone: pl.Series, params: SynthParams
         if len(counted) >= 8:  # the popular capsules recur in every chunk: fold them
             counted = [_add_counts(counted)]
     agg = _add_counts(counted)
-    agg = agg.select("at_ns", pool["num"].gather(agg["idx"]).alias("num"),
+    agg = agg.select("at_ns", plan["num"].gather(pool["pos"].gather(agg["idx"])).alias("num"),
                      "count").sort(pl.col("at_ns"), _cap_order(pl.col("num")))
     return agg.select(pl.col("at_ns").cast(_TS).alias("at"),
                       _cap(pl.col("num")).alias("capsule_id"), "count"), pool
@@ -1957,7 +1974,8 @@ def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) ->
     second = popular.gather(picks["b"])
     a_words = plan.select("project", "w1").gather(first["pos"]).select(
         _project_name(pl.col("project")).alias("project_id"), pl.col("w1").cast(pl.String))
-    ids = pl.DataFrame({"a": first["num"], "b": second["num"]}).select(
+    nums = plan["num"]
+    ids = pl.DataFrame({"a": nums.gather(first["pos"]), "b": nums.gather(second["pos"])}).select(
         _cap(pl.col("a")).alias("a"), _cap(pl.col("b")).alias("b"))
     hits = pl.DataFrame({
         "a": ids["a"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
@@ -1995,18 +2013,19 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
     keeps no other). The capsules are named by number (``num``: ``gone``, ``absorbed``,
     ``superseded``, ``recalled``, the popularity order and ``dead``)."""
     rng = _rng(seed, "receipts")
-    plain = plan.select("role", "num", "created_ns", "source", "authority_class",
+    plain = plan.select("role", "num", "pos", "created_ns", "source", "authority_class",
                         "w1").filter(pl.col("role") == "plain")
     u_dead = _uniform(rng, plain.height)
     spared = pl.concat([gone, absorbed, superseded, recalled]).implode()
-    dead = (plain.select("num").with_columns(pl.lit(u_dead).alias("u"))
+    dead = (plain.select("num", "pos").with_columns(pl.lit(u_dead).alias("u"))
             .filter(~pl.col("num").is_in(spared) & (pl.col("u") < _DEAD_SHARE))
-            .select("num"))
+            .select("num", "pos"))
     del u_dead, spared
     # what receipts return: every capsule not forgotten and not planted dead, in the
     # popularity order of the usage rows (by created, for the planted resolutions)
-    popular = popularity.pop().filter(~pl.col("num").is_in(dead["num"].implode()))
-    pool = popular.sort(pl.col("created_ns"), _cap_order(pl.col("num")))
+    popular = popularity.pop().filter(~pl.col("pos").is_in(dead["pos"].implode()))
+    pool = popular.sort(pl.col("created_ns"),
+                        _cap_order(pl.lit(plan["num"].gather(popular["pos"]))))
     lanes = list(RECALL_LANES)
 
     # receipts that ran when a recall missed: the miss's terms, nothing returned
@@ -2036,7 +2055,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
     answer = pool.gather(planted["k"])
     answer_project = pl.select(_project_name(
         pl.lit(plan["project"].gather(answer["pos"])))).to_series()
-    answer_ids = answer.select(_cap(pl.col("num"))).to_series()
+    answer_ids = pl.select(_cap(pl.lit(plan["num"].gather(answer["pos"])))).to_series()
     del pool, created  # the hits need only the popularity order
     resolved = planted.select(
         "at_ns",
@@ -2114,7 +2133,8 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
         for part, frame in enumerate((hits, abstains, resolved))
     ]).sort("at_ns", "part", "place")
     receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
-    return receipts, {"event_times": event_times, "epistemics": epistemics, "dead": dead}
+    return receipts, {"event_times": event_times, "epistemics": epistemics,
+                      "dead": dead.select("num")}
 
 
 def _alias_plan(seed: int, misses: pl.DataFrame, end: int) -> pl.DataFrame:
