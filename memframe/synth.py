@@ -2013,14 +2013,26 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
     keeps no other). The capsules are named by number (``num``: ``gone``, ``absorbed``,
     ``superseded``, ``recalled``, the popularity order and ``dead``)."""
     rng = _rng(seed, "receipts")
-    plain = plan.select("role", "num", "pos", "created_ns", "source", "authority_class",
-                        "w1").filter(pl.col("role") == "plain")
-    u_dead = _uniform(rng, plain.height)
-    spared = pl.concat([gone, absorbed, superseded, recalled]).implode()
-    dead = (plain.select("num", "pos").with_columns(pl.lit(u_dead).alias("u"))
-            .filter(~pl.col("num").is_in(spared) & (pl.col("u") < _DEAD_SHARE))
-            .select("num", "pos"))
-    del u_dead, spared
+    # the plain capsules' places: their rows and their draws are taken a chunk at a time
+    plain_pos = plan.select(pl.col("pos").filter(pl.col("role") == "plain")).to_series()
+
+    def plain_rows(blocks: _Blocks) -> Iterator[tuple[pl.DataFrame, list[pl.Series]]]:
+        for lo in range(0, plain_pos.len(), chunk):
+            at = plain_pos.slice(lo, chunk)
+            yield (plan.select("num", "pos", "created_ns", "source", "authority_class", "w1")
+                   .gather(at), blocks.uniforms(at.len()))
+
+    # found by search in the sorted numbers (a hash of them would be built per chunk)
+    spared = pl.concat([gone, absorbed, superseded, recalled]).unique().sort()
+    dead_parts = []
+    for rows, (u_dead,) in plain_rows(_Blocks(rng, plain_pos.len(), [8], after=True)):
+        nums = rows["num"]
+        at = spared.search_sorted(nums).clip(0, max(spared.len() - 1, 0))
+        kept = (spared.gather(at) != nums) if spared.len() else pl.repeat(True, nums.len(),
+                                                                          eager=True)
+        dead_parts.append(rows.filter(kept & (u_dead < _DEAD_SHARE)).select("num", "pos"))
+    dead = pl.concat(dead_parts)
+    del dead_parts, spared
     # what receipts return: every capsule not forgotten and not planted dead, in the
     # popularity order of the usage rows (by created, for the planted resolutions)
     popular = popularity.pop().filter(~pl.col("pos").is_in(dead["pos"].implode()))
@@ -2074,10 +2086,14 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
     # event times and epistemics on a share of the plain capsules: the stream's next
     # draws (the hits' blocks are passed over), made before the hits so that every plain
     # capsule's row goes first
-    u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    timed_parts, known_parts = [], []
+    for rows, (u_ev, u_epi) in plain_rows(_Blocks(rng, plain_pos.len(), [8, 8], after=True)):
+        timed_parts.append(rows.select("num", "created_ns").with_columns(pl.lit(u_ev).alias("u"))
+                           .filter(pl.col("u") < 0.08))
+        known_parts.append(rows.with_columns(pl.lit(u_epi).alias("e")).filter(pl.col("e") < 0.12))
     # sub-draws of the two uniforms (their fractional digits further down), on the rows
     # each share picks
-    timed = plain.with_columns(pl.lit(u_ev).alias("u")).filter(pl.col("u") < 0.08).with_columns(
+    timed = pl.concat(timed_parts).with_columns(
         (pl.col("u") * 97 % 1).alias("k"), (pl.col("u") * 89 % 1).alias("l"),
         (pl.col("u") * 83 % 1).alias("b"),
     ).with_columns(
@@ -2094,7 +2110,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
     state = (pl.when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed"))
              .when(pl.col("authority_class") == "agent-inferred").then(pl.lit("inferred"))
              .otherwise(pl.lit("unverified")))
-    known = plain.with_columns(pl.lit(u_epi).alias("e")).filter(pl.col("e") < 0.12).with_columns(
+    known = pl.concat(known_parts).with_columns(
         (pl.col("e") * 79 % 1).alias("h"), (pl.col("e") * 73 % 1).alias("s"),
         pl.col("w1").cast(pl.String).str.to_lowercase().alias("word"),
         _cap(pl.col("num")).alias("id"))
@@ -2112,7 +2128,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.
         .then(pl.concat_str([pl.lit("the "), pl.col("word"), pl.lit(" setup changes")]))
         .alias("stale_if"),
     ).sort("at", "capsule_id")
-    del plain, timed, known, u_ev, u_epi
+    del timed, known, timed_parts, known_parts
     created = popular["created_ns"]
     picks: list[pl.DataFrame] = []
     for lo in range(0, n_hits, chunk):
