@@ -28,6 +28,7 @@ life of a miss to be scored against.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import functools
@@ -884,6 +885,12 @@ class _Plan:
         self.order, self.convs, self.struct = _skeleton(seed, params, self.start, self.end,
                                                         dag_cycle, chunk)
         self.height = self.order.height
+        self._chunk = chunk
+        # the order's rows not made yet, in pieces of a chunk from `_first` on (made on the
+        # first `rows`): each piece goes once its rows are made, so the order shrinks as
+        # the capsules written grow
+        self._pieces: collections.deque[pl.DataFrame] | None = None
+        self._first = 0
         rng = _rng(seed, "content")
         vocab_order = list(VOCABULARY)
         rng.shuffle(vocab_order)
@@ -901,7 +908,7 @@ class _Plan:
             raise MemframeError(f"synth: plan rows {lo}..{hi} asked out of turn (next: "
                                 f"{self._next} of {self.height}); this is a bug in memframe")
         self._next = hi
-        part = self.order.slice(lo, hi - lo)
+        part = self._order_rows(lo, hi)
         # a conversation's number is its row of `convs`, a structured capsule's its row of
         # `struct` (null: not one): gathered, where a join would hash them all per chunk
         talk = self.convs.select("project", "author", "conversation_id").gather(part["conv"])
@@ -913,6 +920,29 @@ class _Plan:
             "step", pl.col("conv").cast(pl.Int64), pl.col("k").cast(pl.Int64),
             pl.col("author").fill_null(0), "conversation_id", "created_ns", "arrive_ns")
         return self._fill(rows)
+
+    def _order_rows(self, lo: int, hi: int) -> pl.DataFrame:
+        """Rows ``lo..hi`` of the order; the pieces before ``hi`` are let go."""
+        if self._pieces is None:
+            if self._chunk >= self.height:  # one chunk: nothing to let go early
+                return self.order.slice(lo, hi - lo)
+            # copies (gathered): a slice would keep the whole order alive
+            self._pieces = collections.deque(
+                self.order.gather(pl.int_range(at, min(at + self._chunk, self.height),
+                                               eager=True))
+                for at in range(0, self.height, self._chunk))
+            self.order = self.order.clear()
+        taken = []
+        at = self._first
+        for piece in self._pieces:
+            if at >= hi:
+                break
+            if at + piece.height > lo:
+                taken.append(piece.slice(max(lo - at, 0), hi - max(lo, at)))
+            at += piece.height
+        while self._pieces and self._first + self._pieces[0].height <= hi:
+            self._first += self._pieces.popleft().height
+        return pl.concat(taken, rechunk=True) if taken else self.order.clear()
 
     def _fill(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Content, provenance and the other ingest columns for the planned rows."""
@@ -1835,9 +1865,10 @@ def _shuffled(rng: random.Random, n: int) -> pl.Series:
 
     import pyarrow as pa
 
-    order = array.array("q", range(n))
+    wide = n >= 2**31  # four bytes a place while they fit
+    order = array.array("q" if wide else "i", range(n))
     rng.shuffle(order)  # a mutable sequence of ints, as shuffle needs
-    return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64(), n,
+    return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64() if wide else pa.int32(), n,
                                                          [None, pa.py_buffer(order)])))
 
 
