@@ -28,6 +28,7 @@ life of a miss to be scored against.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import functools
@@ -884,6 +885,12 @@ class _Plan:
         self.order, self.convs, self.struct = _skeleton(seed, params, self.start, self.end,
                                                         dag_cycle, chunk)
         self.height = self.order.height
+        self._chunk = chunk
+        # the order's rows not made yet, in pieces of a chunk from `_first` on (made on the
+        # first `rows`): each piece goes once its rows are made, so the order shrinks as
+        # the capsules written grow
+        self._pieces: collections.deque[pl.DataFrame] | None = None
+        self._first = 0
         rng = _rng(seed, "content")
         vocab_order = list(VOCABULARY)
         rng.shuffle(vocab_order)
@@ -901,7 +908,7 @@ class _Plan:
             raise MemframeError(f"synth: plan rows {lo}..{hi} asked out of turn (next: "
                                 f"{self._next} of {self.height}); this is a bug in memframe")
         self._next = hi
-        part = self.order.slice(lo, hi - lo)
+        part = self._order_rows(lo, hi)
         # a conversation's number is its row of `convs`, a structured capsule's its row of
         # `struct` (null: not one): gathered, where a join would hash them all per chunk
         talk = self.convs.select("project", "author", "conversation_id").gather(part["conv"])
@@ -913,6 +920,29 @@ class _Plan:
             "step", pl.col("conv").cast(pl.Int64), pl.col("k").cast(pl.Int64),
             pl.col("author").fill_null(0), "conversation_id", "created_ns", "arrive_ns")
         return self._fill(rows)
+
+    def _order_rows(self, lo: int, hi: int) -> pl.DataFrame:
+        """Rows ``lo..hi`` of the order; the pieces before ``hi`` are let go."""
+        if self._pieces is None:
+            if self._chunk >= self.height:  # one chunk: nothing to let go early
+                return self.order.slice(lo, hi - lo)
+            # copies (gathered): a slice would keep the whole order alive
+            self._pieces = collections.deque(
+                self.order.gather(pl.int_range(at, min(at + self._chunk, self.height),
+                                               eager=True))
+                for at in range(0, self.height, self._chunk))
+            self.order = self.order.clear()
+        taken = []
+        at = self._first
+        for piece in self._pieces:
+            if at >= hi:
+                break
+            if at + piece.height > lo:
+                taken.append(piece.slice(max(lo - at, 0), hi - max(lo, at)))
+            at += piece.height
+        while self._pieces and self._first + self._pieces[0].height <= hi:
+            self._first += self._pieces.popleft().height
+        return pl.concat(taken, rechunk=True) if taken else self.order.clear()
 
     def _fill(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Content, provenance and the other ingest columns for the planned rows."""
@@ -1186,7 +1216,7 @@ def synthesize(
     scan_rng = _rng(seed, "scans")
     sids: dict[int, str] = {}
     handoff_ids: dict[int, str] = {}
-    written = _Written()
+    written = _Written(noise)
     chunks = _Chunks(plan, chunk)
     ev = iter(events)
     pending = next(ev, None)
@@ -1242,7 +1272,8 @@ def synthesize(
             if bar is not None:
                 bar.set_description(f"synth: {text}")
 
-        _write_events(store, written.frame(), convs, written.anchors, sessions, handoff_ids,
+        _write_events(store, written.frame(), written.structured(), convs, written.anchors,
+                      sessions, handoff_ids,
                       params, seed, start, end, clock, chunk, noise, recall_tables, stage)
     if bar is not None:
         bar.update(params.rollups + handoffs_done)
@@ -1282,14 +1313,17 @@ class _Chunks:
 
 class _Written:
     """What the events need of the capsules written so far, compact (`add`): per capsule
-    its id and plan columns, the low-cardinality text as categoricals (a few bytes each);
-    the anchors go to Arrow files in a spill directory (epistemics read a few back)."""
+    its number (the id is ``cap-<number>``, formatted only for the rows a table writes) and
+    plan columns, the low-cardinality text as enums (a byte or two each); the anchors go
+    to Arrow files in a spill directory (epistemics read a few back)."""
 
-    def __init__(self) -> None:
+    def __init__(self, noise: bool = False) -> None:
         self._parts: list[pl.DataFrame] = []
+        self._structured: list[pl.DataFrame] = []  # the few capsules that are not plain
         self._spills: list[Path] = []
         self._last = 0  # the highest capsule number written
         self.height = 0
+        self._enums = _written_enums(noise)
 
     def add(self, rows: pl.DataFrame, ids: pl.Series, spill: Path) -> None:
         """Keep what the events need of ``rows``, ingested as ``ids``."""
@@ -1301,27 +1335,44 @@ class _Written:
             raise MemframeError("synthetic contents collided; this is a bug in memframe.synth")
         self._last = int(numbers[-1]) if numbers.len() else self._last
         self.height += rows.height
-        cat = pl.Categorical
+        # no pos (the row's place) and no project_id (the project's name): both derived;
+        # the structured capsules' own columns are kept for those rows only
+        self._structured.append(rows.with_columns(numbers.alias("num")).filter(
+            pl.col("role") != "plain").select(
+            "pos", "num", "role", "no", "parent_epic", "thread", "step", "project",
+            "created_ns"))
         self._parts.append(rows.select(
-            "pos", ids, pl.col("role").cast(cat),
-            *[pl.col(c).cast(pl.Int16) for c in ("no", "parent_epic", "thread", "step")],
+            numbers.alias("num"), pl.col("role").cast(self._enums["role"]),
             pl.col("project").cast(pl.Int8), pl.col("conv").cast(pl.Int32), "created_ns",
-            *[pl.col(c).cast(cat) for c in ("source", "project_id", "kind", "authority_class",
-                                            "w1")]))
+            *[pl.col(c).cast(self._enums[c]) for c in ("source", "kind", "authority_class",
+                                                       "w1")]))
         path = spill / f"anchors-{len(self._spills)}.arrow"
         rows.select(ids, "anchor").write_ipc(path)  # uncompressed: read once, soon
         self._spills.append(path)
+
+    def structured(self) -> pl.DataFrame:
+        """The structured capsules written (epics, tasks, thread rows), in write order:
+        ``pos``, ``num``, ``role``, ``no``, ``parent_epic``, ``thread``, ``step``,
+        ``project``, ``created_ns``."""
+        return pl.concat(self._structured)
 
     def anchored(self) -> pl.Series:
         """The ids of the file and git-commit capsules so far, in write order."""
         if not self._parts:
             return pl.Series("id", [], dtype=pl.String)
-        return pl.concat([p.filter(pl.col("source").is_in(["file", "git-commit"]))["id"]
-                          for p in self._parts])
+        return pl.concat([p.filter(pl.col("source").is_in(["file", "git-commit"]))
+                          .select(_cap(pl.col("num")).alias("id"))["id"] for p in self._parts])
 
     def frame(self) -> pl.DataFrame:
-        """Every capsule written, in write order (the plan's ``pos`` order)."""
+        """Every capsule written, in write order (the plan's ``pos`` order): ``num``, the
+        capsule's number, and the plan columns the events read."""
         frame = pl.concat(self._parts)
+        self._parts = []
+        # one chunk a column, made a column at a time (never a second copy of the whole):
+        # the events add single-chunk columns beside these, and Polars' string formatting
+        # fails on a frame whose columns are cut in different places
+        for name in frame.columns:
+            frame = frame.with_columns(frame.get_column(name).rechunk())
         self._parts = [frame]
         return frame
 
@@ -1332,6 +1383,45 @@ class _Written:
         parts = [pl.read_ipc(path).filter(pl.col("id").is_in(keep)) for path in self._spills]
         return (pl.concat(parts) if parts
                 else pl.DataFrame(schema={"id": pl.String, "anchor": pl.String}))
+
+
+def _cap(num: pl.Expr) -> pl.Expr:
+    """The capsule id ``cap-<num>`` of capsule numbers."""
+    return pl.format("cap-{}", num)
+
+
+def _cap_order(num: pl.Expr) -> pl.Expr:
+    """A number per capsule number that sorts as its id ``cap-<num>`` does as text (digit
+    by digit: ``cap-10`` before ``cap-9``), without making the text: the number padded
+    with zeros to 17 digits, then its own digit count (a prefix goes first)."""
+    num = num.cast(pl.Int64)
+    digits, padded = pl.lit(1, dtype=pl.Int64), num
+    for k in range(1, 17):
+        short = num < 10**k
+        digits = digits + (~short).cast(pl.Int64)
+        padded = padded * pl.when(short).then(10).otherwise(1)
+    return padded * 32 + digits
+
+
+def _project_name(project: pl.Expr) -> pl.Expr:
+    """The project id of a project's number."""
+    return _lookup([p for p, _, _ in PROJECTS], project)
+
+
+@functools.lru_cache(maxsize=2)
+def _written_enums(noise: bool) -> dict[str, pl.Enum]:
+    """The closed vocabularies of the text columns `_Written` keeps, as enums."""
+    words = list(VOCABULARY)
+    if noise:  # `_noisy_words` title-cases or upper-cases some w1
+        words += [w.title() for w in VOCABULARY] + [w.upper() for w in VOCABULARY]
+    return {
+        "role": pl.Enum(["plain", "epic", "task", "thread", "close"]),
+        "source": pl.Enum([s for s, _ in _SOURCES]),
+        "kind": pl.Enum([k for k in _KINDS if k is not None]),
+        "authority_class": pl.Enum(["externally-imported", "observed-fact", "user-stated",
+                                    "agent-inferred"]),
+        "w1": pl.Enum(list(dict.fromkeys(words))),
+    }
 
 
 def _git_scan(store: Store, rng: random.Random, i: int, anchored: pl.Series) -> None:
@@ -1350,28 +1440,33 @@ def _ids_of(plan: pl.DataFrame, role: str) -> pl.DataFrame:
 
 def _structured_of(plan: pl.DataFrame, roles: list[str]) -> pl.DataFrame:
     """The plan's rows of ``roles`` (a few thousand at most), their numbers as Int64 (the
-    rows `_Written` keeps hold them narrower)."""
+    rows `_Written` keeps hold them narrower), with their ids."""
     return plan.filter(pl.col("role").is_in(roles)).with_columns(
-        pl.col("no", "parent_epic", "thread", "step").cast(pl.Int64))
+        pl.col("no", "parent_epic", "thread", "step").cast(pl.Int64),
+        _cap(pl.col("num")).alias("id"))
 
 
 def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
-           tasks: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame, set[str]]:
+           tasks: pl.DataFrame) -> tuple[list[list[str]], pl.DataFrame, pl.Series]:
     """Who is absorbed into a rollup (``members``), who is forgotten and how (``forgets``),
-    and the forgotten ids (``gone``): the first draws of the ``events`` stream."""
+    and the forgotten capsules' numbers (``gone``): the first draws of the ``events``
+    stream. ``plain`` and ``tasks`` hold each capsule's number (``num``)."""
     n_plain = plain.height
     u_forget = _uniform(rng, n_plain)
-    conv_sizes = (plain.filter(pl.col("conv").is_not_null())
-                  .group_by("conv", maintain_order=True).agg(pl.col("id"), pl.len().alias("n"))
+    conv_sizes = (plain.select("conv", "num").filter(pl.col("conv").is_not_null())
+                  .group_by("conv", maintain_order=True).agg(pl.col("num").head(4),
+                                                             pl.len().alias("n"))
                   .filter(pl.col("n") >= 4).sort("conv"))
     members: list[list[str]] = []
+    absorbed: list[int] = []
     for k in sorted(rng.sample(range(conv_sizes.height), params.rollups)):
-        members.append(conv_sizes.row(k, named=True)["id"][:4])
-    absorbed = {m for ms in members for m in ms}
+        nums = conv_sizes.row(k, named=True)["num"]
+        members.append([f"cap-{n}" for n in nums])
+        absorbed += nums
     max_erase = _clamp(n_plain // 200, 6, 200)  # erasing rewrites a partition: keep few
     forgets = (
-        plain.with_columns(pl.lit(u_forget).alias("u"))
-        .filter((pl.col("u") < 0.015) & ~pl.col("id").is_in(list(absorbed)))
+        plain.select("num", "pos", "created_ns").with_columns(pl.lit(u_forget).alias("u"))
+        .filter((pl.col("u") < 0.015) & ~pl.col("num").is_in(absorbed))
         .with_columns(pl.int_range(pl.len()).alias("k"))
         .with_columns(
             pl.when(pl.col("k") % 8 == 6).then(pl.lit("purge"))
@@ -1381,35 +1476,41 @@ def _fates(rng: random.Random, params: SynthParams, plain: pl.DataFrame,
     )
     erasing = forgets.filter(pl.col("mode") != "tombstone").head(max_erase)
     forgets = pl.concat([forgets.filter(pl.col("mode") == "tombstone"), erasing]).sort("pos")
-    forgets = forgets.select("id", "pos", "created_ns", "mode")
+    forgets = forgets.select("num", "pos", "created_ns", "mode")
     if tasks.height > 10:  # one planned task was dropped: dead to the dag
         dropped = tasks.slice(tasks.height // 2, 1).select(
-            "id", "pos", "created_ns", pl.lit("tombstone").alias("mode"))
+            "num", pl.col("pos").cast(forgets["pos"].dtype), "created_ns",
+            pl.lit("tombstone").alias("mode"))
         forgets = pl.concat([forgets, dropped])
-    gone = set(forgets["id"].to_list())
+    forgets = forgets.with_columns(_cap(pl.col("num")).alias("id"))
+    gone = forgets["num"]
 
     return members, forgets, gone
 
 
-def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
+def _write_events(store: Store, plan: pl.DataFrame, structured: pl.DataFrame,
+                  convs: pl.DataFrame,
                   anchors: Callable[[pl.Series], pl.DataFrame], sessions: pl.DataFrame,
                   handoff_ids: dict[int, str],
                   params: SynthParams, seed: int, start: int, end: int, clock: _Clock,
                   chunk: int, noise: bool = False, recall_tables: bool = False,
                   stage: Any = lambda text: None) -> None:
     """The event tables, from ``plan``: every capsule written, in write order, with the
-    columns `_Written` keeps; ``convs``: ``conv`` and ``conversation_id``; ``anchors``:
+    columns `_Written` keeps; ``structured``: the epics, tasks and thread rows among them
+    with their own columns (`_Written.structured`); ``convs``: ``conv`` and
+    ``conversation_id``; ``anchors``:
     ``id`` and ``anchor`` of the capsules a series of ids names; ``chunk``: how many
     capsules' draws to hold at a time."""
     rng = _rng(seed, "events")
     stage("choosing what is forgotten and absorbed")
-    at_of = plan.select("id", "created_ns")
+    plan = plan.with_row_index("pos")
     # columns picked before the rows: a filter copies every column it keeps
-    plain = plan.select("role", "id", "pos", "project", "conv", "created_ns", "source",
+    plain = plan.select("role", "num", "pos", "project", "conv", "created_ns", "source",
                         "authority_class", "kind").filter(pl.col("role") == "plain").drop("role")
-    epics = _structured_of(plan, ["epic"]).sort("no")
-    tasks = _structured_of(plan, ["task"]).sort("no")
-    threads = _structured_of(plan, ["thread", "close"]).sort("thread", "step")
+    epics = _structured_of(structured, ["epic"]).sort("no")
+    tasks = _structured_of(structured, ["task"]).sort("no")
+    threads = _structured_of(structured, ["thread", "close"]).sort("thread", "step")
+    del structured
 
     # -- who gets forgotten, absorbed (decided first: recalls avoid them) -----------------
     members, forgets, gone = _fates(rng, params, plain, tasks)
@@ -1425,9 +1526,10 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     # -- relations -------------------------------------------------------------------------
     stage("relations")
     relations = _relations(rng, params, plan, plain, epics, tasks, threads, sessions,
-                           handoff_ids, at_of, end)
+                           handoff_ids, end)
     store.append("relations", relations)
-    superseded = set(relations.filter(pl.col("kind") == "supersedes")["to_id"].to_list())
+    superseded = (relations.filter(pl.col("kind") == "supersedes")["to_id"]
+                  .str.strip_prefix("cap-").cast(pl.Int64))
     del relations  # each table's frames go once it is written: the next one needs the room
     # the rest of the events stream's draws, in its order: the lane overrides and the
     # corroborations (written in their turn below), so that every plain capsule's row
@@ -1440,7 +1542,7 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
     stage("recalls")
     recalls, popular = _recalls(seed, plan, gone, params, end, chunk)
     store.append("recalls", recalls)
-    recalled = recalls["capsule_id"].unique()
+    recalled = recalls["capsule_id"].str.strip_prefix("cap-").cast(pl.Int64).unique()
     del recalls
 
     # -- recall misses (ground truth in miss_truth) ----------------------------------------
@@ -1470,8 +1572,9 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
 
     # -- rollups (abstract) ----------------------------------------------------------------
     stage("rollups (abstract)")
-    firsts = [ms[0] for ms in members]
-    project_of = dict(plan.filter(pl.col("id").is_in(firsts)).select("id", "project_id").iter_rows())
+    firsts = [int(ms[0].removeprefix("cap-")) for ms in members]
+    project_of = {f"cap-{num}": PROJECTS[project][0] for num, project in plan.filter(
+        pl.col("num").is_in(firsts)).select("num", "project").iter_rows()}
     for r, ms in enumerate(members):
         store.memory.abstract(
             ms, _rollup_text(r, len(ms)),
@@ -1494,11 +1597,13 @@ def _write_events(store: Store, plan: pl.DataFrame, convs: pl.DataFrame,
         stage("recall receipts, event times, epistemics, taught aliases")
         popularity = [popular]  # handed over: the receipts keep their own copy of it
         del popular
+        absorbed = pl.Series([int(m.removeprefix("cap-")) for ms in members for m in ms],
+                             dtype=pl.Int64)
         receipts, extra = _recall_tables(
-            seed, params, plan, gone, {m for ms in members for m in ms}, superseded, recalled,
+            seed, params, plan, gone, absorbed, superseded, recalled,
             popularity, misses, start, end, anchors, chunk)
         # the receipts keep what they need of these: the rest goes before they are written
-        del recalled, superseded, at_of
+        del recalled, superseded
         # a piece per commit: one commit of them all would hold every receipt at once
         for piece in receipts:
             store.append("recall_receipts", piece.drop("source"))
@@ -1512,54 +1617,60 @@ def _classifications(rng: random.Random, plain: pl.DataFrame, epics: pl.DataFram
     """Classification rows: epics, tasks, later labels of unlabelled plain capsules and
     re-labels of labelled ones (the ``events`` stream's uniforms of the plain capsules)."""
     u_cls = _uniform(rng, plain.height)
+    plain = plain.select("num", "pos", "created_ns", "kind")
     later = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
         pl.col("kind").is_null() & (pl.col("u") < 0.3))
     relabel = plain.with_columns(pl.lit(u_cls).alias("u")).filter(
         pl.col("kind").is_not_null() & (pl.col("u") > 0.98))
     kinds = pl.Series([k for k in _KINDS if k is not None])
+    pos = pl.col("pos").cast(pl.Int64)
     cls = pl.concat([
-        epics.select("id", "created_ns", pl.lit("epic").alias("kind")),
-        tasks.select("id", "created_ns", pl.lit("task").alias("kind")),
-        later.select("id", "created_ns",
-                     _lookup(kinds, (pl.col("pos") * 7 + 3) % kinds.len()).alias("kind")),
-        relabel.select("id", "created_ns", _lookup(kinds, (pl.col("pos") * 5 + 1) % kinds.len())
+        epics.select("num", "created_ns", pl.lit("epic").alias("kind")),
+        tasks.select("num", "created_ns", pl.lit("task").alias("kind")),
+        later.select("num", "created_ns",
+                     _lookup(kinds, (pos * 7 + 3) % kinds.len()).alias("kind")),
+        relabel.select("num", "created_ns", _lookup(kinds, (pos * 5 + 1) % kinds.len())
                        .alias("kind")),
     ]).with_columns(
         (pl.col("created_ns") + (pl.col("created_ns") % 7200) * _NS).clip(None, end).alias("at_ns"),
         pl.when(pl.col("created_ns") % 20 == 0).then(pl.lit("global"))
         .when(pl.col("created_ns") % 20 == 1).then(pl.lit("session"))
         .otherwise(pl.lit("project")).alias("scope"),
-    ).sort("at_ns", "id")
-    return cls.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
-                      "kind", "scope")
+    ).sort(pl.col("at_ns"), _cap_order(pl.col("num")))
+    return cls.select(pl.col("at_ns").cast(_TS).alias("at"),
+                      _cap(pl.col("num")).alias("capsule_id"), "kind", "scope")
 
 
-def _tiers(rng: random.Random, plain: pl.DataFrame, gone: set[str], end: int) -> pl.DataFrame:
-    """Tier rows: old capsules archived, tainted imports quarantined, a few restored."""
+def _tiers(rng: random.Random, plain: pl.DataFrame, gone: pl.Series, end: int) -> pl.DataFrame:
+    """Tier rows: old capsules archived, tainted imports quarantined, a few restored
+    (``gone``: the forgotten capsules' numbers)."""
     u_tier = _uniform(rng, plain.height)
-    tier_base = plain.with_columns(pl.lit(u_tier).alias("u")).filter(~pl.col("id").is_in(gone))
+    tier_base = plain.select("num", "created_ns", "authority_class").with_columns(
+        pl.lit(u_tier).alias("u")).filter(~pl.col("num").is_in(gone.implode()))
     archived = tier_base.filter((pl.col("created_ns") < end - 21 * _DAY_NS) & (pl.col("u") < 0.07))
     quarantined = tier_base.filter((pl.col("authority_class") == "externally-imported")
                                    & (pl.col("u") > 0.6))
     restored = archived.filter(pl.col("u") < 0.004)
     tiers = pl.concat([
-        archived.select("id", (pl.col("created_ns") + 14 * _DAY_NS).alias("at_ns"),
+        archived.select("num", (pl.col("created_ns") + 14 * _DAY_NS).alias("at_ns"),
                         pl.lit("archived").alias("tier")),
-        quarantined.select("id", (pl.col("created_ns") + _DAY_NS).alias("at_ns"),
+        quarantined.select("num", (pl.col("created_ns") + _DAY_NS).alias("at_ns"),
                            pl.lit("quarantined").alias("tier")),
-        restored.select("id", (pl.col("created_ns") + 20 * _DAY_NS).alias("at_ns"),
+        restored.select("num", (pl.col("created_ns") + 20 * _DAY_NS).alias("at_ns"),
                         pl.lit("active").alias("tier")),
-    ]).with_columns(pl.col("at_ns").clip(None, end)).sort("at_ns", "id")
-    return tiers.select(pl.col("at_ns").cast(_TS).alias("at"), pl.col("id").alias("capsule_id"),
-                        "tier")
+    ]).with_columns(pl.col("at_ns").clip(None, end)).sort(pl.col("at_ns"),
+                                                          _cap_order(pl.col("num")))
+    return tiers.select(pl.col("at_ns").cast(_TS).alias("at"),
+                        _cap(pl.col("num")).alias("capsule_id"), "tier")
 
 
 def _summaries(plan: pl.DataFrame, convs: pl.DataFrame, end: int) -> pl.DataFrame:
     """Summaries the language seam returned for some conversations of five capsules or
     more (``convs``: ``conv`` and ``conversation_id``)."""
-    talks = (plan.select("conv", "created_ns", "project_id").filter(pl.col("conv").is_not_null())
+    talks = (plan.select("conv", "created_ns", "project").filter(pl.col("conv").is_not_null())
              .group_by("conv")
-             .agg(pl.col("created_ns").max(), pl.col("project_id").first(), pl.len().alias("n"))
+             .agg(pl.col("created_ns").max(), _project_name(pl.col("project").first())
+                  .alias("project_id"), pl.len().alias("n"))
              .join(convs, on="conv")
              .filter(pl.col("conversation_id").is_not_null() & (pl.col("n") >= 5))
              .sort("created_ns", "conversation_id"))
@@ -1574,18 +1685,24 @@ def _summaries(plan: pl.DataFrame, convs: pl.DataFrame, end: int) -> pl.DataFram
 
 
 def _revisions(plain: pl.DataFrame, u_rev: pl.Series, u_back: pl.Series) -> pl.DataFrame:
-    """Supersede edges among plain capsules of one project (``from_id``, ``to_id``): about
-    one in twenty-two revises a note up to 30 places back."""
-    ranked = plain.select("id", "project").with_columns(
-        pl.int_range(pl.len()).over("project").alias("rank"),
+    """Supersede edges among plain capsules of one project (capsule numbers ``from_num``,
+    ``to_num``): about one in twenty-two revises a note up to 30 places back."""
+    # the rows of each project in order, one project after another: a revision's target
+    # is found by its place there (a join would hash every capsule)
+    by_project = plain.select(pl.arg_sort_by("project", maintain_order=True)).to_series()
+    ranked = plain.select("num", "project", pl.int_range(pl.len()).over("project").alias("rank"))
+    counts = ranked.group_by("project").len().sort("project")
+    first = dict(zip(counts["project"].to_list(),
+                     itertools.accumulate([0, *counts["len"].to_list()]), strict=False))
+    revisions = ranked.with_columns(
         pl.lit(u_rev).alias("u"), (pl.lit(u_back) * 30 + 1).cast(pl.Int64).alias("back"),
-    )
-    revisions = ranked.filter(pl.col("u") < 0.045).with_columns(
-        (pl.col("rank") - pl.col("back")).alias("target_rank"))
-    return (revisions.join(ranked.select("project", pl.col("rank").alias("target_rank"),
-                                         pl.col("id").alias("to_id")),
-                           on=["project", "target_rank"], how="inner", maintain_order="left")
-            .rename({"id": "from_id"}))
+    ).filter(pl.col("u") < 0.045).with_columns(
+        (pl.col("rank") - pl.col("back")).alias("target_rank")
+    ).filter(pl.col("target_rank") >= 0)
+    start = revisions["project"].replace_strict(first, return_dtype=pl.Int64)
+    target = by_project.gather(start + revisions["target_rank"])
+    return pl.DataFrame({"from_num": revisions["num"],
+                         "to_num": plain["num"].gather(target)})
 
 
 def _rollup_text(r: int, members: int) -> str:
@@ -1595,42 +1712,50 @@ def _rollup_text(r: int, members: int) -> str:
 
 def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plain: pl.DataFrame,
                epics: pl.DataFrame, tasks: pl.DataFrame, threads: pl.DataFrame,
-               sessions: pl.DataFrame, handoff_ids: dict[int, str], at_of: pl.DataFrame,
-               end: int) -> pl.DataFrame:
+               sessions: pl.DataFrame, handoff_ids: dict[int, str], end: int) -> pl.DataFrame:
+    # the edges join capsule numbers (``from_num``, ``to_num``); the ids are made for the
+    # rows written, after they are sorted
     edges: list[pl.DataFrame] = []
 
     def add(frame: pl.DataFrame, kind: str) -> None:
-        edges.append(frame.select("from_id", "to_id", pl.lit(kind).alias("kind")))
+        edges.append(frame.select(pl.col("from_num").cast(pl.Int64),
+                                  pl.col("to_num").cast(pl.Int64), pl.lit(kind).alias("kind")))
 
     # supersede chains among plain capsules of one project: revisions of earlier notes
     u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
     add(_revisions(plain, u_rev, u_back), "supersedes")
     del u_rev, u_back
     # thread handoffs: each update supersedes the previous one (one thread forgot to)
-    th = threads.with_columns(pl.col("id").shift(1).over("thread").alias("prev"))
+    th = threads.with_columns(pl.col("num").shift(1).over("thread").alias("prev"))
     chained = th.filter(pl.col("prev").is_not_null() & ~((pl.col("thread") == 1)
                                                         & (pl.col("step") == 1)))
-    add(chained.select(pl.col("id").alias("from_id"), pl.col("prev").alias("to_id")), "supersedes")
+    add(chained.select(pl.col("num").alias("from_num"), pl.col("prev").alias("to_num")),
+        "supersedes")
     # one bracket handoff corrected by the project's next handoff (stays visible, flagged)
-    by_project: dict[str, list[str]] = {}
+    by_project: dict[str, list[int]] = {}
     for s, project in sessions.select("session", "project_id").iter_rows():
         if s in handoff_ids:
-            by_project.setdefault(project, []).append(handoff_ids[s])
+            by_project.setdefault(project, []).append(int(handoff_ids[s].removeprefix("cap-")))
     pairs = [(hs[1], hs[0]) for _, hs in sorted(by_project.items()) if len(hs) >= 2][:1]
     if pairs:
-        add(pl.DataFrame(pairs, orient="row", schema=["from_id", "to_id"]), "supersedes")
+        add(pl.DataFrame(pairs, orient="row", schema={"from_num": pl.Int64, "to_num": pl.Int64}),
+            "supersedes")
     # missions: sub-epics and tasks grounded in epics; half the threads grounded too
-    epic_ids = epics["id"]
+    epic_nums = dict(enumerate(epics["num"].to_list()))
+
+    def epic(index: pl.Expr) -> pl.Expr:
+        return index.cast(pl.Int64).replace_strict(epic_nums, return_dtype=pl.Int64,
+                                                   default=None)
+
     sub = epics.filter(pl.col("parent_epic").is_not_null())
-    add(sub.select(pl.col("id").alias("from_id"),
-                   _lookup(epic_ids, pl.col("parent_epic")).alias("to_id")), "grounded_in")
-    grounded = tasks.filter(pl.col("parent_epic").is_not_null())
-    add(grounded.select(pl.col("id").alias("from_id"),
-                        _lookup(epic_ids, pl.col("parent_epic")).alias("to_id")), "grounded_in")
-    heads = threads.filter((pl.col("role") == "thread") & (pl.col("thread") % 2 == 0))
-    add(heads.select(pl.col("id").alias("from_id"),
-                     _lookup(epic_ids, pl.col("thread") % epic_ids.len()).alias("to_id")),
+    add(sub.select(pl.col("num").alias("from_num"), epic(pl.col("parent_epic")).alias("to_num")),
         "grounded_in")
+    grounded = tasks.filter(pl.col("parent_epic").is_not_null())
+    add(grounded.select(pl.col("num").alias("from_num"),
+                        epic(pl.col("parent_epic")).alias("to_num")), "grounded_in")
+    heads = threads.filter((pl.col("role") == "thread") & (pl.col("thread") % 2 == 0))
+    add(heads.select(pl.col("num").alias("from_num"),
+                     epic(pl.col("thread") % len(epic_nums)).alias("to_num")), "grounded_in")
     # the blocks-DAG: within an epic, earlier tasks block later ones; early ones witnessed
     real = tasks.filter(pl.col("no") < params.tasks)
     real = real.with_columns(pl.col("parent_epic").fill_null(-1 - pl.col("no") % 5))
@@ -1640,61 +1765,68 @@ def _relations(rng: random.Random, params: SynthParams, plan: pl.DataFrame, plai
     )
     u_b1, u_b2 = _uniform(rng, seq.height), _uniform(rng, seq.height)
     seq = seq.with_columns(pl.lit(u_b1).alias("u1"), pl.lit(u_b2).alias("u2"),
-                           pl.col("id").shift(1).over("parent_epic").alias("p1"),
-                           pl.col("id").shift(2).over("parent_epic").alias("p2"))
+                           pl.col("num").shift(1).over("parent_epic").alias("p1"),
+                           pl.col("num").shift(2).over("parent_epic").alias("p2"))
     add(seq.filter(pl.col("p1").is_not_null() & (pl.col("u1") < 0.65))
-        .select(pl.col("p1").alias("from_id"), pl.col("id").alias("to_id")), "blocks")
+        .select(pl.col("p1").alias("from_num"), pl.col("num").alias("to_num")), "blocks")
     add(seq.filter(pl.col("p2").is_not_null() & (pl.col("u2") < 0.25))
-        .select(pl.col("p2").alias("from_id"), pl.col("id").alias("to_id")), "blocks")
+        .select(pl.col("p2").alias("from_num"), pl.col("num").alias("to_num")), "blocks")
     done = seq.filter(pl.col("i") < (pl.col("n") * 0.4).floor())
-    git = plain.filter(pl.col("source") == "git-commit").sort("created_ns", "id")
-    proof = done.sort("created_ns", "id").join_asof(git.select(pl.col("created_ns").alias("proof_ns"),
-                                      pl.col("id").alias("from_id")).sort("proof_ns"),
-                           left_on="created_ns", right_on="proof_ns", strategy="forward")
-    proof = proof.with_columns(pl.col("from_id").fill_null(git["id"][-1]))
-    add(proof.select("from_id", pl.col("id").alias("to_id")), "witnesses")
+    git = (plain.select("num", "created_ns", "source").filter(pl.col("source") == "git-commit")
+           .sort(pl.col("created_ns"), _cap_order(pl.col("num"))))
+    proof = (done.sort(pl.col("created_ns"), _cap_order(pl.col("num")))
+             .join_asof(git.select(pl.col("created_ns").alias("proof_ns"),
+                                   pl.col("num").alias("from_num")).sort("proof_ns"),
+                        left_on="created_ns", right_on="proof_ns", strategy="forward"))
+    proof = proof.with_columns(pl.col("from_num").fill_null(git["num"][-1]))
+    add(proof.select("from_num", pl.col("num").alias("to_num")), "witnesses")
     cyc = tasks.filter(pl.col("no") >= params.tasks)
     if cyc.height == 3:
-        a, b, c = cyc["id"].to_list()
-        add(pl.DataFrame({"from_id": [a, b, c], "to_id": [b, c, a]}), "blocks")
+        a, b, c = cyc["num"].to_list()
+        add(pl.DataFrame({"from_num": [a, b, c], "to_num": [b, c, a]}), "blocks")
     # provenance edges among plain capsules of a conversation
-    conv = plain.select("id", "conv").filter(pl.col("conv").is_not_null()).with_columns(
-        pl.col("id").shift(1).over("conv").alias("prev"))
+    conv = plain.select("num", "conv").filter(pl.col("conv").is_not_null()).with_columns(
+        pl.col("num").shift(1).over("conv").alias("prev"))
     u_d = _uniform(rng, conv.height)
-    conv = conv.with_columns(pl.lit(u_d).alias("u")).filter(pl.col("prev").is_not_null())
-    add(conv.filter(pl.col("u") < 0.03).select(pl.col("id").alias("from_id"),
-                                               pl.col("prev").alias("to_id")), "derived_from")
-    add(conv.filter(pl.col("u") > 0.99).select(pl.col("prev").alias("from_id"),
-                                               pl.col("id").alias("to_id")), "part_of")
-    rel = pl.concat(edges).filter(pl.col("from_id") != pl.col("to_id"))
+    conv = conv.with_columns(pl.lit(u_d).alias("u")).filter(
+        pl.col("prev").is_not_null() & ((pl.col("u") < 0.03) | (pl.col("u") > 0.99)))
+    add(conv.filter(pl.col("u") < 0.03).select(pl.col("num").alias("from_num"),
+                                               pl.col("prev").alias("to_num")), "derived_from")
+    add(conv.filter(pl.col("u") > 0.99).select(pl.col("prev").alias("from_num"),
+                                               pl.col("num").alias("to_num")), "part_of")
+    del conv, u_d
+    rel = pl.concat(edges).filter(pl.col("from_num") != pl.col("to_num"))
     # each end's instant (null: not a capsule of the plan, e.g. a handoff), found by its
     # number among the plan's, which rise in write order: a join would hash every id
-    numbers = at_of["id"].str.strip_prefix("cap-").cast(pl.Int64)
-    created = at_of["created_ns"]
+    numbers = plan["num"]
+    created = plan["created_ns"]
 
-    def created_of(ids: pl.Series) -> pl.Series:
-        wanted = ids.str.strip_prefix("cap-").cast(pl.Int64, strict=False)
-        at = numbers.search_sorted(wanted.fill_null(-1), side="left").clip(0, numbers.len() - 1)
+    def created_of(wanted: pl.Series) -> pl.Series:
+        at = numbers.search_sorted(wanted, side="left").clip(0, numbers.len() - 1)
         found = numbers.gather(at) == wanted
         return pl.select(pl.when(found).then(created.gather(at))).to_series()
 
-    rel = rel.with_columns(created_of(rel["from_id"]).alias("a"),
-                           created_of(rel["to_id"]).alias("b"))
+    rel = rel.with_columns(created_of(rel["from_num"]).alias("a"),
+                           created_of(rel["to_num"]).alias("b"))
     rel = rel.with_columns(
         (pl.max_horizontal("a", "b").fill_null(end) + 600 * _NS).clip(None, end).alias("at_ns"))
-    return rel.sort("at_ns", "kind", "from_id", "to_id").select(
-        pl.col("at_ns").cast(_TS).alias("at"), "kind", "from_id", "to_id")
+    return rel.sort(pl.col("at_ns"), pl.col("kind"), _cap_order(pl.col("from_num")),
+                    _cap_order(pl.col("to_num"))).select(
+        pl.col("at_ns").cast(_TS).alias("at"), "kind",
+        _cap(pl.col("from_num")).alias("from_id"), _cap(pl.col("to_num")).alias("to_id"))
 
 
-def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
+def _recalls(seed: int, plan: pl.DataFrame, gone: pl.Series, params: SynthParams,
              end: int, chunk: int = 1 << 62) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten in
-    order of popularity (``id``, ``created_ns``, ``pos``), which receipts share.
+    """Usage rows (``at``, ``capsule_id``, ``count``), and the capsules not forgotten
+    (``gone``: numbers) in order of popularity (``created_ns``, ``pos``: the number is
+    the plan's at ``pos``), which receipts share.
 
     The recalls (two per capsule) are drawn and counted per capsule and day ``chunk``
     capsules' worth at a time; the counts of the chunks add up."""
     rng = _rng(seed, "recalls")
-    pool = plan.select("id", "created_ns", "pos").filter(~pl.col("id").is_in(list(gone)))
+    pool = plan.select("created_ns", "pos").filter(~pl.col("pos").is_in(
+        plan.filter(pl.col("num").is_in(gone.implode()))["pos"].implode()))
     pool = pool.gather(_shuffled(rng, pool.height))  # popularity is independent of age
     events = 2 * params.capsules
     cdf = _zipf_cdf(pool.height, 1.1)
@@ -1713,9 +1845,10 @@ def _recalls(seed: int, plan: pl.DataFrame, gone: set[str], params: SynthParams,
         if len(counted) >= 8:  # the popular capsules recur in every chunk: fold them
             counted = [_add_counts(counted)]
     agg = _add_counts(counted)
-    agg = agg.select("at_ns", pool["id"].gather(agg["idx"]).alias("capsule_id"),
-                     "count").sort("at_ns", "capsule_id")
-    return agg.select(pl.col("at_ns").cast(_TS).alias("at"), "capsule_id", "count"), pool
+    agg = agg.select("at_ns", plan["num"].gather(pool["pos"].gather(agg["idx"])).alias("num"),
+                     "count").sort(pl.col("at_ns"), _cap_order(pl.col("num")))
+    return agg.select(pl.col("at_ns").cast(_TS).alias("at"),
+                      _cap(pl.col("num")).alias("capsule_id"), "count"), pool
 
 
 def _add_counts(counted: list[pl.DataFrame]) -> pl.DataFrame:
@@ -1732,19 +1865,21 @@ def _shuffled(rng: random.Random, n: int) -> pl.Series:
 
     import pyarrow as pa
 
-    order = array.array("q", range(n))
+    wide = n >= 2**31  # four bytes a place while they fit
+    order = array.array("q" if wide else "i", range(n))
     rng.shuffle(order)  # a mutable sequence of ints, as shuffle needs
-    return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64(), n,
+    return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64() if wide else pa.int32(), n,
                                                          [None, pa.py_buffer(order)])))
 
 
 def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.DataFrame:
+    plain = plain.select("num", "pos", "created_ns", "source")
     anchored = plain.filter(pl.col("source").is_in(["file", "git-commit"]))
     u, v = _uniform(rng, anchored.height), _uniform(rng, anchored.height)
     picked = anchored.with_columns(pl.lit(u).alias("u"), pl.lit(v).alias("v")).filter(
         pl.col("u") < 0.35)
     rows = picked.select(
-        pl.col("id").alias("capsule_id"),
+        _cap(pl.col("num")).alias("capsule_id"),
         pl.when(pl.col("source") == "file").then(pl.lit("anchor_path"))
         .otherwise(pl.lit("anchor_sha")).alias("kind"),
         pl.concat_str([pl.lit("HEAD~"), pl.col("pos") % 97]).alias("ref"),
@@ -1752,12 +1887,12 @@ def _corroborations(rng: random.Random, plain: pl.DataFrame, end: int) -> pl.Dat
         (pl.col("created_ns") + _DAY_NS).clip(None, end).alias("at_ns"),
     )
     content = picked.filter(pl.col("v") < 0.2).select(
-        pl.col("id").alias("capsule_id"), pl.lit("anchor_content").alias("kind"),
+        _cap(pl.col("num")).alias("capsule_id"), pl.lit("anchor_content").alias("kind"),
         pl.concat_str([pl.lit("blob:"), pl.col("pos")]).alias("ref"),
         _verdict(pl.col("u") * 2.8).alias("verdict"),
         (pl.col("created_ns") + 2 * _DAY_NS).clip(None, end).alias("at_ns"))
     mentions = plain.filter(pl.col("pos") % 53 == 7).select(
-        pl.col("id").alias("capsule_id"), pl.lit("mention").alias("kind"),
+        _cap(pl.col("num")).alias("capsule_id"), pl.lit("mention").alias("kind"),
         pl.concat_str([pl.lit("commit:"), pl.col("pos")]).alias("ref"),
         pl.lit("corroborated").alias("verdict"),
         (pl.col("created_ns") + 3 * _DAY_NS).clip(None, end).alias("at_ns"))
@@ -1868,11 +2003,14 @@ def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) ->
     lanes = list(RECALL_LANES)
     first = popular.gather(picks["a"])
     second = popular.gather(picks["b"])
-    a_words = plan.select("project_id", "w1").gather(first["pos"]).select(
-        pl.all().cast(pl.String))
+    a_words = plan.select("project", "w1").gather(first["pos"]).select(
+        _project_name(pl.col("project")).alias("project_id"), pl.col("w1").cast(pl.String))
+    nums = plan["num"]
+    ids = pl.DataFrame({"a": nums.gather(first["pos"]), "b": nums.gather(second["pos"])}).select(
+        _cap(pl.col("a")).alias("a"), _cap(pl.col("b")).alias("b"))
     hits = pl.DataFrame({
-        "a": first["id"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
-        "w": a_words["w1"], "b": second["id"], "b_ns": second["created_ns"],
+        "a": ids["a"], "a_ns": first["created_ns"], "project_id": a_words["project_id"],
+        "w": a_words["w1"], "b": ids["b"], "b_ns": second["created_ns"],
         "w2": plan["w1"].gather(second["pos"]).cast(pl.String), "x": picks["x"],
         "at_ns": picks["at_ns"],
     })
@@ -1890,8 +2028,8 @@ def _hit_rows(picks: pl.DataFrame, popular: pl.DataFrame, plan: pl.DataFrame) ->
         pl.lit(0, dtype=pl.Int64).alias("source"))
 
 
-def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set[str],
-                   absorbed: set[str], superseded: set[str], recalled: pl.Series,
+def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: pl.Series,
+                   absorbed: pl.Series, superseded: pl.Series, recalled: pl.Series,
                    popularity: list[pl.DataFrame], misses: pl.DataFrame, start: int,
                    end: int, anchors: Callable[[pl.Series], pl.DataFrame],
                    chunk: int = 1 << 62,
@@ -1903,20 +2041,34 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     the few that epistemics quote); ``chunk``: how many receipts' draws to hold at a time;
     ``popularity``: `_recalls`' capsules in order of popularity, the one frame of the
     list, taken out of it (the receipts keep a copy without the dead weight: the caller
-    keeps no other)."""
+    keeps no other). The capsules are named by number (``num``: ``gone``, ``absorbed``,
+    ``superseded``, ``recalled``, the popularity order and ``dead``)."""
     rng = _rng(seed, "receipts")
-    plain = plan.select("role", "id", "created_ns", "source", "authority_class",
-                        "w1").filter(pl.col("role") == "plain")
-    u_dead = _uniform(rng, plain.height)
-    dead = (plain.with_columns(pl.lit(u_dead).alias("u"))
-            .filter(~pl.col("id").is_in(list(gone | absorbed | superseded))
-                    & ~pl.col("id").is_in(recalled.implode()) & (pl.col("u") < _DEAD_SHARE))
-            .select("id"))
-    del u_dead
+    # the plain capsules' places: their rows and their draws are taken a chunk at a time
+    plain_pos = plan.select(pl.col("pos").filter(pl.col("role") == "plain")).to_series()
+
+    def plain_rows(blocks: _Blocks) -> Iterator[tuple[pl.DataFrame, list[pl.Series]]]:
+        for lo in range(0, plain_pos.len(), chunk):
+            at = plain_pos.slice(lo, chunk)
+            yield (plan.select("num", "pos", "created_ns", "source", "authority_class", "w1")
+                   .gather(at), blocks.uniforms(at.len()))
+
+    # found by search in the sorted numbers (a hash of them would be built per chunk)
+    spared = pl.concat([gone, absorbed, superseded, recalled]).unique().sort()
+    dead_parts = []
+    for rows, (u_dead,) in plain_rows(_Blocks(rng, plain_pos.len(), [8], after=True)):
+        nums = rows["num"]
+        at = spared.search_sorted(nums).clip(0, max(spared.len() - 1, 0))
+        kept = (spared.gather(at) != nums) if spared.len() else pl.repeat(True, nums.len(),
+                                                                          eager=True)
+        dead_parts.append(rows.filter(kept & (u_dead < _DEAD_SHARE)).select("num", "pos"))
+    dead = pl.concat(dead_parts)
+    del dead_parts, spared
     # what receipts return: every capsule not forgotten and not planted dead, in the
     # popularity order of the usage rows (by created, for the planted resolutions)
-    popular = popularity.pop().filter(~pl.col("id").is_in(dead["id"].implode()))
-    pool = popular.sort("created_ns", "id")
+    popular = popularity.pop().filter(~pl.col("pos").is_in(dead["pos"].implode()))
+    pool = popular.sort(pl.col("created_ns"),
+                        _cap_order(pl.lit(plan["num"].gather(popular["pos"]))))
     lanes = list(RECALL_LANES)
 
     # receipts that ran when a recall missed: the miss's terms, nothing returned
@@ -1944,13 +2096,15 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     ).filter(pl.col("n_before") > 0).with_columns(
         (pl.col("v") * pl.col("n_before")).cast(pl.Int64).alias("k"))
     answer = pool.gather(planted["k"])
-    answer_project = plan["project_id"].gather(answer["pos"]).cast(pl.String)
+    answer_project = pl.select(_project_name(
+        pl.lit(plan["project"].gather(answer["pos"])))).to_series()
+    answer_ids = pl.select(_cap(pl.lit(plan["num"].gather(answer["pos"])))).to_series()
     del pool, created  # the hits need only the popularity order
     resolved = planted.select(
         "at_ns",
         pl.concat_list(pl.when(pl.col("c") < 0.3).then(pl.col("term").str.to_titlecase())
                        .otherwise(pl.col("term"))).alias("terms"),
-        pl.concat_list(pl.lit(answer["id"])).alias("returned_ids"),
+        pl.concat_list(pl.lit(answer_ids)).alias("returned_ids"),
         pl.lit("grounded").alias("outcome"), pl.lit("term").alias("lane"),
         pl.lit(answer_project).alias("project_id"),
         pl.lit(2, dtype=pl.Int64).alias("source"))
@@ -1963,17 +2117,21 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     # event times and epistemics on a share of the plain capsules: the stream's next
     # draws (the hits' blocks are passed over), made before the hits so that every plain
     # capsule's row goes first
-    u_ev, u_epi = _uniform(rng, plain.height), _uniform(rng, plain.height)
+    timed_parts, known_parts = [], []
+    for rows, (u_ev, u_epi) in plain_rows(_Blocks(rng, plain_pos.len(), [8, 8], after=True)):
+        timed_parts.append(rows.select("num", "created_ns").with_columns(pl.lit(u_ev).alias("u"))
+                           .filter(pl.col("u") < 0.08))
+        known_parts.append(rows.with_columns(pl.lit(u_epi).alias("e")).filter(pl.col("e") < 0.12))
     # sub-draws of the two uniforms (their fractional digits further down), on the rows
     # each share picks
-    timed = plain.with_columns(pl.lit(u_ev).alias("u")).filter(pl.col("u") < 0.08).with_columns(
+    timed = pl.concat(timed_parts).with_columns(
         (pl.col("u") * 97 % 1).alias("k"), (pl.col("u") * 89 % 1).alias("l"),
         (pl.col("u") * 83 % 1).alias("b"),
     ).with_columns(
         (pl.col("created_ns") - (pl.col("b") * 30 * _DAY_NS).cast(pl.Int64)).alias("t0"))
     event_times = timed.select(
         (pl.col("created_ns") + _NS).clip(None, end).cast(_TS).alias("at"),
-        pl.col("id").alias("capsule_id"),
+        _cap(pl.col("num")).alias("capsule_id"),
         pl.when(pl.col("k") < 0.5).then(pl.col("t0")).cast(_TS).alias("event_at"),
         pl.when(pl.col("k") >= 0.5).then(pl.col("t0")).cast(_TS).alias("event_from"),
         pl.when(pl.col("k") >= 0.7)
@@ -1983,9 +2141,10 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
     state = (pl.when(pl.col("source").is_in(["file", "git-commit"])).then(pl.lit("observed"))
              .when(pl.col("authority_class") == "agent-inferred").then(pl.lit("inferred"))
              .otherwise(pl.lit("unverified")))
-    known = plain.with_columns(pl.lit(u_epi).alias("e")).filter(pl.col("e") < 0.12).with_columns(
+    known = pl.concat(known_parts).with_columns(
         (pl.col("e") * 79 % 1).alias("h"), (pl.col("e") * 73 % 1).alias("s"),
-        pl.col("w1").cast(pl.String).str.to_lowercase().alias("word"))
+        pl.col("w1").cast(pl.String).str.to_lowercase().alias("word"),
+        _cap(pl.col("num")).alias("id"))
     hinted = known.filter(pl.col("h") < 0.5)["id"]
     # the anchors the hints quote (never every capsule's at once)
     quoted = anchors(hinted)
@@ -2000,7 +2159,7 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         .then(pl.concat_str([pl.lit("the "), pl.col("word"), pl.lit(" setup changes")]))
         .alias("stale_if"),
     ).sort("at", "capsule_id")
-    del plain, timed, known, u_ev, u_epi
+    del timed, known, timed_parts, known_parts
     created = popular["created_ns"]
     picks: list[pl.DataFrame] = []
     for lo in range(0, n_hits, chunk):
@@ -2021,7 +2180,8 @@ def _recall_tables(seed: int, params: SynthParams, plan: pl.DataFrame, gone: set
         for part, frame in enumerate((hits, abstains, resolved))
     ]).sort("at_ns", "part", "place")
     receipts = _receipts(order, hits, abstains, resolved, popular, plan, _RECEIPT_ROWS)
-    return receipts, {"event_times": event_times, "epistemics": epistemics, "dead": dead}
+    return receipts, {"event_times": event_times, "epistemics": epistemics,
+                      "dead": dead.select("num")}
 
 
 def _alias_plan(seed: int, misses: pl.DataFrame, end: int) -> pl.DataFrame:
@@ -2097,20 +2257,21 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
     plan = _capsule_plan(seed, params, clock_start, dag_cycle, noise)
     sessions = _session_plan(seed, params, clock_start)
     ids, handoffs = _plan_ids(plan, sessions, start, end, chunk_rows)
-    plan = plan.with_columns(ids)
-    plain = _ids_of(plan, "plain").select("id", "pos", "project", "conv", "created_ns",
+    plan = plan.with_columns(ids, ids.str.strip_prefix("cap-").cast(pl.Int64).alias("num"))
+    plain = _ids_of(plan, "plain").select("id", "num", "pos", "project", "conv", "created_ns",
                                           "source", "authority_class", "kind")
     rng = _rng(seed, "events")  # the draws of `_write_events`, in its order
     members, forgets, gone = _fates(rng, params, plain, _ids_of(plan, "task").sort("no"))
     _uniform(rng, plain.height), _uniform(rng, plain.height)  # classifications, tiers
     u_rev, u_back = _uniform(rng, plain.height), _uniform(rng, plain.height)
-    superseded = set(_revisions(plain, u_rev, u_back)["to_id"].to_list())
+    superseded = _revisions(plain, u_rev, u_back)["to_num"]
     recalls, popular = _recalls(seed, plan, gone, params, end)
     miss = _miss_plan(seed, params, clock_start, noise)
-    pieces, tables = _recall_tables(seed, params, plan, gone,
-                                    {m for ms in members for m in ms}, superseded,
-                                    recalls["capsule_id"].unique(), [popular], miss, start,
-                                    end,
+    absorbed = pl.Series([int(m.removeprefix("cap-")) for ms in members for m in ms],
+                         dtype=pl.Int64)
+    recalled_nums = recalls["capsule_id"].str.strip_prefix("cap-").cast(pl.Int64).unique()
+    pieces, tables = _recall_tables(seed, params, plan, gone, absorbed, superseded,
+                                    recalled_nums, [popular], miss, start, end,
                                     lambda ids: plan.select("id", "anchor").filter(
                                         pl.col("id").is_in(ids.implode())))
     receipts_frame = pl.concat(list(pieces))
@@ -2159,7 +2320,8 @@ def recall_truth(seed: int = 0, *, capsules: int = 3000,
                                             "planted"),
                               on="term", how="left")
                    .with_columns(pl.col("planted").fill_null(False)).sort("term"))
-    return RecallTruth(dead_weight=tables["dead"].sort("id"), recalled=recalled,
+    dead = tables["dead"].select(_cap(pl.col("num")).alias("id"))
+    return RecallTruth(dead_weight=dead.sort("id"), recalled=recalled,
                        resolutions=resolutions)
 
 
