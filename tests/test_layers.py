@@ -194,3 +194,23 @@ def test_no_digest_module_is_longer_than_its_limit():
     long = {str(path.relative_to(PACKAGE)): n for path in sorted(DIGEST.rglob("*.py"))
             if (n := len(path.read_text().splitlines())) > MAX_DIGEST_LINES}
     assert not long, f"split these along their concepts (at most {MAX_DIGEST_LINES} lines): {long}"
+
+
+#: base modules the stamped code imports that compute no derived value: how much a chunk
+#: holds (the answer is the same under any budget), progress bars, the install check, HTML
+UNSTAMPED = {"memframe.budget", "memframe.progress", "memframe._install", "memframe._render"}
+
+
+def test_every_module_the_derived_state_depends_on_is_in_its_writer_stamp():
+    # a module the stamped code calls but the stamp leaves out could change a derived value
+    # without dropping the state it computed (frames.py was left out once)
+    from memframe.store import derived
+
+    modules = module_names()
+    stamped = {name for name in modules
+               if any(name == f"memframe.{s.removesuffix('.py')}"
+                      or name.startswith(f"memframe.{s}.") for s in derived._SOURCES)}
+    needed = {target for name in stamped for target in imports_of(name, modules[name], modules)}
+    missing = {n for n in needed - stamped
+               if not any(n == u or n.startswith(u + ".") for u in UNSTAMPED)}
+    assert not missing, f"add to memframe/store/derived.py _SOURCES: {sorted(missing)}"

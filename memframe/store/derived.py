@@ -70,7 +70,8 @@ WRITER = "projections/writer"
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: the modules whose code decides what derived state holds (relative to the package)
 _SOURCES = ("store", "derived", "projections", "digest", "jobs", "state.py", "graph.py",
-            "text.py", "ids.py", "schema.py", "taint.py", "errors.py", "_scalars.py")
+            "text.py", "ids.py", "schema.py", "taint.py", "errors.py", "_scalars.py",
+            "frames.py")
 #: entries the per-user cache of module code hashes keeps (several installs share it)
 _CACHE_ENTRIES = 4_096
 
