@@ -1335,7 +1335,9 @@ def receipt_count(c: Commit) -> int:
     """Receipts the store holds at the commit's snapshot plus those it stages: the next
     receipt is ``rcpt-<count + 1>`` (receipts are never removed, so ids are never reused)."""
     return (sum(p.rows for p in c.snapshot.parts("recall_receipts"))
-            + sum(f.height for f in c.frames.get("recall_receipts", [])))
+            + sum(f.height for f in c.frames.get("recall_receipts", []))
+            + sum(int(add["rows"]) for _path, add in c.flushed
+                  if add["table"] == "recall_receipts"))
 
 
 def _receipt_rows(c: Commit, frame: pl.DataFrame) -> pl.DataFrame:

@@ -188,3 +188,20 @@ def test_a_full_disk_while_writing_early_leaves_nothing(tmp_path, monkeypatch):
         _import(db, tmp_path / "store", batch_rows=1)
     assert len(calls) == 4
     assert not (tmp_path / "store").exists()
+
+
+def test_receipts_written_early_still_count_for_the_next_receipt_id(tmp_path, monkeypatch):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock(NOW, FROZEN))
+    [cid] = store.ingest({"content": "note", "source": "s", "anchor": "a"})
+    monkeypatch.setattr(tables, "PART_ROWS", 2)
+
+    def run(c):
+        for _ in range(3):
+            capture.record_recall(c, [cid], terms=["note"])
+        c.flush("recall_receipts")  # two of the three written out already
+        assert len(c.flushed) == 1
+        capture.record_recall(c, [cid], terms=["note"])
+
+    store.commit(run, operation="recalls")
+    ids = store.table("recall_receipts").select("id").collect()["id"]
+    assert ids.to_list() == ["rcpt-1", "rcpt-2", "rcpt-3", "rcpt-4"]
