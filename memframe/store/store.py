@@ -773,6 +773,13 @@ class Store(StoreView):
         ids are reassigned against what won: ``fn`` must stage from what the writer shows,
         not from state captured outside it.
 
+        A bulk load may call ``writer.flush(table)`` after staging a batch: the table's
+        rows that fill whole partitions are written at once (the files landing would
+        write), so the commit holds about a partition per table, not the load. They are
+        linked when the commit lands and removed when it does not; from the first of them
+        to the end of the attempt the commit lock is held shared, so a vacuum waits. The
+        nMEMORY import loads this way.
+
         Args:
             fn: ``fn(writer) -> result``; it may run more than once.
             operation: the name the generation file records (e.g. ``"memory_projections"``).
