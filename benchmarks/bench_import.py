@@ -53,7 +53,10 @@ def stamp(second: int) -> str:
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
     frac = f".{(second * 7919) % 10**9:09d}".rstrip("0") if second % 3 == 0 else ""
-    return f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}T{h:02d}:{m:02d}:{s:02d}{frac or ''}Z"
+    # months of 28 days, years of 12 of them: a file past 29M capsules runs into 2027
+    year, day = divmod(day, 12 * 28)
+    return (f"{2026 + year}-{1 + day // 28:02d}-{1 + day % 28:02d}T{h:02d}:{m:02d}:{s:02d}"
+            f"{frac or ''}Z")
 
 
 def add_capsules(con: sqlite3.Connection, start: int, count: int) -> None:

@@ -121,6 +121,12 @@ def test_the_scale_benchmark_measures_each_path(tmp_path, capsys):
     importer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(importer)
     importer.build(tmp_path / "m.db", 300)
+    # instants a file of 30M capsules reaches are valid ones (they once ran into month 13)
+    from memframe.text import parse_instant
+
+    assert importer.stamp(29_030_399).startswith("2026-12-28T23:59:59")
+    assert importer.stamp(29_030_400) == "2027-01-01T00:00:00.8917376Z"
+    assert parse_instant(importer.stamp(30_000_000), "at").year == 2027
     assert module.main(["--store", str(tmp_path / "s"), "--work", str(tmp_path / "w"),
                         "--paths", "import", "--sqlite", str(tmp_path / "m.db")]) == 0
     imported = [line.split() for line in capsys.readouterr().out.splitlines()
