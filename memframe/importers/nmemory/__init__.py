@@ -112,16 +112,19 @@ def _sink(c: capture.Commit) -> Callable[[str, pl.DataFrame, str], None]:
     partitions are written at once (`Commit.flush`), so the import holds about a
     partition per table, not the source."""
     def add(table: str, frame: pl.DataFrame, source: str) -> None:
-        try:
-            if table == "journal":  # the source's chain, kept with its seqs and hashes
+        if table == "journal":  # the source's chain, kept with its seqs and hashes
+            try:
                 c.append_journal(frame)
-            else:
+            except (SchemaValidationError, MemframeError) as exc:
+                raise ImportSourceError(f"source table {source} cannot be stored as the "
+                                        f"memframe journal: {exc}") from None
+        else:
+            try:
                 c.append(table, frame.select(
                     [n for n in S.table_schema(table).names() if n != "seq"]))
-        except (SchemaValidationError, MemframeError) as exc:
-            what = "the memframe journal" if table == "journal" else f"memframe {table}"
-            raise ImportSourceError(f"source table {source} cannot be stored as {what}: "
-                                    f"{exc}") from None
+            except SchemaValidationError as exc:
+                raise ImportSourceError(f"source table {source} cannot be stored as "
+                                        f"memframe {table}: {exc}") from None
         c.flush(table)
 
     return add
