@@ -108,16 +108,19 @@ class Memory:
         """
         return self._store.read(lambda v: _doors.session_digest(v, limit, known_hash))
 
-    def kept_state_of(self, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
+    def kept_state_of(self, numbers: Sequence[int], stored: dict[Any, pl.DataFrame] | None = None
+                      ) -> tuple[pl.DataFrame, int] | None:
         """The digest's kept state rows (`memframe.state.STATE_SCHEMA`) of the capsule
         ``numbers`` at this handle's generation, exact (the stored rows plus the rows
         above the watermark, folded), and the Parquet rows read. None when the state is
         not kept or cannot be trusted (no cycle ran, canonical parts edited since, a
-        damaged derived file): only a fold of every row is exact then."""
+        damaged derived file): only a fold of every row is exact then. ``stored``: a dict
+        shared by calls at several generations for the same numbers, so that the stored
+        rows of runs they have in common are read once."""
         from memframe.digest.state.warm_reader import read_state_of
 
         try:
-            return read_state_of(self._store.pinned(), numbers)
+            return read_state_of(self._store.pinned(), numbers, stored)
         except DamagedDerivedError:
             return None
 

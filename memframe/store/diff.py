@@ -125,7 +125,8 @@ class StoreDiff:
         frames = []
         numbers = ids.str.slice(4).cast(pl.Int64).sort().to_list()
         views = (self._since, self._until)
-        kept = [view.memory.kept_state_of(numbers) for view in views]
+        stored: dict[Any, pl.DataFrame] = {}  # the stored rows both ends keep, read once
+        kept = [view.memory.kept_state_of(numbers, stored) for view in views]
         rewritten = _rewritten(*views, numbers)
         both = all(k is not None for k in kept)  # one way at both ends (see _kept_state)
         for view, found in zip(views, kept, strict=True):

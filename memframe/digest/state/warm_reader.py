@@ -277,15 +277,29 @@ def state_door(view: StoreView) -> Any:
     return Page(rows=state, rows_visited=visited, hash=digest_capsules.state_hash(state))
 
 
-def read_state_of(view: StoreView, numbers: Sequence[int]) -> tuple[pl.DataFrame, int] | None:
+def read_state_of(view: StoreView, numbers: Sequence[int],
+                  stored: dict[Any, pl.DataFrame] | None = None
+                  ) -> tuple[pl.DataFrame, int] | None:
     """The exact state rows of the capsule ``numbers`` at ``view`` (their stored rows plus
     the rows above the watermark, folded) and the Parquet rows read; None when the state
     is not kept, or its canonical parts are no longer the files sealed (then only a fold
-    of every row is exact)."""
+    of every row is exact).
+
+    ``stored`` (a dict the caller passes to each call for the same ``numbers``) keeps the
+    stored rows read, by the runs they came from: two generations that keep the same run
+    files (no cycle between them) read them once, and the second adds no rows read."""
     mark = digest_capsules.watermark_of(view)
     if mark is None or not digest_capsules.seal_holds(view):
         return None
     delta, visited, _top = digest_capsules.read_above(view, mark)
-    _old, merged, n = digest_capsules.fold_touched(view, delta, list(numbers))
+    runs = digest_capsules.state_runs().runs
+    same = (tuple(p.path for p in runs.runs(view)), tuple(sorted(runs.cursors(view).items())))
+    old = None if stored is None else stored.get(same)
+    if old is None:
+        old, n = digest_capsules.read_stored(view, list(numbers))
+        visited += n
+        if stored is not None:
+            stored[same] = old
+    merged = fold_state(delta, old if old.height else None) if delta else old
     wanted = pl.Series(list(numbers), dtype=pl.Int64).implode()
-    return merged.filter(pl.col(KEY).is_in(wanted)), visited + n
+    return merged.filter(pl.col(KEY).is_in(wanted)), visited
