@@ -2,9 +2,10 @@
 
 The store (``STORE``, e.g. one `memframe synth --capsules 10000000` wrote) is copied to a
 scratch directory (partition files hard-linked: they are immutable), a cycle brings its
-kept state up to date, and ``--changes`` changes land on the copy: new capsules (nine in
-ten) and recalls of old capsules spread over the store (one in ten). Then, each in a fresh
-process so its peak memory is its own, alternating ``--repeat`` times:
+kept state up to date, and ``--changes`` changes land on the copy: recalls of old capsules
+spread over the store (a ``--spread`` share of them, one in ten by default) and new
+capsules (the rest). Then, each in a fresh process so its peak memory is its own,
+alternating ``--repeat`` times:
 
 * ``diff``: ``store.diff(g)`` from the generation before the changes;
 * ``fold``: what a diff costs without keyed reads: `capsule_state()` folded at both
@@ -12,11 +13,15 @@ process so its peak memory is its own, alternating ``--repeat`` times:
 
 It prints the median wall time, the rows read and the peak resident memory of each, their
 ratio, whether both found the same capsules and fields, and the target (at 10M capsules
-with 1,000 changes: at most 0.2 s and a few thousand rows).
+with 1,000 changes: at most 0.2 s and a few thousand rows). New capsules cost the diff
+their own rows; an old capsule's change costs a row group of the kept state's runs (4,096
+rows, read once for both ends when no cycle ran between them), since Parquet is read a
+row group at a time.
 
 Usage::
 
     python benchmarks/bench_diff.py /path/to/store [--changes 1000] [--repeat 3]
+    python benchmarks/bench_diff.py /path/to/store --spread 0 --no-fold  # appends only
 """
 
 from __future__ import annotations

@@ -152,6 +152,30 @@ def test_row_groups_read_without_pyarrow_equal_pyarrows(tmp_path, monkeypatch, g
     assert own_match[0].equals(pa_match[0]) and own_match[1] == pa_match[1] == 32
 
 
+@pytest.mark.parametrize("groups", [[0], [2, 3], [3, 1], [4, 0, 1, 2, 3]])
+def test_many_row_groups_read_through_polars_equal_pyarrows(tmp_path, monkeypatch, groups):
+    # pyarrow holds the footer; from POLARS_FROM_GROUPS groups on, Polars decodes them
+    schema = pl.Schema({"k": pl.String, "n": pl.Int64, "b": pl.Boolean,
+                        "at": pl.Datetime("ns", "UTC")})
+    frame = pl.DataFrame({"k": [f"k{i:03d}" for i in range(70)], "n": list(range(70)),
+                          "b": [None if i % 5 == 0 else i % 2 == 0 for i in range(70)],
+                          "at": [dt.datetime(2026, 5, 1, tzinfo=dt.UTC), None] * 35},
+                         schema=schema)
+    part = tables.write_part(tmp_path, "t/part-4.parquet", frame, row_group_rows=16,
+                             fsync=False)
+    monkeypatch.setattr(tables, "_arrow_loaded", lambda: True)
+    read = {}
+    for threshold in (10**9, 1):
+        monkeypatch.setattr(tables, "POLARS_FROM_GROUPS", threshold)
+        tables._RANGES.clear()
+        read[threshold] = tables.read_row_groups(tmp_path, part, groups, schema)
+        matched = tables.read_matching(tmp_path, [part], schema, "k", ["k005", "k040"])
+        assert matched[0].get_column("n").to_list() == [5, 40] and matched[1] == 32
+    assert read[1].equals(read[10**9]) and read[1].schema == schema
+    assert read[1].get_column("n").to_list() == [n for g in groups
+                                                 for n in range(16 * g, min(16 * g + 16, 70))]
+
+
 def test_a_warm_digest_process_loads_no_pyarrow_numpy_networkx_or_pandera(tmp_path, clock):
     store = mf.Store.create(tmp_path / "s", clock=clock)
     ids = store.ingest([{"content": f"note {i}", "source": "s", "anchor": f"a{i}",
