@@ -78,13 +78,22 @@ def test_rfc3339_trims_fractional_zeros_and_keeps_nanoseconds():
 def test_sha256_is_the_same_vectorised_and_row_by_row(values):
     import hashlib
 
+    from memframe import text
     from memframe.text import sha256_hex
 
     series = pl.Series("v", values, dtype=pl.String)
-    fast = sha256_hex(series).to_list()
-    slow = sha256_hex(series, vectorised=False).to_list()
-    assert fast == slow == [None if v is None else hashlib.sha256(v.encode()).hexdigest()
-                            for v in values]
+    prefix = pl.Series("p", [f"h{i}" if i % 3 else None for i in range(len(values))],
+                       dtype=pl.String)
+    want = [None if v is None else hashlib.sha256(v.encode()).hexdigest() for v in values]
+    joined = [None if v is None or p is None else hashlib.sha256((p + v).encode()).hexdigest()
+              for p, v in zip(prefix.to_list(), values, strict=True)]
+    for stream_rows in (text.STREAM_ROWS, 1):  # in place, and on the streaming engine
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(text, "STREAM_ROWS", stream_rows)
+            assert sha256_hex(series).to_list() == want
+            assert sha256_hex(series, prefix=prefix).to_list() == joined
+    assert sha256_hex(series, vectorised=False).to_list() == want
+    assert sha256_hex(series, prefix=prefix, vectorised=False).to_list() == joined
 
 
 # The engine's closed table (reference 4.7), restated: 19 base letters, 82 letters in all.

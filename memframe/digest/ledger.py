@@ -97,7 +97,7 @@ def chain_walk(journal: pl.DataFrame, *, previous: str = "", verified: int = 0,
     for offset in range(0, ordered.height, slice_rows):
         rows = ordered.slice(offset, slice_rows)
         prev = before.slice(offset, slice_rows)
-        expected = sha256_hex(prev + journal_lines(rows))
+        expected = sha256_hex(journal_lines(rows), prefix=prev)
         mismatch = (rows.get_column("chained_hash") != expected).fill_null(True)
         if mismatch.any():
             first = mismatch.arg_true()[0]
