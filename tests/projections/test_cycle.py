@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 
 import polars as pl
@@ -152,3 +153,45 @@ def test_frozen_views_refuse_the_jobs(mstore):
         except mf.errors.ReadOnlyStoreError:
             continue
         raise AssertionError(f"{call} wrote through a frozen view")
+
+
+def _history(path) -> mf.Store:
+    store = mf.Store.create(path, clock=TickingClock())
+    store.ingest(bulk_capsules(30, 50))  # 1,500 capsules
+    store.record_recall([f"cap-{n}" for n in range(1, 1500, 7)])
+    store.relate("cap-3", "cap-9", "blocks")
+    store.forget("cap-11", mode="purge")
+    return store
+
+
+def test_a_cycle_over_most_of_a_large_store_folds_it_range_by_range(tmp_path, monkeypatch):
+    # a first cycle folds every row above its (absent) watermarks in memory: at 10M
+    # capsules 7.9 GB; past one fold range it takes the rebuild's ranges (the same state)
+    from memframe import budget
+    from memframe.store import ranges
+
+    plain, ranged = _history(tmp_path / "plain"), _history(tmp_path / "ranged")
+    assert plain.memory.run_cycle().notes == ()
+    monkeypatch.setattr(ranges, "FOLD_RANGE", 1_001)
+    report = ranged.memory.run_cycle()
+    assert len(report.notes) == 1 and "most of the store" in report.notes[0]
+    assert ranged.history()["operation"][-1] == plain.history()["operation"][-1]
+    now = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
+    for store in (plain, ranged):  # the kept state answers, and it is the reference's
+        assert mf.digest(store, now=now).to_json() == mf.digest(store, now=now,
+                                                                verify="full").to_json()
+    assert mf.digest(plain, now=now).to_json() == mf.digest(ranged, now=now).to_json()
+    assert plain.memory.sessions().rows.equals(ranged.memory.sessions().rows)
+    # a few new rows: the cycle as always; many, under a budget that cannot hold them: ranged
+    for store in (plain, ranged):
+        store.ingest(bulk_capsules(1, 20, offset=900, tag="more"))
+    assert ranged.memory.run_cycle().notes == ()
+    for store in (plain, ranged):
+        store.ingest(bulk_capsules(30, 40, offset=1000, tag="late"))  # 1,200 of 2,720
+    monkeypatch.setattr(budget, "CYCLE_ROW_BYTES", 10**7)
+    with mf.memory_limit("2GB"):
+        report = ranged.memory.run_cycle()
+    assert "more than the memory budget" in report.notes[0]
+    assert plain.memory.run_cycle().notes == ()  # no budget: 1,200 rows fold in memory
+    assert mf.digest(plain, now=now).to_json() == mf.digest(ranged, now=now).to_json()
+    assert plain.memory.sessions().rows.equals(ranged.memory.sessions().rows)
