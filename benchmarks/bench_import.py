@@ -158,7 +158,10 @@ def child(db: str, store: str) -> None:
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    peak_mib = after.ru_maxrss / 1024
+    # VmHWM: ru_maxrss keeps the parent's peak across fork + exec
+    with open("/proc/self/status", encoding="ascii") as fh:
+        peak_mib = next(int(line.split()[1]) for line in fh
+                        if line.startswith("VmHWM:")) / 1024
     print(json.dumps({"mode": report.mode, "seconds": seconds, "cpu": cpu,
                       "read": sum(report.read.values()), "written": report.rows_written,
                       "capsules_read": report.read["capsules"], "erased": report.erased,
