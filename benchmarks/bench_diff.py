@@ -73,7 +73,7 @@ run()  # untimed: imports, page cache
 w = time.perf_counter()
 found, rows = run()
 w = time.perf_counter() - w
-# VmHWM: ru_maxrss keeps the parent's peak across fork + exec (its cycle's 7.9 GB)
+# VmHWM: ru_maxrss keeps the parent's peak across fork + exec (its cycle's 7.75 GiB)
 peak = next(int(line.split()[1]) for line in open('/proc/self/status')
             if line.startswith('VmHWM:')) / 1024
 print(json.dumps({"wall": w, "rows": rows, "peak": peak, "found": found}))

@@ -47,7 +47,7 @@ RANGE_BYTES, NARROW_BYTES, PLAN_BYTES, BASE_BYTES = 480, 40, 24, 300 * 2**20
 SMALLEST_RANGE = 1_000
 
 #: what a cycle holds per capsule row above its watermarks (it folds them in memory, with
-#: their state and session rows): a first cycle of a 10M-capsule store peaked at 7.9 GB
+#: their state and session rows): a first cycle of a 10M-capsule store peaked at 7.75 GiB
 CYCLE_ROW_BYTES = 800
 
 #: what reading every row at once holds (the digest's reference read), per row read

@@ -135,7 +135,7 @@ def _rebuilds(view: Any) -> str | None:
     """Why a cycle at ``view`` folds every row range by range as the rebuild door does
     (the same state: rebuild == incremental), or None. A cycle folds the rows above its
     watermarks in memory: the first cycle of a large store, or one after most of it was
-    imported, would hold all of them at once (7.9 GB at 10M capsules, against 1.7 GB for
+    imported, would hold all of them at once (7.75 GiB at 10M capsules, against 1.74 GiB for
     the rebuild). It takes the rebuild when they are more than one fold range and either
     at least half the store or more than the memory budget holds."""
     from memframe import budget

@@ -166,7 +166,7 @@ def _history(path) -> mf.Store:
 
 def test_a_cycle_over_most_of_a_large_store_folds_it_range_by_range(tmp_path, monkeypatch):
     # a first cycle folds every row above its (absent) watermarks in memory: at 10M
-    # capsules 7.9 GB; past one fold range it takes the rebuild's ranges (the same state)
+    # capsules 7.75 GiB; past one fold range it takes the rebuild's ranges (the same state)
     from memframe import budget
     from memframe.store import ranges
 
