@@ -85,7 +85,8 @@ def _worker(args: argparse.Namespace) -> None:
                    "project_id": f"p{n % 7}"} for n in range(args.capsules)])
     store.memory.run_cycle()
     mf.digest(store)
-    victims = iter(range(1, args.capsules + 1, max(1, args.capsules // 100)))
+    # one capsule per erasing round (purge and redact, idle and loaded), spread over the store
+    victims = iter(range(1, args.capsules + 1, max(1, args.capsules // (4 * args.rounds + 4))))
 
     def small() -> None:
         store.ingest({"content": f"solo {time.time_ns()}", "source": "s", "anchor": "solo"})
@@ -123,11 +124,18 @@ def _worker(args: argparse.Namespace) -> None:
     mf.Store._land = counted
     tries: dict[str, list[int]] = {}
 
-    def timed(op: str, rounds: int) -> tuple[list[float], list[tuple[float, float]]]:
+    quiet_windows: dict[str, list[tuple[float, float]]] = {}
+
+    def timed(op: str, rounds: int, gap: float = 0.0
+              ) -> tuple[list[float], list[tuple[float, float]]]:
         times, windows = [], []
         tries[op] = []
+        quiet_windows[op] = []
         for _ in range(rounds):
             setup(op)
+            if gap:  # the writers alone just before: the same store, the same moment
+                quiet_windows[op].append((time.time(), time.time() + gap))
+                time.sleep(gap)
             start = time.time()
             before = attempts[0]
             t0 = time.perf_counter()
@@ -137,8 +145,9 @@ def _worker(args: argparse.Namespace) -> None:
             windows.append((start, time.time()))
         return times, windows
 
+    operations = [op for op in OPERATIONS if op == "small commit" or op in args.ops]
     idle = {op: statistics.median(timed(op, args.rounds * (5 if op == "small commit" else 1))
-                                  [0]) for op in OPERATIONS}
+                                  [0]) for op in operations}
     stop = base / "stop"
     logs = [base / f"w{i}.log" for i in range(args.writers)]
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
@@ -152,9 +161,9 @@ def _worker(args: argparse.Namespace) -> None:
     time.sleep(args.baseline)
     loaded, busy, per_op = {}, [], {}
     failures: dict[str, str] = {}
-    for op in OPERATIONS:
+    for op in operations:
         try:
-            times, windows = timed(op, args.rounds)
+            times, windows = timed(op, args.rounds, args.gap)
             loaded[op] = statistics.median(times)
             if op != "small commit":
                 busy.extend(windows)
@@ -171,6 +180,9 @@ def _worker(args: argparse.Namespace) -> None:
         stamps += [float(s) for s in lines[0].split()]
         errors += int(lines[1])
 
+    def count(spans: list[tuple[float, float]]) -> int:
+        return sum(1 for s in stamps if any(a <= s <= b for a, b in spans))
+
     def rate(spans: list[tuple[float, float]]) -> float:
         total = sum(b - a for a, b in spans)
         n = sum(1 for s in stamps if any(a <= s <= b for a, b in spans))
@@ -180,6 +192,9 @@ def _worker(args: argparse.Namespace) -> None:
     print(json.dumps({"idle": idle, "loaded": loaded, "failures": failures, "tries": tries,
                       "quiet_rate": rate([quiet]), "busy_rate": rate(busy),
                       "op_rates": {op: rate(w) for op, w in per_op.items()},
+                      "op_quiet_rates": {op: rate(quiet_windows[op]) for op in per_op},
+                      "op_counts": {op: count(w) for op, w in per_op.items()},
+                      "quiet_beside": rate([w for op in per_op for w in quiet_windows[op]]),
                       "merged": merged,
                       "writer_errors": errors, "commits": len(stamps)}))
 
@@ -187,7 +202,8 @@ def _worker(args: argparse.Namespace) -> None:
 def _measure(code: Path, writers: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--writers", str(writers),
            "--capsules", str(args.capsules), "--rounds", str(args.rounds),
-           "--warmup", str(args.warmup), "--baseline", str(args.baseline)]
+           "--warmup", str(args.warmup), "--baseline", str(args.baseline),
+           "--gap", str(args.gap), "--ops", ",".join(args.ops)]
     env = {**os.environ, "PYTHONPATH": str(code)}
     if args.threads:  # every process of the run (the writers inherit it)
         env["POLARS_MAX_THREADS"] = str(args.threads)
@@ -204,6 +220,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--baseline", type=float, default=4.0)
+    parser.add_argument("--gap", type=float, default=0.25,
+                        help="seconds the writers commit alone before each loaded round: "
+                             "their rate beside each operation, at the same moment of the "
+                             "run (the store grows as they commit)")
+    parser.add_argument("--ops", default=",".join(OPERATIONS[1:]),
+                        help="the operations to time, comma-separated (default: all): "
+                             "fewer operations, more rounds, a tighter figure for each")
     parser.add_argument("--against", type=Path, help="a checkout of the code before")
     parser.add_argument("--threads", type=int, default=0,
                         help="Polars threads per process (default: every core); with one "
@@ -212,6 +235,11 @@ def main() -> None:
                              "sharing")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.ops = [op.strip() for op in args.ops.split(",")]
+    unknown = sorted(set(args.ops) - set(OPERATIONS))
+    if unknown:
+        parser.error(f"unknown operation(s) {', '.join(unknown)}; choose from "
+                     f"{', '.join(OPERATIONS)}")
     if args.worker:
         args.writers = args.writers[0]
         _worker(args)
@@ -230,7 +258,7 @@ def main() -> None:
                   f"({r['commits']} commits, {r['writer_errors']} gave up)")
             print(f"  {'operation':<14}{'idle':>9}{'loaded':>9}{'ratio':>8}"
                   f"{'2x idle + 1 small (idle/loaded)':>36}  link attempts under load")
-            for op in OPERATIONS:
+            for op in [op for op in OPERATIONS if op in r["idle"]]:
                 idle, loaded = r["idle"][op], r["loaded"][op]
                 if loaded is None:
                     print(f"  {op:<14}{idle:>9.3f}{'failed':>9}   {r['failures'][op]}")
@@ -244,8 +272,19 @@ def main() -> None:
             drop = 1 - r["busy_rate"] / r["quiet_rate"] if r["quiet_rate"] else float("nan")
             print(f"  small commits/s: {r['quiet_rate']:.1f} with no operation running, "
                   f"{r['busy_rate']:.1f} while operations run (drop {drop:.0%}; target <= 20%)")
-            print("  while each runs: " + ", ".join(
-                f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
+            if r.get("op_quiet_rates"):
+                beside = r["quiet_beside"]
+                drop = 1 - r["busy_rate"] / beside if beside else float("nan")
+                print(f"  beside each operation ({args.gap:g} s before each loaded round): "
+                      f"{beside:.1f} alone, {r['busy_rate']:.1f} while operations run "
+                      f"(drop {drop:.0%})")
+                print("  per operation, alone / while it runs (commits counted in its "
+                      "windows): " + ", ".join(
+                          f"{op} {r['op_quiet_rates'][op]:.1f} / {rate:.1f} "
+                          f"({r['op_counts'][op]})" for op, rate in r["op_rates"].items()))
+            else:
+                print("  while each runs: " + ", ".join(
+                    f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
             if r.get("merged"):  # under load a compaction also merges the writers' parts
                 print(f"  parts merged per compaction, idle then loaded: {r['merged']}")
 

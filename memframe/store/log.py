@@ -52,6 +52,11 @@ LOCK_FILE = ".lock"
 PENDING_FILE = ".pending"
 #: how long a commit waits behind another writer's ticket before it goes ahead anyway
 TICKET_WAIT_SECONDS = 5.0
+#: losers first: a writer whose commit lost a race holds it shared (flock) until that
+#: commit ends, and a new commit's first attempt waits while any writer does
+LOSERS_FILE = ".losers"
+#: how long a new commit waits for the losers' retries before it races them anyway
+LOSER_WAIT_SECONDS = 0.25
 
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
@@ -676,7 +681,8 @@ class Log:
                 _remove_empty_tree(Path(entry.path))
         (self.root / MARKER).unlink(missing_ok=True)
         for entry in os.scandir(self.log_dir):
-            if entry.name in (LOCK_FILE, PENDING_FILE) or TEMP_NAME_RE.match(entry.name):
+            if entry.name in (LOCK_FILE, PENDING_FILE, LOSERS_FILE) or TEMP_NAME_RE.match(
+                    entry.name):
                 os.unlink(entry.path)
         with contextlib.suppress(OSError):
             self.log_dir.rmdir()
@@ -795,6 +801,55 @@ class Log:
     def release_ticket(fd: int | None) -> None:
         if fd is not None:
             os.close(fd)  # closing releases the flock
+
+    # -- losers first ------------------------------------------------------------------------
+    # The writer that just linked starts its next commit at once, while a writer that lost
+    # to it learns so only when it tries to link, after staging: the winner is a whole
+    # attempt ahead, and wins again. Under one writer committing back to back, another
+    # handle's single-row commit lost eight races in a row before the ticket let it land.
+    # So a loser is marked until its commit ends, and a new commit waits for the marked
+    # ones (bounded) before its first attempt: their retries race each other, not it.
+    def mark_loser(self) -> int | None:
+        """Mark this writer as one whose commit lost a race (held until `release_ticket`
+        of the descriptor returned); None when the store cannot be written."""
+        try:
+            check_no_link(self.root, self.log_dir)
+            fd = os.open(self.log_dir / LOSERS_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                         0o644)
+        except (OSError, CorruptStoreError):
+            return None  # a read-only store, a planted link: no mark, no wait for it
+        deadline = time.monotonic() + LOSER_WAIT_SECONDS
+        while True:
+            try:  # shared marks never exclude each other; a waiter's probe holds it briefly
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.0005)
+
+    def wait_for_losers(self, wait_seconds: float | None = None) -> None:
+        """Wait (at most ``wait_seconds``, default `LOSER_WAIT_SECONDS`) while a writer
+        whose commit lost a race is still retrying it."""
+        if wait_seconds is None:
+            wait_seconds = LOSER_WAIT_SECONDS
+        try:
+            fd = os.open(self.log_dir / LOSERS_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return  # no commit here ever lost a race (or it is no file of ours)
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.0005)
+        finally:
+            os.close(fd)  # the probe's hold ends with it
 
     def wait_for_ticket(self, wait_seconds: float | None = None) -> None:
         """Wait (at most ``wait_seconds``, default `TICKET_WAIT_SECONDS`) while another

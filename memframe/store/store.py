@@ -713,7 +713,7 @@ class Store(StoreView):
         return self.pinned()._summary_rows()
 
     # -- committing -----------------------------------------------------------------------
-    def _new_commit(self, snap: Snapshot, cache: dict[str, pl.DataFrame] | None = None,
+    def _new_commit(self, snap: Snapshot, cache: dict[str, Any] | None = None,
                     early: contextlib.ExitStack | None = None) -> capture.Commit:
         """A commit on ``snap``. Given ``early`` (the attempt's scope), the commit may
         write whole partitions before it lands (`Commit.flush`): under the commit lock,
@@ -807,7 +807,7 @@ class Store(StoreView):
         # costs a small commit's time, not the rewrite's. Only a true conflict (the
         # winners replaced what it read) writes again; after _TICKET_AFTER losses it takes
         # the fairness ticket, and new commits wait behind it (bounded).
-        cache: dict[str, pl.DataFrame] = {}
+        cache: dict[str, Any] = {}  # reads of one commit across its attempts
         kept: list[_Kept] = []
         with self._lock:
             try:
@@ -817,14 +817,19 @@ class Store(StoreView):
                     k.path.unlink(missing_ok=True)
 
     def _commit_fairly(self, fn: Callable[[capture.Commit], Any], operation: str,
-                       cache: dict[str, pl.DataFrame], kept: list[_Kept], lost: int = 0
+                       cache: dict[str, Any], kept: list[_Kept], lost: int = 0
                        ) -> Any:
         """`commit`'s attempts (see there); ``lost``: races the caller lost already."""
         ticket: int | None = None
+        loser: int | None = None  # this writer's losers-first mark (`Log.mark_loser`)
         deferred = False  # this commit stood aside for a ticket once (never more)
         rewrites = False  # the last attempt rewrote files or derived state (a true conflict)
         try:
             for attempt in range(lost, _MAX_ATTEMPTS):
+                if attempt == 0:
+                    self._log.wait_for_losers()  # commits that lost a race go first (bounded)
+                elif loser is None:
+                    loser = self._log.mark_loser()
                 if ticket is None and attempt >= _TICKET_AFTER and (
                         rewrites or attempt >= _APPEND_TICKET):
                     ticket = self._log.take_ticket(log_module.TICKET_WAIT_SECONDS)
@@ -856,7 +861,7 @@ class Store(StoreView):
                         return result
                     rewrites = bool(commit.rewrites or commit.derived or commit.erased)
                     defer = ticket is None and not deferred
-                    if self._land(commit, operation, kept, defer=defer):
+                    if self._land(commit, operation, kept, defer=defer, cache=cache):
                         return commit.relabel(result, self._snap.generation)
                     deferred = deferred or (defer and self._deferred)
                     self._backoff(attempt)
@@ -866,13 +871,14 @@ class Store(StoreView):
             )
         finally:
             self._log.release_ticket(ticket)
+            self._log.release_ticket(loser)
 
     @staticmethod
     def _backoff(attempt: int) -> None:
         time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
 
     def _land(self, commit: capture.Commit, op: str, kept: list[_Kept] | None = None, *,
-              defer: bool = False) -> bool:
+              defer: bool = False, cache: dict[str, Any] | None = None) -> bool:
         """Write the commit's partitions and link its generation; False if another won.
 
         The files are written and made durable (file and directory fsync) before the
@@ -881,7 +887,7 @@ class Store(StoreView):
         """
         snap = commit.snapshot
         self._deferred = False
-        if commit.erased and not _stage_erased_text(self._log.root, commit):
+        if commit.erased and not _stage_erased_text(self._log.root, commit, cache):
             return False  # a text table's part is gone: a newer generation replaced it
         generation = snap.generation + 1
         # partitions the commit wrote early (`Commit.flush`) come first in the entry
@@ -1774,7 +1780,8 @@ class _Transaction:
         return replayed
 
 
-def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
+def _stage_erased_text(root: Path, commit: capture.Commit,
+                       cache: dict[str, Any] | None = None) -> bool:
     """Stage, on a commit that erases content, every derived text table
     (`derived.TEXT_PREFIX`) that holds a row of an erased capsule again without those rows
     (`derived.without_erased`: order and row-group size kept, so its readers read it as
@@ -1783,8 +1790,24 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
     commit, so once vacuumed no file holds the erased text, in values or in statistics.
     State another code wrote is dropped (`derived.settle` drops it all). False when a
     stored part is gone (replaced by a newer generation and vacuumed: the commit lost the
-    race and runs again on the newer one)."""
+    race and runs again on the newer one). ``cache``: the commit's reads across its
+    attempts (parts are immutable: a retry after a lost race reads none of them again)."""
     snap = commit.snapshot
+    cache = {} if cache is None else cache
+
+    def footer(path: str) -> Any:
+        key = f"text-ranges:{path}"
+        if key not in cache:
+            cache[key] = tables.row_group_ranges(root / path, derived.TEXT_KEY)
+        return cache[key]
+
+    def stored(path: str) -> pl.DataFrame:
+        key = f"text-rows:{path}"
+        if key not in cache:
+            cache[key] = pl.read_parquet(root / path)
+        frame: pl.DataFrame = cache[key]
+        return frame
+
     names = {t for t, parts in snap.tables.items() if parts and t.startswith(
         derived.TEXT_PREFIX)} | {t for t in commit.derived if t.startswith(derived.TEXT_PREFIX)}
     ours = derived.current(snap.watermarks)
@@ -1799,14 +1822,14 @@ def _stage_erased_text(root: Path, commit: capture.Commit) -> bool:
             return False
         # a part whose footer rules every erased number out of its groups is not read,
         # unless the table is written again anyway
-        ranges = [tables.row_group_ranges(root / p.path, derived.TEXT_KEY) for p in parts]
+        ranges = [footer(p.path) for p in parts]
         staged = [f.collect() if isinstance(f, SpilledRows) else f  # (never spilled)
                   for f in held if f.height]
         if not any(_may_hold(erased, lo, hi) for _meta, mins, maxs, _n in ranges
                    for lo, hi in zip(mins, maxs, strict=True)) and all(
                 derived.without_erased(f, erased) is f for f in staged):
             continue
-        frames = [pl.read_parquet(root / p.path) for p in parts] + staged
+        frames = [stored(p.path) for p in parts] + staged
         # written again in row groups of the size it had
         group_rows = group_rows or max((n for *_, counts in ranges for n in counts),
                                        default=0) or None

@@ -4,6 +4,8 @@ fairness ticket makes new commits wait behind it, for a bound."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 
@@ -336,3 +338,115 @@ def test_a_cycle_beaten_by_more_than_appends_folds_again(tmp_path, monkeypatch, 
     else:
         assert links[0] == 2 and stagings[0] == 2 and result.generation == store.generation
     assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+
+
+def test_an_erasure_that_loses_reads_the_text_tables_once(tmp_path, monkeypatch):
+    """The derived text tables an erasure stages again without the erased rows are read
+    once per commit: a retry after a lost race takes them from the commit's reads."""
+    store = _store(tmp_path)
+    store.memory.run_cycle()  # the digest's text tables exist
+    text = [t for t, parts in store.snapshot.tables.items()
+            if parts and t.startswith("projections/text/")]
+    assert text
+    other = mf.Store.open(tmp_path / "s")
+    reads: list[str] = []
+    real_read = pl.read_parquet
+
+    def spy(source, *a, **k):  # noqa: ANN001, ANN202
+        if "projections/text/" in str(source):
+            reads.append(str(source))
+        return real_read(source, *a, **k)
+
+    monkeypatch.setattr(pl, "read_parquet", spy)
+    calls = [0]
+
+    def purge(w):
+        calls[0] += 1
+        if calls[0] <= 2:  # an append lands first, twice
+            other.ingest({"content": f"append {calls[0]}", "source": "s", "anchor": "x"})
+        return w.forget("cap-7", mode="purge")
+
+    store.commit(purge, operation="forget")
+    assert calls[0] == 3
+    assert reads and len(reads) == len(set(reads))  # each text part read once, not thrice
+    monkeypatch.undo()
+    held = 0
+    for table in text:  # and the erased capsule's rows are gone from every one of them
+        for part in store.partitions(table):
+            rows = pl.read_parquet(tmp_path / "s" / part.path)
+            held += rows.height
+            if "num" in rows.columns:
+                assert 7 not in rows["num"].to_list()
+            texts = rows.select(pl.col(pl.String)).unpivot()["value"].to_list()
+            assert "c6" not in texts  # cap-7's content
+    assert held  # the tables still hold the other capsules' rows
+
+
+def test_a_new_commit_waits_for_a_writer_that_lost_a_race_for_a_bound(tmp_path, monkeypatch):
+    """Losers first: the winner of a race starts its next commit at once, a whole attempt
+    ahead of the writer that lost to it; a new commit waits while a loser retries."""
+    store = _store(tmp_path)
+    loser = mf.Store.open(tmp_path / "s")
+    mark = loser._log.mark_loser()
+    assert mark is not None
+    t0 = time.perf_counter()
+    store.ingest({"content": "new", "source": "s", "anchor": "n"})
+    waited = time.perf_counter() - t0
+    assert waited >= log_module.LOSER_WAIT_SECONDS * 0.9  # it waited, up to the bound
+    done: list[float] = []
+
+    def small() -> None:
+        t1 = time.perf_counter()
+        store.ingest({"content": "after", "source": "s", "anchor": "a"})
+        done.append(time.perf_counter() - t1)
+
+    monkeypatch.setattr(log_module, "LOSER_WAIT_SECONDS", 5.0)
+    thread = threading.Thread(target=small)
+    thread.start()
+    time.sleep(0.3)
+    assert not done  # still behind the loser
+    log_module.Log.release_ticket(mark)  # the loser landed: the new commit goes at once
+    thread.join(5)
+    assert done and 0.25 <= done[0] < 2.0
+
+
+def test_a_commit_that_lost_is_marked_until_it_ends(tmp_path):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    marked: list[bool] = []
+    calls = [0]
+
+    def losers_waiting() -> bool:
+        fd = os.open(tmp_path / "s" / "_log" / log_module.LOSERS_FILE, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def ingest(w):
+        calls[0] += 1
+        if calls[0] == 1:  # a first attempt: nobody is marked; then it loses once
+            marked.append((tmp_path / "s" / "_log" / log_module.LOSERS_FILE).exists()
+                          and losers_waiting())
+            other.ingest({"content": "winner", "source": "s", "anchor": "w"},)
+        else:
+            marked.append(losers_waiting())
+        return w.ingest({"content": "mine", "source": "s", "anchor": "m"})
+
+    assert store.commit(ingest, operation="ingest") == ["cap-52"]
+    assert marked == [False, True]  # marked on its retry
+    assert not losers_waiting()  # and no longer once it landed
+
+    def failing(w):
+        calls[0] += 1
+        if calls[0] == 3:
+            other.ingest({"content": "again", "source": "s", "anchor": "w"})
+            return w.ingest({"content": "mine 2", "source": "s", "anchor": "m"})
+        raise RuntimeError("the caller's own failure")
+
+    with pytest.raises(RuntimeError, match="own failure"):
+        store.commit(failing, operation="ingest")
+    assert not losers_waiting()  # a commit that ends in an error leaves no mark
