@@ -38,6 +38,7 @@ def test_a_purge_that_loses_to_an_append_is_rebased_not_redone(tmp_path, monkeyp
         return real_write(root, rel, *a, **k)
 
     monkeypatch.setattr(tables, "write_part", write)
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)  # the other handle waits
     monkeypatch.setattr(store, "_read_pinned_part",
                         lambda snap, part: reads.append(part.path) or real_read(snap, part))
     calls = [0]
@@ -349,6 +350,8 @@ def test_an_erasure_that_loses_reads_the_text_tables_once(tmp_path, monkeypatch)
             if parts and t.startswith("projections/text/")]
     assert text
     other = mf.Store.open(tmp_path / "s")
+    # the other handle, in this process, waits behind the ticket for the bound: keep it short
+    monkeypatch.setattr(log_module, "TICKET_WAIT_SECONDS", 0.2)
     reads: list[str] = []
     real_read = pl.read_parquet
 
