@@ -25,6 +25,9 @@ Usage::
     python3 benchmarks/bench_fair_commits.py --writers 2 --capsules 20000 --rounds 3
     git archive <commit> | tar -x -C /tmp/before
     python3 benchmarks/bench_fair_commits.py --against /tmp/before  # the code before too
+    # the writers' rate while the erasures run, against their rate just before each:
+    python3 benchmarks/bench_fair_commits.py --writers 1 2 --ops purge,redact --rounds 60 \
+        --gap 0.25 --capsules 20000
 """
 
 from __future__ import annotations
@@ -220,10 +223,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--baseline", type=float, default=4.0)
-    parser.add_argument("--gap", type=float, default=0.25,
+    parser.add_argument("--gap", type=float, default=0.0,
                         help="seconds the writers commit alone before each loaded round: "
                              "their rate beside each operation, at the same moment of the "
-                             "run (the store grows as they commit)")
+                             "run (the store grows as they commit). Their rows also add to "
+                             "the work of what folds or lists them (the cycle, the hook, "
+                             "compact, vacuum): time those with no gap, and the erasures' "
+                             "throughput with one (--ops purge,redact --gap 0.25)")
     parser.add_argument("--ops", default=",".join(OPERATIONS[1:]),
                         help="the operations to time, comma-separated (default: all): "
                              "fewer operations, more rounds, a tighter figure for each")

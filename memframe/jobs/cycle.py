@@ -180,8 +180,9 @@ def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
-    return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
-                        operation=_OPERATIONS[0])
+    with store._rewriting():  # a long first attempt: it goes ahead of small commits' losers
+        return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
+                            operation=_OPERATIONS[0])
 
 
 def rebuild(store: Store, progress: Progress | None = None) -> CycleReport:
@@ -199,8 +200,9 @@ def rebuild(store: Store, progress: Progress | None = None) -> CycleReport:
     from memframe.digest.state.cold_fold import range_size
 
     range_size(store.pinned())  # refused before anything when the budget cannot fold it
-    return store.commit(lambda c: _run(c, "rebuild", _OPERATIONS[1], progress),
-                        operation=_OPERATIONS[1])
+    with store._rewriting():
+        return store.commit(lambda c: _run(c, "rebuild", _OPERATIONS[1], progress),
+                            operation=_OPERATIONS[1])
 
 
 def stage_rebuild(commit: Commit, rows: pl.DataFrame, watermark: int, *, rows_visited: int,

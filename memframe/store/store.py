@@ -431,6 +431,10 @@ class StoreView:
         return Memory(self)
 
     # -- writes are refused on views -----------------------------------------------------
+    def _rewriting(self) -> contextlib.AbstractContextManager[None]:
+        """See `Store._rewriting` (a view commits nothing)."""
+        return contextlib.nullcontext()
+
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise ReadOnlyStoreError(
             f"this is a frozen view of generation {self.generation}; write through "
@@ -499,6 +503,7 @@ class Store(StoreView):
         self._lock = threading.RLock()
         self._tx: _Transaction | None = None
         self._deferred = False  # the last _land stood aside for another writer's ticket
+        self._losers_first = True  # a new commit waits for writers that lost (`_rewriting`)
         self._delta = DeltaLogs(log)
         super().__init__(log, log.snapshot(), self._clock)
 
@@ -827,8 +832,9 @@ class Store(StoreView):
         try:
             for attempt in range(lost, _MAX_ATTEMPTS):
                 if attempt == 0:
-                    self._log.wait_for_losers()  # commits that lost a race go first (bounded)
-                elif loser is None:
+                    if self._losers_first:  # commits that lost a race go first (bounded)
+                        self._log.wait_for_losers()
+                elif loser is None:  # lost a race: marked until this commit ends
                     loser = self._log.mark_loser()
                 if ticket is None and attempt >= _TICKET_AFTER and (
                         rewrites or attempt >= _APPEND_TICKET):
@@ -872,6 +878,18 @@ class Store(StoreView):
         finally:
             self._log.release_ticket(ticket)
             self._log.release_ticket(loser)
+
+    @contextlib.contextmanager
+    def _rewriting(self) -> Iterator[None]:
+        """Commits made inside go ahead of writers that lost a race instead of waiting for
+        them: for the maintenance verbs (an erasure, a compaction, the cycle), whose first
+        attempt is long and which take the fairness ticket after one loss anyway; losers
+        first is for the small commits' race among themselves."""
+        before, self._losers_first = self._losers_first, False
+        try:
+            yield
+        finally:
+            self._losers_first = before
 
     @staticmethod
     def _backoff(attempt: int) -> None:
@@ -1112,7 +1130,9 @@ class Store(StoreView):
 
     def forget(self, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> None:
         """Tombstone a capsule; ``redact``/``purge`` also erase its content bytes."""
-        self.commit(lambda c: capture.forget(c, capsule_id, mode, reason), operation="forget")
+        with self._rewriting() if mode in ("redact", "purge") else contextlib.nullcontext():
+            self.commit(lambda c: capture.forget(c, capsule_id, mode, reason),
+                        operation="forget")
 
     def record_recall(self, capsule_ids: Sequence[str] | str, *,
                       terms: Sequence[str] | str | None = None,
@@ -1505,7 +1525,8 @@ class Store(StoreView):
             w.allow_rebase()  # the merged parts are the same rows whatever is appended
             return merged
 
-        return self.commit(merge, operation="compact")
+        with self._rewriting():
+            return self.commit(merge, operation="compact")
 
     def discard_if_unused(self, *, remove_root: bool) -> bool:
         """Remove this store if no generation was ever committed to it (undo a create).

@@ -453,3 +453,31 @@ def test_a_commit_that_lost_is_marked_until_it_ends(tmp_path):
     with pytest.raises(RuntimeError, match="own failure"):
         store.commit(failing, operation="ingest")
     assert not losers_waiting()  # a commit that ends in an error leaves no mark
+
+
+def test_maintenance_goes_ahead_of_the_losers(tmp_path, monkeypatch):
+    """An erasure, a compaction and the cycle (long first attempts, the ticket after one
+    loss) do not wait for small commits' losers; a small commit does."""
+    store = _store(tmp_path)
+    loser = mf.Store.open(tmp_path / "s")
+    monkeypatch.setattr(log_module, "LOSER_WAIT_SECONDS", 2.0)
+    mark = loser._log.mark_loser()
+    marks: list[object] = []
+    real_mark = log_module.Log.mark_loser
+    monkeypatch.setattr(log_module.Log, "mark_loser",
+                        lambda self: marks.append(self) or real_mark(self))
+    try:
+        for name, verb in [("purge", lambda: store.forget("cap-3", mode="purge")),
+                           ("redact", lambda: store.forget("cap-4", mode="redact")),
+                           ("compact", store.compact),
+                           ("cycle", store.memory.run_cycle)]:
+            t0 = time.perf_counter()
+            verb()
+            assert time.perf_counter() - t0 < 1.5, name
+        t0 = time.perf_counter()
+        store.forget("cap-5")  # a tombstone is a small commit: it waits
+        assert time.perf_counter() - t0 >= 1.8
+        assert store._losers_first  # the maintenance verbs left the handle as it was
+        assert marks == []  # and none that did not lose marked itself a loser
+    finally:
+        log_module.Log.release_ticket(mark)
