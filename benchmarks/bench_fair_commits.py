@@ -278,7 +278,7 @@ def main() -> None:
             drop = 1 - r["busy_rate"] / r["quiet_rate"] if r["quiet_rate"] else float("nan")
             print(f"  small commits/s: {r['quiet_rate']:.1f} with no operation running, "
                   f"{r['busy_rate']:.1f} while operations run (drop {drop:.0%}; target <= 20%)")
-            if r.get("op_quiet_rates"):
+            if args.gap and r.get("op_quiet_rates"):
                 beside = r["quiet_beside"]
                 drop = 1 - r["busy_rate"] / beside if beside else float("nan")
                 print(f"  beside each operation ({args.gap:g} s before each loaded round): "
