@@ -58,6 +58,10 @@ LOSERS_FILE = ".losers"
 #: how long a new commit waits for the losers' retries before it races them anyway
 LOSER_WAIT_SECONDS = 0.25
 
+# how the ticket and the losers' mark are probed: never through a planted link, and never
+# blocking in open (a FIFO planted under that name would hold every commit for ever)
+_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
 # the only file names memframe writes under a table directory
@@ -765,7 +769,7 @@ class Log:
     def ticket_taken(self) -> bool:
         """Whether another writer holds the ticket now (no wait)."""
         try:
-            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(self.log_dir / PENDING_FILE, _PROBE_FLAGS)
         except OSError:
             return False
         try:
@@ -835,7 +839,7 @@ class Log:
         if wait_seconds is None:
             wait_seconds = LOSER_WAIT_SECONDS
         try:
-            fd = os.open(self.log_dir / LOSERS_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(self.log_dir / LOSERS_FILE, _PROBE_FLAGS)
         except OSError:
             return  # no commit here ever lost a race (or it is no file of ours)
         try:
@@ -857,7 +861,7 @@ class Log:
         if wait_seconds is None:
             wait_seconds = TICKET_WAIT_SECONDS
         try:
-            fd = os.open(self.log_dir / PENDING_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(self.log_dir / PENDING_FILE, _PROBE_FLAGS)
         except OSError:
             return  # no ticket was ever taken here (or it is no file of ours): no wait
         try:

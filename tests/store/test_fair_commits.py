@@ -481,3 +481,18 @@ def test_maintenance_goes_ahead_of_the_losers(tmp_path, monkeypatch):
         assert marks == []  # and none that did not lose marked itself a loser
     finally:
         log_module.Log.release_ticket(mark)
+
+
+@pytest.mark.parametrize("name", [log_module.LOSERS_FILE, log_module.PENDING_FILE])
+def test_a_fifo_planted_as_the_ticket_or_the_losers_mark_holds_no_commit(tmp_path, name):
+    """The probes open those files without blocking: a FIFO under either name (a hostile
+    or broken store) once held every commit in open() for ever."""
+    store = _store(tmp_path)
+    os.mkfifo(tmp_path / "s" / "_log" / name)
+    done: list[list[str]] = []
+    thread = threading.Thread(
+        target=lambda: done.append(store.ingest({"content": "y", "source": "s",
+                                                 "anchor": "b"})), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert done == [["cap-51"]]
