@@ -62,6 +62,21 @@ LOSER_WAIT_SECONDS = 0.25
 # blocking in open (a FIFO planted under that name would hold every commit for ever)
 _PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
+
+def _flock_within(fd: int, operation: int, wait_seconds: float) -> bool:
+    """Take ``operation`` (``fcntl.LOCK_SH`` or ``LOCK_EX``) on ``fd``, polling until
+    ``wait_seconds`` have passed: whether it was taken. The locks memframe waits for are
+    held by small commits, so a millisecond's poll takes them as they end."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
 # the only file names memframe writes under a table directory
@@ -725,18 +740,11 @@ class Log:
         """Hold the commit lock exclusively (no commit in flight), waiting up to a bound."""
         fd = self._lock_fd()
         try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise ConcurrentCommitError(
-                            f"a writer kept committing to {self.root} for {wait_seconds:g} s; "
-                            f"nothing was removed: run vacuum again when writers are idle"
-                        ) from None
-                    time.sleep(0.001)  # the commits in flight are small: take it as they end
+            # the commits in flight are small: take it as they end
+            if not _flock_within(fd, fcntl.LOCK_EX, wait_seconds):
+                raise ConcurrentCommitError(
+                    f"a writer kept committing to {self.root} for {wait_seconds:g} s; "
+                    f"nothing was removed: run vacuum again when writers are idle")
             yield
         finally:
             os.close(fd)
@@ -749,22 +757,7 @@ class Log:
     def take_ticket(self, wait_seconds: float = 0.0) -> int | None:
         """The ticket's descriptor (held until `release_ticket`), or None when another
         writer holds it past ``wait_seconds`` or the store cannot be written."""
-        path = self.log_dir / PENDING_FILE
-        try:
-            check_no_link(self.root, self.log_dir)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except (OSError, CorruptStoreError):
-            return None  # a read-only store, a planted link: commits go on without tickets
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return None
-                time.sleep(0.002)
+        return self._hold(PENDING_FILE, fcntl.LOCK_EX, wait_seconds)
 
     def ticket_taken(self) -> bool:
         """Whether another writer holds the ticket now (no wait)."""
@@ -789,15 +782,7 @@ class Log:
         except (OSError, CorruptStoreError):
             return
         try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        return
-                    time.sleep(0.001)
+            _flock_within(fd, fcntl.LOCK_EX, wait_seconds)
         finally:
             os.close(fd)  # releases it at once
 
@@ -816,64 +801,45 @@ class Log:
     def mark_loser(self) -> int | None:
         """Mark this writer as one whose commit lost a race (held until `release_ticket`
         of the descriptor returned); None when the store cannot be written."""
-        try:
-            check_no_link(self.root, self.log_dir)
-            fd = os.open(self.log_dir / LOSERS_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                         0o644)
-        except (OSError, CorruptStoreError):
-            return None  # a read-only store, a planted link: no mark, no wait for it
-        deadline = time.monotonic() + LOSER_WAIT_SECONDS
-        while True:
-            try:  # shared marks never exclude each other; a waiter's probe holds it briefly
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return None
-                time.sleep(0.0005)
+        # shared marks never exclude each other; a waiter's probe holds it briefly
+        return self._hold(LOSERS_FILE, fcntl.LOCK_SH, LOSER_WAIT_SECONDS)
 
     def wait_for_losers(self, wait_seconds: float | None = None) -> None:
         """Wait (at most ``wait_seconds``, default `LOSER_WAIT_SECONDS`) while a writer
         whose commit lost a race is still retrying it."""
-        if wait_seconds is None:
-            wait_seconds = LOSER_WAIT_SECONDS
-        try:
-            fd = os.open(self.log_dir / LOSERS_FILE, _PROBE_FLAGS)
-        except OSError:
-            return  # no commit here ever lost a race (or it is no file of ours)
-        try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        return
-                    time.sleep(0.0005)
-        finally:
-            os.close(fd)  # the probe's hold ends with it
+        self._wait_while_held(LOSERS_FILE, fcntl.LOCK_EX,
+                              LOSER_WAIT_SECONDS if wait_seconds is None else wait_seconds)
 
     def wait_for_ticket(self, wait_seconds: float | None = None) -> None:
         """Wait (at most ``wait_seconds``, default `TICKET_WAIT_SECONDS`) while another
         writer holds the ticket."""
-        if wait_seconds is None:
-            wait_seconds = TICKET_WAIT_SECONDS
+        self._wait_while_held(PENDING_FILE, fcntl.LOCK_SH,
+                              TICKET_WAIT_SECONDS if wait_seconds is None else wait_seconds)
+
+    def _hold(self, name: str, operation: int, wait_seconds: float) -> int | None:
+        """A descriptor of ``_log/<name>`` holding ``operation`` (flock), taken within
+        ``wait_seconds``; None when it was not, or the store cannot be written (a read-only
+        store, a planted link): commits then go on without it."""
         try:
-            fd = os.open(self.log_dir / PENDING_FILE, _PROBE_FLAGS)
+            check_no_link(self.root, self.log_dir)
+            fd = os.open(self.log_dir / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except (OSError, CorruptStoreError):
+            return None
+        if _flock_within(fd, operation, wait_seconds):
+            return fd
+        os.close(fd)
+        return None
+
+    def _wait_while_held(self, name: str, operation: int, wait_seconds: float) -> None:
+        """Wait (at most ``wait_seconds``) until ``operation`` on ``_log/<name>`` could
+        be taken, i.e. no other writer holds what excludes it; the probe's hold ends with
+        it. No file (never taken here, or no file of ours): no wait."""
+        try:
+            fd = os.open(self.log_dir / name, _PROBE_FLAGS)
         except OSError:
-            return  # no ticket was ever taken here (or it is no file of ours): no wait
+            return
         try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        return
-                    time.sleep(0.001)
+            _flock_within(fd, operation, wait_seconds)
         finally:
             os.close(fd)
 
