@@ -379,6 +379,21 @@ class Commit:
         return (self._relabel is not None and not self.frames and not self.flushed
                 and not self._journal and not self.erases)
 
+    @property
+    def renumberable(self) -> bool:
+        """Whether `allow_rebase` was asked and the rows this commit adds are an erasure's
+        forgets rows and journal rows: on top of commits that only appended, the same rows
+        with their ``seq`` (and the journal's ``audit_seq`` and links) moved past the
+        newer generation's are what staging again would give (`Store._land` renumbers
+        them). The forget rule reads only forgets rows, and a commit that erased or
+        forgot-with-erasure is a true conflict (it erases), so no winner that only
+        appended changes what it decided. No id of its own (``cap-``, ``sess-``), no
+        imported journal, nothing written early."""
+        return (self._relabel is not None and self.erases and not self.flushed
+                and set(self.frames) <= {"forgets"} and not self._journal
+                and self.capsules == int(self.snapshot.counter("capsules"))
+                and self.sessions == int(self.snapshot.counter("sessions")))
+
     def relabel(self, result: Any, generation: int) -> Any:
         """``result`` for the generation the commit landed at (a rebase moves it)."""
         if self._relabel is None or generation == self.snapshot.generation + 1:

@@ -35,7 +35,7 @@ from memframe.store.index import Indexes
 from memframe.store.log import Log, Part, Snapshot, fsync_dir
 from memframe.store.mirror import MirrorLog, open_mirror
 from memframe.store.spill import SpilledRows
-from memframe.text import check_instant, parse_instant
+from memframe.text import check_instant, journal_lines, parse_instant
 
 Partition = Part  # the public name of one partition file's log entry
 
@@ -51,6 +51,9 @@ _MAX_ATTEMPTS = 200
 #: losses (its retry is cheap, and tickets for every small commit would form a convoy)
 _TICKET_AFTER = 1
 _APPEND_TICKET = 8
+#: times an erasure that lost to commits that only appended renumbers its own rows and
+#: links on top of them before it stages again (with the fairness ticket)
+_RENUMBER_HOPS = 4
 _PARALLEL_WRITE_ROWS = 50_000  # rows staged before a commit writes its files on two threads
 _MAX_READ_ATTEMPTS = 20
 #: vacuum's default retention: time travel keeps working for the last seven days
@@ -923,18 +926,25 @@ class Store(StoreView):
         counter = iter(range(1 << 30))
         reused: list[_Kept] = []
         fresh: list[_Kept] = []
+        # the parts of rows this commit appends (their seqs are its own): n -> table, file,
+        # rows
+        appended: dict[int, tuple[str, Path, pl.DataFrame]] = {}
 
         def put(table: str, frame: pl.DataFrame | SpilledRows, *, validate: bool = False,
-                **kwargs: Any) -> None:
+                own: bool = False, **kwargs: Any) -> None:
             n = next(counter)
             same = (None if isinstance(frame, SpilledRows)  # copied again, never compared
                     else _reusable(kept, reused, table, frame, kwargs))
             if same is not None:  # rebased: the file a lost attempt wrote holds these rows
                 reused.append(same)
                 adds.append((n, dict(same.add)))
+                if own and isinstance(frame, pl.DataFrame):
+                    appended[n] = (table, same.path, frame)
                 return
             rel = tables.part_path(table, generation, n)
             written.append(root / rel)
+            if own and isinstance(frame, pl.DataFrame):
+                appended[n] = (table, root / rel, frame)
 
             def write() -> None:
                 checked = (S.validate_frame(table, frame)
@@ -954,7 +964,52 @@ class Store(StoreView):
             whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
             # bounded partitions: an erasure rewrites one of them, not a whole bulk load
             for offset in range(0, whole.height, tables.PART_ROWS):
-                put(table, whole.slice(offset, tables.PART_ROWS))
+                put(table, whole.slice(offset, tables.PART_ROWS), own=True)
+
+        def renumber(moved: dict[str, Any], old: Snapshot, new: Snapshot) -> dict[str, Any]:
+            """``moved`` (the entry `Log.rebase` put on top of ``new``) with this commit's
+            own rows renumbered past the rows ``new`` added since ``old``: their ``seq``,
+            the journal's ``audit_seq`` and its links from ``new``'s chain tail (written
+            again: a part's file holds its rows' seqs)."""
+            shift = int(new.counter("seq")) - int(old.counter("seq"))
+            audit_shift = int(new.counter("audit_seq")) - int(old.counter("audit_seq"))
+            prev = str(new.counter("chain", ""))
+            place = {n: i for i, (n, _add) in enumerate(adds)}
+            renumbered: dict[str, list[pl.DataFrame]] = {}
+            for n, (table, path, frame) in sorted(appended.items()):
+                frame = frame.with_columns(pl.col("seq") + shift)
+                if table == "journal":
+                    frame = frame.with_columns(pl.col("audit_seq") + audit_shift)
+                    hashes = capture.chain_hashes(prev, journal_lines(frame))
+                    prev = hashes[-1]
+                    frame = S.validate_frame("journal", frame.with_columns(
+                        pl.Series("chained_hash", hashes, dtype=pl.String)))
+                else:
+                    renumbered.setdefault(table, []).append(frame)
+                rel = tables.part_path(table, moved["generation"], n)
+                written.append(root / rel)
+                add = {"table": table, **tables.write_part(root, rel, frame).to_json()}
+                adds[place[n]] = (n, add)
+                appended[n] = (table, root / rel, frame)
+                # the file it replaces was never linked: removed now (the one written
+                # here is kept like the attempt's others, for a later attempt or removal)
+                path.unlink(missing_ok=True)
+                fresh[:] = [k for k in fresh if k.path != path]
+                reused[:] = [k for k in reused if k.path != path]
+                if kept is not None:
+                    fresh.append(_Kept(root / rel, table, frame, {}, add))
+            for directory in sorted({p.parent for _t, p, _f in appended.values()}):
+                fsync_dir(directory)
+            commit.frames.update(renumbered)  # what the indexes learn when it lands
+            span = moved.get("seq")
+            counters = {**moved["counters"],
+                        "seq": int(entry["counters"]["seq"]) + shift,
+                        "audit_seq": int(entry["counters"]["audit_seq"]) + audit_shift,
+                        "chain": prev if any(t == "journal" for t, _p, _f in appended.values())
+                        else moved["counters"].get("chain", "")}
+            return {**moved, "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
+                    "seq": [span[0] + shift, span[1] + shift] if span else None,
+                    "counters": counters}
 
         def settle() -> None:
             if pool is None:
@@ -975,7 +1030,7 @@ class Store(StoreView):
                 if "journal" in commit.frames:  # rows an import carried, chained already
                     put_table("journal", commit.frames["journal"])
                 for piece in commit.chain_journal(tables.PART_ROWS):
-                    put("journal", piece, validate=True)
+                    put("journal", piece, validate=True, own=True)
                 for old_parts, table, frame in commit.rewrites.values():
                     if frame.height:
                         put(table, frame)
@@ -1044,13 +1099,25 @@ class Store(StoreView):
                 self._deferred = defer and self._log.ticket_taken()
                 won = not self._deferred and self._log.try_commit(entry)
                 base = snap
-                while not won and not self._deferred and commit.rebasable:
+                hops = 0  # renumbered rebases (each writes its own rows again)
+                while not won and not self._deferred and (
+                        commit.rebasable or (commit.renumberable and hops < _RENUMBER_HOPS)):
                     # beaten by commits that only appended: link on top of them as staged
+                    # (an erasure's own rows renumbered past theirs)
                     moved = self._log.rebase(entry, base, S.CANONICAL_TABLES)
                     if moved is None:
                         break  # a true conflict: stage again on the newer generation
-                    entry, base = moved
+                    if not commit.rebasable:
+                        hops += 1
+                        entry = renumber(moved[0], base, moved[1])
+                    else:
+                        entry = moved[0]
+                    base = moved[1]
                     generation = entry["generation"]
+                    why = log_module.entry_problem(entry, generation)
+                    if why is not None:
+                        raise InvalidInputError(f"{op} staged a generation the log would "
+                                                f"refuse ({why}); nothing was written")
                     self._delta.before_link(generation)
                     won = self._log.try_commit(entry)
             except BaseException:
@@ -1130,9 +1197,14 @@ class Store(StoreView):
 
     def forget(self, capsule_id: str, mode: str = "tombstone", reason: str | None = None) -> None:
         """Tombstone a capsule; ``redact``/``purge`` also erase its content bytes."""
+        def forget(c: capture.Commit) -> bool:
+            # an erasure beaten by commits that only appended renumbers its forgets and
+            # journal rows past theirs and links, its rewrites kept (`Commit.renumberable`)
+            c.allow_rebase()
+            return capture.forget(c, capsule_id, mode, reason)
+
         with self._rewriting() if mode in ("redact", "purge") else contextlib.nullcontext():
-            self.commit(lambda c: capture.forget(c, capsule_id, mode, reason),
-                        operation="forget")
+            self.commit(forget, operation="forget")
 
     def record_recall(self, capsule_ids: Sequence[str] | str, *,
                       terms: Sequence[str] | str | None = None,

@@ -496,3 +496,100 @@ def test_a_fifo_planted_as_the_ticket_or_the_losers_mark_holds_no_commit(tmp_pat
     thread.start()
     thread.join(10)
     assert done == [["cap-51"]]
+
+
+@pytest.mark.parametrize("mode", ["purge", "redact"])
+def test_an_erasure_beaten_by_appends_renumbers_its_rows_and_links(tmp_path, monkeypatch,
+                                                                   tickets, mode):
+    """An erasure's rewrite is kept when commits that only appended beat it: its forgets
+    and journal rows move past theirs (seq, audit seq, the chain) and it links without
+    staging again or taking the ticket. The store reads as if it had been staged last."""
+    store = _store(tmp_path)
+    store.memory.run_cycle()
+    other = mf.Store.open(tmp_path / "s")
+    writes: list[str] = []
+    busy = [False]  # the other handle is committing (its writes are not the erasure's)
+    real_write = tables.write_part
+
+    def write(root, rel, *a, **k):  # noqa: ANN001, ANN202
+        if not busy[0]:
+            writes.append(rel)
+        return real_write(root, rel, *a, **k)
+
+    stagings = [0]
+    real_forget = mf.store.capture.forget
+
+    def forget(c, capsule_id, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        stagings[0] += capsule_id == "cap-7"
+        return real_forget(c, capsule_id, *a, **k)
+
+    monkeypatch.setattr(mf.store.capture, "forget", forget)
+    monkeypatch.setattr(tables, "write_part", write)
+
+    def win(o, k):  # noqa: ANN001, ANN202
+        busy[0] = True
+        _append(o, k)
+        o.record_recall(["cap-7"])  # a winner that names the erased capsule appends only
+        o.forget(f"cap-{8 + k}")  # so does a tombstone of another capsule
+        busy[0] = False
+
+    links = _beaten_at_the_link(store, other, monkeypatch, win, times=2)
+    before = store.generation
+    store.forget("cap-7", mode=mode, reason="asked")
+    assert stagings[0] == 1 and tickets == [] and links[0] == 3
+    assert store.generation == before + 7  # three winners twice, then the erasure
+    assert len([w for w in writes if w.startswith("capsules/")]) == 1  # rewritten once
+    entry = store._log.read_entry(store.generation)
+    won = store._log.read_entry(store.generation - 1)
+    assert entry["parent"] == store.generation - 1
+    assert entry["seq"][0] == won["counters"]["seq"] + 1
+    assert entry["counters"]["seq"] == entry["seq"][1]
+    assert entry["counters"]["audit_seq"] == won["counters"]["audit_seq"] + 1
+    # every seq is unique and the forgets row is the newest
+    for table in ("forgets", "journal", "capsules", "recalls"):
+        seqs = store.table(table).select("seq").collect()["seq"]
+        assert seqs.is_unique().all(), table
+    forgets = store.table("forgets").collect().sort("seq")
+    assert forgets.tail(1).select("capsule_id", "mode", "reason").rows() == [
+        ("cap-7", mode, "asked")]
+    caps = store.table("capsules").collect()
+    assert caps.filter(pl.col("id") == "cap-7")["content"].to_list() == [None]
+    # the audit chain verifies across the renumbered row, and every reader agrees
+    digest = mf.digest(store)
+    assert digest.to_dict()["journal"]["chain"] == "ok"
+    assert digest.to_json() == mf.digest(store, verify="full").to_json()
+    store.memory.run_cycle()
+    assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+    # no file of a lost attempt is left behind
+    ever = {p.path for g in range(1, store.generation + 1) for t in ("forgets", "journal")
+            for p in store.at(g).partitions(t)}
+    on_disk = {f"{t}/{p.name}" for t in ("forgets", "journal")
+               for p in (tmp_path / "s" / t).glob("part-*")}
+    assert on_disk <= ever
+    # and a fresh handle sees the same store (the indexes learn the renumbered rows)
+    fresh = mf.Store.open(tmp_path / "s")
+    assert fresh.capsule_state().collect().equals(store.capsule_state().collect())
+    for handle in (store, fresh):  # both know it is forgotten as thoroughly already
+        generation = handle.generation
+        handle.forget("cap-7", mode=mode)
+        assert handle.generation == generation
+
+
+def test_an_erasure_beaten_by_another_erasure_stages_again(tmp_path, monkeypatch, tickets):
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    stagings = [0]
+    real_forget = mf.store.capture.forget
+
+    def forget(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        stagings[0] += 1
+        return real_forget(*a, **k)
+
+    monkeypatch.setattr(mf.store.capture, "forget", forget)
+    _beaten_at_the_link(store, other, monkeypatch,
+                        lambda o, _k: o.forget("cap-3", mode="purge"))
+    store.forget("cap-7", mode="purge")
+    assert stagings[0] == 3  # the winner's, ours twice: a true conflict
+    caps = store.table("capsules").collect()
+    assert set(caps.filter(pl.col("content").is_null())["id"]) == {"cap-3", "cap-7"}
+    assert mf.digest(store).to_dict()["journal"]["chain"] == "ok"
