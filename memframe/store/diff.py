@@ -109,13 +109,20 @@ class StoreDiff:
 
     def rows(self, table: str) -> pl.LazyFrame:
         """The canonical rows of ``table`` appended between the two generations (read on
-        the first call, then kept: the files stay readable only while pinned)."""
+        the first call, then kept; a part a vacuum removed before then is named by
+        `GenerationNotFoundError`, as the diff itself would)."""
         if table not in self._added:
             raise InvalidInputError(f"no canonical table {table!r}; the tables are "
                                     f"{', '.join(self._added)}")
         frame = self._added[table]
         if isinstance(frame, pl.LazyFrame):
-            frame = self._added[table] = frame.collect()
+            try:
+                frame = self._added[table] = frame.collect()
+            except (OSError, pl.exceptions.ComputeError):
+                # a vacuum removed a part since the diff was made: name it
+                self._since.require_readable()
+                self._until.require_readable()
+                raise
         return frame.lazy()
 
     def _compare(self, ids: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -367,7 +367,14 @@ class StoreView:
         # what the diff compares against, and it is gone (the answer must not depend on luck)
         first.require_readable()
         last.require_readable()
-        return StoreDiff(first, last)
+        try:
+            return StoreDiff(first, last)
+        except _VANISHED + _READ_FAULTS:
+            # a vacuum removed a file of either generation while the diff read it (another
+            # handle replaced it): say so, and which generations are still readable
+            first.require_readable()
+            last.require_readable()
+            raise
 
     # -- time travel ----------------------------------------------------------------------
     def at(self, generation: int) -> StoreView:
@@ -1483,15 +1490,25 @@ class Store(StoreView):
         # cannot make a file removable that was not (what is present and named only
         # moves on), so an empty survey stands; a non-empty one is surveyed again under it.
         # (A store memframe may not write is refused as a vacuum, not answered.)
+        # Nor does one that removes only files some generation named and a later one
+        # replaced: the lock keeps the files of a commit in flight, which no generation
+        # names yet, and no commit links a file it did not write; a reader or a writer
+        # staging on an older generation reads them without the lock either way, and runs
+        # again on the newer one when one is gone (under the lock as well).
         if (not dry_run and os.access(lock_file, os.W_OK)
                 and self._delta.synced_through() is None):
             with self._lock, log_module.storage_errors(self.path, "vacuum"):
-                survey = self._vacuum_survey(retention_hours, grace_seconds)
-            if not survey[1]:
-                return _vacuum_report(*survey, dry_run=dry_run, retention_hours=retention_hours)
+                snap, doomed, sizes, before, after, replaced = self._vacuum_survey(
+                    retention_hours, grace_seconds)
+                if replaced:
+                    for full, _rel, _kind in doomed:
+                        full.unlink(missing_ok=True)
+            if replaced:
+                return _vacuum_report(snap, doomed, sizes, before, after, dry_run=dry_run,
+                                      retention_hours=retention_hours)
         with self._lock, log_module.storage_errors(self.path, "vacuum"), lock:
-            snap, doomed, sizes, before, after = self._vacuum_survey(retention_hours,
-                                                                     grace_seconds)
+            snap, doomed, sizes, before, after, _replaced = self._vacuum_survey(
+                retention_hours, grace_seconds)
             for full, _rel, _kind in doomed:
                 if not dry_run:
                     full.unlink(missing_ok=True)
@@ -1504,10 +1521,11 @@ class Store(StoreView):
 
     def _vacuum_survey(self, retention_hours: float, grace_seconds: float
                        ) -> tuple[Snapshot, list[tuple[Path, str, str]], dict[str, int],
-                                  int | None, int | None]:
+                                  int | None, int | None, bool]:
         """What a vacuum at the newest generation removes: the snapshot, the doomed files
-        (path, store-relative path, kind), every owned file's size, and the first
-        generation readable before and after."""
+        (path, store-relative path, kind), every owned file's size, the first generation
+        readable before and after, and whether every doomed file is one a generation
+        named and a later one removed (True when none is doomed)."""
         snap = self._refresh()
         history = self._log.lifetimes(snap.generation)
         alive = {path for path, (_, gone) in history.paths.items() if gone is None}
@@ -1543,8 +1561,10 @@ class Store(StoreView):
                     continue  # a writer that has not linked yet (it holds no lock: crashed)
                 doomed.append((full, rel, kind))
         gone_now = {rel for _, rel, kind in doomed if kind == "partition"}
+        replaced = all(history.paths.get(rel, (0, None))[1] is not None
+                       for _, rel, _kind in doomed)
         return (snap, doomed, sizes, history.readable_from(present),
-                history.readable_from(present - gone_now))
+                history.readable_from(present - gone_now), replaced)
 
     @contextlib.contextmanager
     def _ticketed_exclusive(self, wait_seconds: float) -> Iterator[None]:

@@ -131,6 +131,43 @@ def test_a_diff_from_a_vacuumed_generation_is_refused_even_when_no_row_changed(t
     assert store.diff(store.generation).capsules.height == 0  # the newest still answers
 
 
+def test_a_vacuum_under_a_diff_is_named_not_a_raw_error(tmp_path, monkeypatch):
+    """Regression: another handle's compaction and vacuum removed a part of the first
+    generation while the diff read it (or before `rows` read it): a raw
+    FileNotFoundError. It is the error that names the file and what is still readable."""
+    from memframe.store import diff as diff_module
+
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    for text in ("one", "two"):
+        store.ingest({"content": text, "source": "s", "anchor": "a"})
+    store.record_recall(["cap-1"])
+    other = mf.Store.open(tmp_path / "s")  # its now is past every commit: the window ends
+
+    def sweep() -> None:
+        other.compact(min_rows=2)
+        other.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001,
+                     wait_seconds=0)
+
+    real = diff_module.StoreDiff._read
+
+    def read(self, table):  # noqa: ANN001, ANN202
+        if table == "capsules":
+            sweep()  # after the parts to read were chosen, before they are read
+        return real(self, table)
+
+    monkeypatch.setattr(diff_module.StoreDiff, "_read", read)
+    with pytest.raises(mf.errors.GenerationNotFoundError, match="no longer readable"):
+        store.diff(1)
+    monkeypatch.undo()
+    store = mf.Store.open(tmp_path / "s", clock=TickingClock())
+    store.ingest({"content": "three", "source": "s", "anchor": "a"})
+    store.ingest({"content": "four", "source": "s", "anchor": "a"})
+    changed = store.diff(store.generation - 2)
+    sweep()
+    with pytest.raises(mf.errors.GenerationNotFoundError, match="no longer readable"):
+        changed.rows("capsules")
+
+
 def test_generation_of_names_the_commit_that_wrote_each_row(tmp_path):
     store = mf.Store.create(tmp_path / "s", clock=TickingClock())
     [a] = store.ingest({"content": "one", "source": "s", "anchor": "a"})

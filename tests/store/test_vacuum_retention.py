@@ -7,11 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 
+import polars as pl
 import pytest
 
 import memframe as mf
 from memframe.cli import main
 from memframe.errors import InvalidInputError
+from memframe.store import tables
 from tests.conftest import TickingClock
 from tests.store.test_faults import state_of
 
@@ -164,8 +166,11 @@ def test_a_restored_log_is_read_again_from_the_start(tmp_path):
 
 def test_a_vacuum_with_nothing_to_remove_never_stops_the_writers(tmp_path, monkeypatch):
     """Under the default window most vacuums remove nothing: they survey without the
-    commit lock and answer, so a stream of small commits is never held up by them. One
-    that removes files takes the ticket and the lock, and surveys again under them."""
+    commit lock and answer, so a stream of small commits is never held up by them; nor
+    are they by one that removes only files a generation named and a later one replaced
+    (no commit links them again). One that removes a file no generation named (a
+    crash's, or a commit's in flight) takes the ticket and the lock, and surveys again
+    under them."""
     from memframe.store.log import Log
 
     store, _clock = history(tmp_path)
@@ -184,5 +189,13 @@ def test_a_vacuum_with_nothing_to_remove_never_stops_the_writers(tmp_path, monke
     assert taken == ["ticket", "lock"] and swept["temporary"] == 1
     assert not (tmp_path / "s" / "_log" / ".tmp-0123456789abcdef").exists()
     cut = store.vacuum(retention_hours=0, allow_short_retention=True)
-    assert taken[2:] == ["ticket", "lock"] and cut["partitions"] > 0
+    assert taken[2:] == [] and cut["partitions"] > 0  # replaced files only: no lock
+    assert readable(store) == [7]
+    assert all(not (tmp_path / "s" / f).exists() for f in cut["files"])
+    # a partition no generation named (a crashed writer's, past the grace period)
+    name = tables.part_path("capsules", store.generation, 7)
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "s" / name)
+    os.utime(tmp_path / "s" / name, (old, old))
+    orphan = store.vacuum(retention_hours=0, allow_short_retention=True)
+    assert taken[2:] == ["ticket", "lock"] and orphan["files"] == [name]
     assert readable(store) == [7]
