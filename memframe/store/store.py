@@ -1444,8 +1444,10 @@ class Store(StoreView):
         from the log itself (every generation file, no checkpoint), since this is the one
         operation that deletes.
 
-        Vacuum holds the commit lock exclusively while it deletes, so the files of a commit
-        in flight are never removed; it waits up to ``wait_seconds`` for running commits.
+        Files some generation named and a later one replaced are removed without
+        stopping the writers (no commit links them again). To remove a file no generation
+        names, vacuum holds the commit lock exclusively, so the files of a commit in
+        flight are never removed; it waits up to ``wait_seconds`` for running commits.
         Temporary files, and partitions written for a generation that does not exist yet,
         are removed only once older than ``grace_seconds``.
 
@@ -1544,10 +1546,9 @@ class Store(StoreView):
         doomed: list[tuple[Path, str, str]] = []
         present: set[str] = set()
         sizes: dict[str, int] = {}
-        for full, kind in _owned_files(self._log.root):
-            rel = full.relative_to(self._log.root).as_posix()
+        for entry, rel, kind in _owned_files(self._log.root):
             try:
-                st = full.lstat()
+                st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             mtime, sizes[rel] = st.st_mtime, st.st_size
@@ -1555,11 +1556,11 @@ class Store(StoreView):
                 present.add(rel)
             if kind == "temporary":
                 if mtime < cutoff:
-                    doomed.append((full, rel, kind))
+                    doomed.append((Path(entry.path), rel, kind))
             elif rel not in keep:
-                if _part_generation(full.name) > snap.generation and mtime >= cutoff:
+                if _part_generation(entry.name) > snap.generation and mtime >= cutoff:
                     continue  # a writer that has not linked yet (it holds no lock: crashed)
-                doomed.append((full, rel, kind))
+                doomed.append((Path(entry.path), rel, kind))
         gone_now = {rel for _, rel, kind in doomed if kind == "partition"}
         replaced = all(history.paths.get(rel, (0, None))[1] is not None
                        for _, rel, _kind in doomed)
@@ -1774,8 +1775,10 @@ class _StaleSnapshot(ConcurrentCommitError):
                          f"was written: run it again")
 
 
-def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
-    """memframe's own partition and temporary files under a store (no symlink followed)."""
+def _owned_files(root: Path) -> Iterator[tuple[os.DirEntry[str], str, str]]:
+    """memframe's own partition and temporary files under a store (no symlink followed):
+    each file's directory entry, its path relative to the store (``/``-separated) and its
+    kind. (Strings, not paths: a vacuum under a stream of commits lists thousands.)"""
     dirs = [root / name for name in S.CANONICAL_TABLES]
     # a Delta version or checkpoint a crash left half written (only its temporary files)
     dirs += [root / name / "_delta_log" for name in S.CANONICAL_TABLES
@@ -1789,22 +1792,22 @@ def _owned_files(root: Path) -> Iterator[tuple[Path, str]]:
                     subdirs[:] = []  # a store nested inside: never ours to clean
                     continue
                 dirs.append(here)
-    for directory in dirs:
+    for directory in [*dirs, root / log_module.LOG_DIR]:
         if directory.is_symlink() or not directory.is_dir():
             continue
         if (directory / "memframe.json").exists():
             continue
-        for entry in os.scandir(directory):
-            if entry.is_dir(follow_symlinks=False):
-                continue
-            if log_module.PART_NAME_RE.match(entry.name) and not entry.is_symlink():
-                yield Path(entry.path), "partition"
-            elif log_module.TEMP_NAME_RE.match(entry.name):
-                yield Path(entry.path), "temporary"
-    log_dir = root / log_module.LOG_DIR
-    for entry in os.scandir(log_dir):
-        if log_module.TEMP_NAME_RE.match(entry.name):
-            yield Path(entry.path), "temporary"
+        head = directory.relative_to(root).as_posix() + "/"
+        in_log = directory.name == log_module.LOG_DIR and directory.parent == root
+        with os.scandir(directory) as found:
+            for entry in found:
+                if entry.is_dir(follow_symlinks=False):
+                    continue
+                if (not in_log and log_module.PART_NAME_RE.match(entry.name)
+                        and not entry.is_symlink()):
+                    yield entry, head + entry.name, "partition"
+                elif log_module.TEMP_NAME_RE.match(entry.name):
+                    yield entry, head + entry.name, "temporary"
 
 
 def _part_generation(name: str) -> int:

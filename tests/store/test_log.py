@@ -180,3 +180,39 @@ def test_a_store_shows_itself_in_a_terminal_and_a_notebook(tmp_path, clock):
     page = store._repr_html_()
     assert "<b>odd" not in page and "&lt;b&gt;odd&#x27;name" in page
     assert '>capsules</td><td class="mf-num">2</td>' in page
+
+
+def test_a_generation_file_changed_after_a_read_is_checked_again(tmp_path, clock):
+    """The log remembers which bytes it found whole, not which generation: a file
+    edited in place after a read is checked field by field again."""
+    from memframe.errors import CorruptStoreError
+    from memframe.store.log import Log, gen_name
+
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest(row("one"))
+    log = Log.open(tmp_path / "s")
+    entry = log.read_entry(1)
+    assert log.read_entry(1) == entry  # the same bytes: read again, not checked again
+    path = tmp_path / "s" / "_log" / gen_name(1)
+    path.write_text(json.dumps({**entry, "generation": 7}))
+    with pytest.raises(CorruptStoreError, match="field generation"):
+        log.read_entry(1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=25))
+def test_applying_entries_keeps_parts_in_seq_order(steps):
+    """`Snapshot.apply` appends parts above the others as they come and sorts when one
+    lands below (a merged part, an import's rows): the parts of a table are always in
+    (seq, path) order."""
+    from memframe.store.log import EMPTY, Part
+
+    snap, made = EMPTY, []
+    for g, (lo, drop) in enumerate(steps, start=1):
+        removes = [made.pop(0).path] if drop and made else []
+        part = Part(f"capsules/part-{g:020d}-0000-{g:012x}.parquet", 1, lo, lo)
+        made.append(part)
+        snap = snap.apply({"generation": g, "add": [{"table": "capsules", **part.to_json()}],
+                           "remove": removes})
+        parts = list(snap.parts("capsules"))
+        assert parts == sorted(made, key=lambda p: (p.seq_lo, p.path))
