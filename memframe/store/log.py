@@ -57,6 +57,9 @@ TICKET_WAIT_SECONDS = 5.0
 LOSERS_FILE = ".losers"
 #: how long a new commit waits for the losers' retries before it races them anyway
 LOSER_WAIT_SECONDS = 0.25
+#: a push holds it shared while it copies the store's files; a vacuum that removes files
+#: without the commit lock holds it exclusively meanwhile, or takes the commit lock
+PUSH_FILE = ".push"
 
 # how the ticket and the losers' mark are probed: never through a planted link, and never
 # blocking in open (a FIFO planted under that name would hold every commit for ever)
@@ -721,7 +724,7 @@ class Log:
                 _remove_empty_tree(Path(entry.path))
         (self.root / MARKER).unlink(missing_ok=True)
         for entry in os.scandir(self.log_dir):
-            if entry.name in (LOCK_FILE, PENDING_FILE, LOSERS_FILE) or TEMP_NAME_RE.match(
+            if entry.name in (LOCK_FILE, PENDING_FILE, LOSERS_FILE, PUSH_FILE) or TEMP_NAME_RE.match(
                     entry.name):
                 os.unlink(entry.path)
         with contextlib.suppress(OSError):
@@ -836,6 +839,22 @@ class Log:
         writer holds the ticket."""
         self._wait_while_held(PENDING_FILE, fcntl.LOCK_SH,
                               TICKET_WAIT_SECONDS if wait_seconds is None else wait_seconds)
+
+    # -- pushes and vacuums ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def pushing(self, wait_seconds: float = 30.0) -> Iterator[None]:
+        """Hold off the vacuums that remove files without the commit lock (see `PUSH_FILE`)
+        for the block: a push copies files of generations a later one replaced."""
+        fd = self._hold(PUSH_FILE, fcntl.LOCK_SH, wait_seconds)
+        try:
+            yield
+        finally:
+            self.release_ticket(fd)
+
+    def no_push(self) -> int | None:
+        """A descriptor holding `PUSH_FILE` exclusively when no push runs now (no wait),
+        released by `release_ticket`; None when one does or the store cannot be written."""
+        return self._hold(PUSH_FILE, fcntl.LOCK_EX, 0.0)
 
     def _hold(self, name: str, operation: int, wait_seconds: float) -> int | None:
         """A descriptor of ``_log/<name>`` holding ``operation`` (flock), taken within

@@ -78,8 +78,9 @@ def push_log(log: Log, url: str, storage_options: Any = None, *,
     if remote_marker is not None and remote_marker != marker:
         raise StoreExistsError(f"{remote.url} holds something that is not this store's format "
                                f"({log_module.MARKER} differs); push to a new URL")
-    # the shared lock of writers: a local vacuum waits until the files are copied
-    with log.writing():
+    # the shared lock of writers, and the push's own: a local vacuum waits until the
+    # files are copied
+    with log.pushing(), log.writing():
         newest = log.latest_generation()
         remote_newest, log_names = _remote_log(remote)
         _check_same_history(log, remote, remote_newest, newest)

@@ -1497,14 +1497,19 @@ class Store(StoreView):
         # names yet, and no commit links a file it did not write; a reader or a writer
         # staging on an older generation reads them without the lock either way, and runs
         # again on the newer one when one is gone (under the lock as well).
-        if (not dry_run and os.access(lock_file, os.W_OK)
-                and self._delta.synced_through() is None):
-            with self._lock, log_module.storage_errors(self.path, "vacuum"):
-                snap, doomed, sizes, before, after, replaced = self._vacuum_survey(
-                    retention_hours, grace_seconds)
-                if replaced:
-                    for full, _rel, _kind in doomed:
-                        full.unlink(missing_ok=True)
+        # (A push copies such files: while one runs, the vacuum takes the lock.)
+        free = (None if dry_run or not os.access(lock_file, os.W_OK)
+                or self._delta.synced_through() is not None else self._log.no_push())
+        if free is not None:
+            try:
+                with self._lock, log_module.storage_errors(self.path, "vacuum"):
+                    snap, doomed, sizes, before, after, replaced = self._vacuum_survey(
+                        retention_hours, grace_seconds)
+                    if replaced:
+                        for full, _rel, _kind in doomed:
+                            full.unlink(missing_ok=True)
+            finally:
+                self._log.release_ticket(free)
             if replaced:
                 return _vacuum_report(snap, doomed, sizes, before, after, dry_run=dry_run,
                                       retention_hours=retention_hours)

@@ -199,3 +199,9 @@ def test_a_vacuum_with_nothing_to_remove_never_stops_the_writers(tmp_path, monke
     orphan = store.vacuum(retention_hours=0, allow_short_retention=True)
     assert taken[2:] == ["ticket", "lock"] and orphan["files"] == [name]
     assert readable(store) == [7]
+    # while a push copies files (replaced ones among them), it waits for the push
+    store.ingest({"content": "late", "source": "s", "anchor": "l"})
+    store.compact("capsules", min_rows=10)
+    with store._log.pushing():
+        during = store.vacuum(retention_hours=0, allow_short_retention=True)
+    assert taken[4:] == ["ticket", "lock"] and during["partitions"] > 0
