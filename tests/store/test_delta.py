@@ -490,3 +490,32 @@ def test_the_timestamp_table_in_the_docs_is_what_the_readers_do(tmp_path):
     assert via_polars["created_at"].iloc[0] == truncated
     exact = store.table("capsules").collect()["created_at"].cast(pl.Int64)[0]
     assert exact % 1000 == 789  # memframe itself keeps the nanoseconds
+
+
+def test_an_erasure_renumbered_on_top_of_appends_reads_the_same_through_delta(tmp_path,
+                                                                              monkeypatch):
+    """An erasure beaten by commits that only appended links its renumbered rows on top of
+    theirs: every Delta version mirrors one generation, and the tables read the same."""
+    store = fresh(tmp_path, delta_logs=True)
+    store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)} for n in range(12)])
+    other = mf.Store.open(tmp_path / "s")
+    real = store._log.try_commit
+    links = [0]
+
+    def try_commit(entry):  # noqa: ANN001, ANN202
+        links[0] += 1
+        if links[0] <= 2:  # two appends land first
+            other.ingest({"content": f"late {links[0]}", "source": "s", "anchor": "z"})
+            other.record_recall(["cap-4"])
+        return real(entry)
+
+    monkeypatch.setattr(store._log, "try_commit", try_commit)
+    store.forget("cap-4", mode="purge")
+    monkeypatch.undo()
+    assert links[0] == 3 and store.generation == 6
+    view = store.pinned()
+    for table in ("capsules", "forgets", "journal", "recalls"):
+        assert_same(view.table(table).collect(), read_polars(tmp_path / "s" / table), table)
+        assert_same(view.table(table).collect(), read_deltalake(tmp_path / "s" / table), table)
+    erased = read_polars(tmp_path / "s" / "capsules").filter(pl.col("id") == "cap-4")
+    assert erased["content"].to_list() == [None]
