@@ -790,10 +790,7 @@ class Log:
         except OSError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
+            return not _flock_within(fd, fcntl.LOCK_SH, 0.0)
         finally:
             os.close(fd)
 

@@ -973,11 +973,12 @@ class Store(StoreView):
             for offset in range(0, whole.height, tables.PART_ROWS):
                 put(table, whole.slice(offset, tables.PART_ROWS), own=True)
 
-        def renumber(moved: dict[str, Any], old: Snapshot, new: Snapshot) -> dict[str, Any]:
-            """``moved`` (the entry `Log.rebase` put on top of ``new``) with this commit's
-            own rows renumbered past the rows ``new`` added since ``old``: their ``seq``,
-            the journal's ``audit_seq`` and its links from ``new``'s chain tail (written
-            again: a part's file holds its rows' seqs)."""
+        def renumber(staged: dict[str, Any], moved: dict[str, Any], old: Snapshot,
+                     new: Snapshot) -> dict[str, Any]:
+            """``moved`` (``staged``, the entry on ``old``, as `Log.rebase` put it on top of
+            ``new``) with this commit's own rows renumbered past the rows ``new`` added
+            since ``old``: their ``seq``, the journal's ``audit_seq`` and its links from
+            ``new``'s chain tail (written again: a part's file holds its rows' seqs)."""
             shift = int(new.counter("seq")) - int(old.counter("seq"))
             audit_shift = int(new.counter("audit_seq")) - int(old.counter("audit_seq"))
             prev = str(new.counter("chain", ""))
@@ -1010,10 +1011,9 @@ class Store(StoreView):
             commit.frames.update(renumbered)  # what the indexes learn when it lands
             span = moved.get("seq")
             counters = {**moved["counters"],
-                        "seq": int(entry["counters"]["seq"]) + shift,
-                        "audit_seq": int(entry["counters"]["audit_seq"]) + audit_shift,
-                        "chain": prev if any(t == "journal" for t, _p, _f in appended.values())
-                        else moved["counters"].get("chain", "")}
+                        "seq": int(staged["counters"]["seq"]) + shift,
+                        "audit_seq": int(staged["counters"]["audit_seq"]) + audit_shift,
+                        "chain": prev}  # new's own tail when the commit has no journal row
             return {**moved, "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
                     "seq": [span[0] + shift, span[1] + shift] if span else None,
                     "counters": counters}
@@ -1116,7 +1116,7 @@ class Store(StoreView):
                         break  # a true conflict: stage again on the newer generation
                     if not commit.rebasable:
                         hops += 1
-                        entry = renumber(moved[0], base, moved[1])
+                        entry = renumber(entry, moved[0], base, moved[1])
                     else:
                         entry = moved[0]
                     base = moved[1]
@@ -1803,7 +1803,7 @@ def _owned_files(root: Path) -> Iterator[tuple[os.DirEntry[str], str, str]]:
         if (directory / "memframe.json").exists():
             continue
         head = directory.relative_to(root).as_posix() + "/"
-        in_log = directory.name == log_module.LOG_DIR and directory.parent == root
+        in_log = directory == root / log_module.LOG_DIR  # only temporaries there
         with os.scandir(directory) as found:
             for entry in found:
                 if entry.is_dir(follow_symlinks=False):
