@@ -197,7 +197,7 @@ class Commit:
 
     def flush(self, table: str) -> None:
         """Write the rows staged for canonical ``table`` that fill whole partitions
-        (`tables.PART_ROWS` rows, as landing splits them) now, and keep only the rest
+        (`tables.part_rows` rows, as landing splits them) now, and keep only the rest
         staged.
 
         A bulk load (the import of a large file) then holds a partition's rows at a time,
@@ -205,7 +205,7 @@ class Commit:
         rows, same partitions); they are linked when the commit lands and removed if it
         does not. Without a writer (a transaction) the rows stay staged.
         """
-        part_rows = tables.PART_ROWS
+        part_rows = tables.part_rows(table)
         staged = self.frames.get(table, [])
         rows = sum(f.height for f in staged)
         if self._write_part is None or rows < part_rows:

@@ -970,8 +970,9 @@ class Store(StoreView):
         def put_table(table: str, frames: list[pl.DataFrame]) -> None:
             whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
             # bounded partitions: an erasure rewrites one of them, not a whole bulk load
-            for offset in range(0, whole.height, tables.PART_ROWS):
-                put(table, whole.slice(offset, tables.PART_ROWS), own=True)
+            size = tables.part_rows(table)
+            for offset in range(0, whole.height, size):
+                put(table, whole.slice(offset, size), own=True)
 
         def renumber(staged: dict[str, Any], moved: dict[str, Any], old: Snapshot,
                      new: Snapshot) -> dict[str, Any]:
@@ -1039,8 +1040,11 @@ class Store(StoreView):
                 for piece in commit.chain_journal(tables.PART_ROWS):
                     put("journal", piece, validate=True, own=True)
                 for old_parts, table, frame in commit.rewrites.values():
-                    if frame.height:
-                        put(table, frame)
+                    # a partition an older version wrote larger is split as it is
+                    # rewritten: the next erasure near it rewrites a bounded one
+                    size = tables.part_rows(table)
+                    for offset in range(0, frame.height, size):
+                        put(table, frame.slice(offset, size))
                     removes.extend(p.path for p in old_parts)
                 for table, (staged, replace, rg) in commit.derived.items():
                     if replace:
@@ -1585,10 +1589,13 @@ class Store(StoreView):
             self._log.release_ticket(ticket)
 
     def compact(self, table: str | None = None, *, min_rows: int = 65_536) -> dict[str, int]:
-        """Merge runs of small partitions of a table into one, changing no row.
+        """Merge runs of small partitions of a table, changing no row.
 
-        Only consecutive partitions (in seq order) are merged, so a table's partitions
-        keep disjoint seq ranges. Returns merged-partition counts per table.
+        A partition is small below ``min_rows`` rows, or below the most a partition of its
+        table holds (`memframe.store.tables.part_rows`: 16,384 rows for ``capsules``, whose
+        partitions an erasure rewrites whole). A run of consecutive small partitions (in
+        seq order, so a table's partitions keep disjoint seq ranges) becomes as few
+        partitions as that bound allows. Returns merged-partition counts per table.
 
         Examples:
             >>> import memframe as mf, tempfile, os
@@ -1610,16 +1617,26 @@ class Store(StoreView):
         def merge(w: capture.Commit) -> dict[str, int]:
             merged: dict[str, int] = {}
             for name in names:
-                run: list[Part] = []
-                for part in [*w.snapshot.parts(name), None]:
-                    if part is not None and part.rows < min_rows:
-                        run.append(part)
-                        continue
+                cap = tables.part_rows(name)
+                small = min(min_rows, cap)
+
+                def merge_run(run: list[Part], name: str = name) -> None:
                     if len(run) > 1:
                         frame = pl.concat([w._read_part(p) for p in run])
                         w.replace_parts(name, run, frame)
                         merged[name] = merged.get(name, 0) + len(run)
-                    run = []
+
+                run: list[Part] = []
+                total = 0  # the run's rows
+                for part in w.snapshot.parts(name):
+                    if part.rows < small and total + part.rows <= cap:
+                        run.append(part)
+                        total += part.rows
+                        continue
+                    merge_run(run)
+                    # a small part that would overflow the run starts the next one
+                    run, total = ([part], part.rows) if part.rows < small else ([], 0)
+                merge_run(run)
             w.allow_rebase()  # the merged parts are the same rows whatever is appended
             return merged
 

@@ -52,6 +52,24 @@ class _Deferred:
 pa: Any = _Deferred("pyarrow")
 pq: Any = _Deferred("pyarrow.parquet")
 PART_ROWS = 256 * 1024  # rows per partition file a commit writes (larger commits split)
+#: rows per partition of a table whose rows an erasure rewrites (``capsules``: its content).
+#: A purge or a redaction writes the partition holding the capsule again, whole: at 256k
+#: rows that is ~100 ms of encoding, most of an erasure, and the other writers wait for
+#: the CPU meanwhile; at 16k it is ~8 ms, for a few hundred files more at 10M capsules.
+ERASABLE_PART_ROWS = 16 * 1024
+#: the tables an erasure rewrites (`ERASABLE_PART_ROWS`)
+ERASABLE = frozenset({"capsules"})
+
+
+def part_rows(table: str) -> int:
+    """The most rows a partition of canonical ``table`` holds when a commit writes it
+    (landing, an erasure and a compaction split or pack to it).
+
+    Examples:
+        >>> part_rows("capsules") <= part_rows("recalls")
+        True
+    """
+    return min(PART_ROWS, ERASABLE_PART_ROWS) if table in ERASABLE else PART_ROWS
 
 
 def part_path(table: str, generation: int, n: int) -> str:

@@ -89,6 +89,37 @@ def test_a_bulk_commit_is_split_into_bounded_partitions_and_erasure_rewrites_one
     assert store.ingest({"content": "row 9", "source": "s", "anchor": "a"}) == ["cap-10"]
 
 
+def test_capsule_partitions_stay_small_enough_to_erase_and_a_larger_one_is_split(
+        store, monkeypatch):
+    """Capsule partitions (the ones an erasure rewrites whole) hold at most
+    `tables.part_rows("capsules")` rows, fewer than other tables'; a larger one an older
+    version wrote is split as an erasure rewrites it, so the next erasure near it rewrites
+    a bounded one."""
+    from memframe.store import tables
+
+    def sizes(table: str) -> list[int]:
+        return [p.rows for p in store.pinned().partitions(table)]
+
+    monkeypatch.setattr(tables, "ERASABLE_PART_ROWS", 100)
+    ids = store.ingest([{"content": f"row {i}", "source": "s", "anchor": "a"} for i in range(10)])
+    assert sizes("capsules") == [10]
+    monkeypatch.setattr(tables, "ERASABLE_PART_ROWS", 4)
+    monkeypatch.setattr(tables, "PART_ROWS", 6)
+    assert tables.part_rows("capsules") == 4 and tables.part_rows("recalls") == 6
+    store.forget("cap-6", mode="purge")
+    assert sizes("capsules") == [4, 4, 2]
+    assert store.capsule_state().collect()["content"].to_list() == [
+        f"row {i}" if i != 5 else None for i in range(10)]
+    before = set(store.files("capsules"))
+    store.forget("cap-2", mode="redact")
+    assert sizes("capsules") == [4, 4, 2] and len(set(store.files("capsules")) - before) == 1
+    ids += store.ingest([{"content": f"new {i}", "source": "s", "anchor": "a"}
+                         for i in range(9)])
+    store.record_recall(ids[:9])
+    assert sizes("capsules") == [4, 4, 2, 4, 4, 1] and sizes("recalls") == [6, 3]
+    assert store.table("capsules").collect()["id"].to_list() == ids
+
+
 def test_an_erasure_writes_the_text_tables_again_without_the_erased_capsules(store):
     """Derived text tables (``projections/text/``) lose the erased capsules' rows in the
     erasing commit: by their ``num`` column (the other rows kept, in order, in row groups

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import time
@@ -118,8 +119,17 @@ def test_opening_uses_the_newest_checkpoint_plus_the_tail(tmp_path, clock):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=8),
-       min_rows=st.integers(min_value=1, max_value=12))
-def test_compact_changes_no_row(tmp_path_factory, batches, min_rows):
+       min_rows=st.integers(min_value=1, max_value=12), cap=st.integers(min_value=1, max_value=9))
+def test_compact_changes_no_row(tmp_path_factory, batches, min_rows, cap):
+    from memframe.store import tables
+
+    with pytest.MonkeyPatch.context() as mp:
+        # capsule partitions hold at most ``cap`` rows (the ones an erasure rewrites)
+        mp.setattr(tables, "ERASABLE_PART_ROWS", cap)
+        compacted_within(tmp_path_factory, batches, min_rows, cap)
+
+
+def compacted_within(tmp_path_factory, batches: list[int], min_rows: int, cap: int) -> None:
     store = mf.Store.create(tmp_path_factory.mktemp("c") / "s", clock=TickingClock())
     n = 0
     for size in batches:
@@ -127,10 +137,18 @@ def test_compact_changes_no_row(tmp_path_factory, batches, min_rows):
         n += size
         store.record_recall([f"cap-{n}"])
     before = snapshot_of(store)
-    parts_before = len(store.files("capsules"))
+    parts_before = store.pinned().partitions("capsules")
     store.compact(min_rows=min_rows)
     assert snapshot_of(store) == before
-    assert len(store.files("capsules")) <= parts_before
+    parts = store.pinned().partitions("capsules")
+    assert len(parts) <= len(parts_before)
+    # what compaction wrote holds at most a capsule partition's rows, and it merged every
+    # run of small partitions as far as that allows: compacting again merges nothing
+    assert all(p.rows <= cap for p in parts if p not in parts_before)
+    small = min(min_rows, cap)
+    assert all(a.rows >= small or b.rows >= small or a.rows + b.rows > cap
+               for a, b in itertools.pairwise(parts))
+    assert store.compact("capsules", min_rows=min_rows) == {}
     store.vacuum(retention_hours=0, allow_short_retention=True)  # no grace for replaced parts
     assert snapshot_of(mf.Store.open(store.path)) == before
     # the verbs still work after compaction (the write indexes follow the new parts)
