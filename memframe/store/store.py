@@ -1534,9 +1534,9 @@ class Store(StoreView):
                        ) -> tuple[Snapshot, list[tuple[Path, str, str]], dict[str, int],
                                   int | None, int | None, bool]:
         """What a vacuum at the newest generation removes: the snapshot, the doomed files
-        (path, store-relative path, kind), every owned file's size, the first generation
-        readable before and after, and whether every doomed file is one a generation
-        named and a later one removed (True when none is doomed)."""
+        (path, store-relative path, kind), the size of every owned file not kept, the
+        first generation readable before and after, and whether every doomed file is one
+        a generation named and a later one removed (True when none is doomed)."""
         snap = self._refresh()
         history = self._log.lifetimes(snap.generation)
         alive = {path for path, (_, gone) in history.paths.items() if gone is None}
@@ -1556,6 +1556,9 @@ class Store(StoreView):
         present: set[str] = set()
         sizes: dict[str, int] = {}
         for entry, rel, kind in _owned_files(self._log.root):
+            if kind == "partition" and rel in keep:
+                present.add(rel)  # kept: neither its age nor its size matters (no stat
+                continue          # for the thousands a stream of commits leaves)
             try:
                 st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:

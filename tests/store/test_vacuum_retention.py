@@ -142,6 +142,38 @@ def test_a_second_vacuum_reads_only_the_generation_files_since_the_first(tmp_pat
     assert removed["files"] == fresh["files"] and readable(store) == [9]
 
 
+def test_a_vacuum_asks_the_file_system_only_about_files_it_may_remove(tmp_path, monkeypatch):
+    """The files a generation in the window names are kept whatever their age and size:
+    a vacuum under a stream of commits lists thousands and stats none of them, only the
+    replaced ones past the window and the files no generation names (their age decides)."""
+    from memframe.store import store as store_module
+
+    stats: list[str] = []
+    real = store_module._owned_files
+
+    class Counted:
+        def __init__(self, entry: os.DirEntry[str]) -> None:
+            self.entry, self.path, self.name = entry, entry.path, entry.name
+
+        def stat(self, **kwargs: bool) -> os.stat_result:
+            stats.append(self.name)
+            return self.entry.stat(**kwargs)
+
+    monkeypatch.setattr(store_module, "_owned_files",
+                        lambda root: ((Counted(e), rel, kind) for e, rel, kind in real(root)))
+    store, _clock = history(tmp_path)
+    parts = sum(1 for p in (tmp_path / "s").rglob("part-*.parquet"))
+    assert store.vacuum()["files"] == [] and stats == [] and parts > 5
+    stray = tmp_path / "s" / "capsules" / ".tmp-0123456789abcdef"
+    stray.write_bytes(b"x")
+    assert store.vacuum()["files"] == [] and stats == [stray.name]  # too young to remove
+    stats.clear()
+    removed = store.vacuum(retention_hours=0, allow_short_retention=True)
+    gone = [os.path.basename(f) for f in removed["files"]]
+    assert len(gone) == 6 and sorted(stats) == sorted([*gone, stray.name])  # still young
+    assert removed["bytes"] > 0
+
+
 def test_a_restored_log_is_read_again_from_the_start(tmp_path):
     """When the newest file a handle read is no longer the same file (a log restored from
     a copy, then committed on), the kept history is dropped, not trusted."""
