@@ -500,8 +500,8 @@ class Log:
 
     def part_size(self, path: str) -> int | None:
         """A partition file's size (None when it is missing)."""
-        try:
-            return os.stat(self.root / path).st_size
+        try:  # a string, not a Path: a digest's seal stats every canonical part
+            return os.stat(os.path.join(self.root, path)).st_size
         except OSError:
             return None
 
