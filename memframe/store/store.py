@@ -77,6 +77,10 @@ def _commit_stamp(instant: datetime.datetime) -> str:
     return instant.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: bytes of partition files parsed together by `StoreView.read_partitions_fingerprinted`
+_FINGERPRINTED_BATCH_BYTES = 16 << 20
+
+
 class StoreView:
     """A read-only view of a store at one generation.
 
@@ -257,12 +261,43 @@ class StoreView:
         """Each partition's rows, parsed from the very bytes fingerprinted (sha256 and file
         identity: `memframe.store.fingerprint`), so what was read is what is recorded."""
         schema = S.table_schema(name)
-        out = []
+        cast = pl.Schema({c: schema[c] for c in columns})
+        out: list[tuple[pl.DataFrame, dict[str, Any]]] = []
         root = self._here(partitions)
+        batch: list[tuple[Partition, bytes, dict[str, Any]]] = []
+
+        def parse() -> None:
+            # one parse for a batch of files (a stream of commits leaves hundreds of
+            # one-row parts: ~0.6 ms each parsed alone, ~0.06 ms together), cut back
+            # into files by the rows the log says each holds; when the rows are not
+            # those, each file is parsed alone (and a damaged one named)
+            if len(batch) > 1:
+                try:
+                    whole = pl.read_parquet([data for _p, data, _f in batch],
+                                            columns=list(columns))
+                except (OSError, pl.exceptions.PolarsError):
+                    whole = None
+                if whole is not None and whole.height == sum(p.rows for p, _d, _f in batch):
+                    whole, at = whole.cast(cast), 0
+                    for part, _data, print_ in batch:
+                        out.append((whole.slice(at, part.rows), print_))
+                        at += part.rows
+                    batch.clear()
+                    return
+            for _part, data, print_ in batch:
+                frame = pl.read_parquet(io.BytesIO(data), columns=list(columns))
+                out.append((frame.cast(cast), print_))
+            batch.clear()
+
+        held = 0
         for part in partitions:
             data, print_ = fingerprint.read_fingerprinted(root / part.path)
-            frame = pl.read_parquet(io.BytesIO(data), columns=list(columns))
-            out.append((frame.cast({c: schema[c] for c in columns}), print_))
+            batch.append((part, data, print_))
+            held += len(data)
+            if held >= _FINGERPRINTED_BATCH_BYTES:
+                parse()
+                held = 0
+        parse()
         return out
 
     def partition_fingerprint(self, partition: Partition | str) -> dict[str, Any]:

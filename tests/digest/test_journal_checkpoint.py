@@ -341,3 +341,34 @@ def test_cli_digest_advances_the_checkpoint_and_verify_full_gives_the_same_bytes
     g = store.generation
     assert main(["digest", str(store.path), "--as-of", str(g - 1)]) == 0  # frozen: no write
     assert store.generation == g
+
+
+def test_fingerprinted_reads_give_each_file_its_own_rows(store, monkeypatch):
+    """Parts read for a checkpoint are parsed together (hundreds of one-row parts under a
+    stream of commits), each with its own rows and fingerprint, the same as one by one;
+    a part whose rows are not what the log says is parsed alone (its own rows)."""
+    build(store, checkpoint=False)
+    view = store.pinned()
+    parts = list(view.partitions("journal"))
+    columns = list(journal.JOURNAL_COLUMNS)
+    parses: list[int] = []
+    real = pl.read_parquet
+    monkeypatch.setattr(pl, "read_parquet", lambda source, **k: parses.append(
+        len(source) if isinstance(source, list) else 1) or real(source, **k))
+
+    def alone(part) -> pl.DataFrame:
+        return pl.read_parquet(store.path / part.path, columns=columns).cast(
+            {c: view.table("journal").collect_schema()[c] for c in columns})
+
+    read = view.read_partitions_fingerprinted("journal", parts, columns)
+    assert parses == [9]  # one parse for the nine files
+    assert len(parts) == 9 and [f.height for f, _fp in read] == [p.rows for p in parts]
+    for part, (frame, fp) in zip(parts, read, strict=True):
+        assert frame.equals(alone(part))
+        assert fp == fingerprint.file_fingerprint(store.path / part.path)
+    time.sleep(0.02)
+    rewrite(store.path / parts[3].path, lambda f: pl.concat([f, f]), "replace")
+    read = view.read_partitions_fingerprinted("journal", parts, columns)
+    assert [f.height for f, _fp in read] == [p.rows + (i == 3) for i, p in enumerate(parts)]
+    for part, (frame, _fp) in zip(parts, read, strict=True):
+        assert frame.equals(alone(part))
