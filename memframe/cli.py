@@ -1387,7 +1387,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", default=None, metavar="NAME",
                    help="one canonical table (default: every table)")
     p.add_argument("--min-rows", type=_positive, default=65_536, metavar="N",
-                   help="partitions smaller than this are merged")
+                   help="partitions smaller than this are merged (capsules: into "
+                        "partitions of at most 16,384 rows, which an erasure rewrites whole)")
     _format_arg(p, ("text", "json"))
     _quiet_arg(p)
     p.set_defaults(func=_cmd_compact)
