@@ -519,3 +519,25 @@ def test_an_erasure_renumbered_on_top_of_appends_reads_the_same_through_delta(tm
         assert_same(view.table(table).collect(), read_deltalake(tmp_path / "s" / table), table)
     erased = read_polars(tmp_path / "s" / "capsules").filter(pl.col("id") == "cap-4")
     assert erased["content"].to_list() == [None]
+
+
+def test_bounded_capsule_partitions_read_the_same_through_delta(tmp_path, monkeypatch):
+    """An erasure that splits a larger capsule partition as it rewrites it (1 remove, 3
+    adds) and a compaction that packs small ones up to the bound read the same through
+    two Delta readers as through memframe."""
+    from memframe.store import tables
+
+    store = fresh(tmp_path, delta_logs=True)
+    store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)} for n in range(10)])
+    monkeypatch.setattr(tables, "ERASABLE_PART_ROWS", 4)
+    store.forget("cap-6", mode="purge")
+    for n in range(5):
+        store.ingest({"content": f"late {n}", "source": "s", "anchor": "z"})
+    assert store.compact("capsules") == {"capsules": 6}  # [2, 1, 1] and [1, 1, 1]
+    view = store.pinned()
+    assert [p.rows for p in view.partitions("capsules")] == [4, 4, 4, 3]
+    for table in ("capsules", "forgets", "journal"):
+        assert_same(view.table(table).collect(), read_polars(tmp_path / "s" / table), table)
+        assert_same(view.table(table).collect(), read_deltalake(tmp_path / "s" / table), table)
+    erased = read_deltalake(tmp_path / "s" / "capsules").filter(pl.col("id") == "cap-6")
+    assert erased["content"].to_list() == [None]
