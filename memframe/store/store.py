@@ -1005,9 +1005,8 @@ class Store(StoreView):
         def put_table(table: str, frames: list[pl.DataFrame]) -> None:
             whole = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
             # bounded partitions: an erasure rewrites one of them, not a whole bulk load
-            size = tables.part_rows(table)
-            for offset in range(0, whole.height, size):
-                put(table, whole.slice(offset, size), own=True)
+            for piece in tables.partition_slices(table, whole):
+                put(table, piece, own=True)
 
         def renumber(staged: dict[str, Any], moved: dict[str, Any], old: Snapshot,
                      new: Snapshot) -> dict[str, Any]:
@@ -1077,9 +1076,8 @@ class Store(StoreView):
                 for old_parts, table, frame in commit.rewrites.values():
                     # a partition an older version wrote larger is split as it is
                     # rewritten: the next erasure near it rewrites a bounded one
-                    size = tables.part_rows(table)
-                    for offset in range(0, frame.height, size):
-                        put(table, frame.slice(offset, size))
+                    for piece in tables.partition_slices(table, frame):
+                        put(table, piece)
                     removes.extend(p.path for p in old_parts)
                 for table, (staged, replace, rg) in commit.derived.items():
                     if replace:

@@ -11,7 +11,7 @@ import importlib
 import os
 import secrets
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,20 @@ def part_rows(table: str) -> int:
         True
     """
     return min(PART_ROWS, ERASABLE_PART_ROWS) if table in ERASABLE else PART_ROWS
+
+
+def partition_slices(table: str, frame: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    """``frame`` cut into the partitions a commit writes for ``table`` (`part_rows` rows
+    each, the last one shorter; none for no rows).
+
+    Examples:
+        >>> import polars as pl
+        >>> [f.height for f in partition_slices("recalls", pl.DataFrame({"x": [1, 2]}))]
+        [2]
+    """
+    size = part_rows(table)
+    for offset in range(0, frame.height, size):
+        yield frame.slice(offset, size)
 
 
 def part_path(table: str, generation: int, n: int) -> str:
