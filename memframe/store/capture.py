@@ -135,7 +135,10 @@ class Commit:
         write_part: Callable[[str, pl.DataFrame], tuple[Any, dict[str, Any]]] | None = None,
     ):
         self.snapshot = snapshot
-        self.indexes = indexes
+        self._indexes = indexes
+        # whether a verb consulted stored state beyond the id counters and a hash lookup
+        # that found nothing (`appends_fresh`)
+        self._read_stored = False
         self.now = now
         self.actor = actor
         self._read_part = read_part  # the store's reader: capture does no I/O itself
@@ -168,6 +171,12 @@ class Commit:
         self._new_forgets: dict[str, str] = {}
         self._new_processing: set[str] = set()
         self._new_sessions: dict[str, list[Any]] = {}  # sid -> [project, finished]
+
+    @property
+    def indexes(self) -> Indexes:
+        """The store's lookups at the pinned snapshot (a use is a read of stored state)."""
+        self._read_stored = True
+        return self._indexes
 
     # -- generic appends ------------------------------------------------------------------
     @property
@@ -297,6 +306,7 @@ class Commit:
     @property
     def view(self) -> Any:
         """A read-only `StoreView` of the generation this writer is pinned to."""
+        self._read_stored = True
         if self._view is None:
             raise InvalidInputError("this writer has no view of its store")
         return self._view()
@@ -392,6 +402,23 @@ class Commit:
         return (self._relabel is not None and self.erases and not self.flushed
                 and set(self.frames) <= {"forgets"} and not self._journal
                 and self.capsules == int(self.snapshot.counter("capsules"))
+                and self.sessions == int(self.snapshot.counter("sessions")))
+
+    @property
+    def appends_fresh(self) -> bool:
+        """Whether `allow_rebase` was asked and the commit only appends rows of its own
+        that read no stored state but the id counters: new capsules whose contents no
+        stored capsule holds, as an ingest of new text stages them. On top of commits that
+        added no capsule, whatever else they did (an erasure, a compaction, the cycle), the
+        same rows with their ``seq`` (and the journal's ``audit_seq`` and links) moved past
+        the newer generation's are what staging again would give: their ids are still
+        free, their contents still new (only a new capsule brings a content), and nothing
+        they decided was read from what those commits changed (`Store._land` renumbers
+        them instead of staging again)."""
+        return (self._relabel is not None and not self.erases and not self._read_stored
+                and bool(self.frames) and "journal" not in self.frames
+                and not self.flushed and not self.rewrites and not self.derived
+                and self.watermarks == self._seen_marks and not self._new_forgets
                 and self.sessions == int(self.snapshot.counter("sessions")))
 
     def relabel(self, result: Any, generation: int) -> Any:
@@ -515,7 +542,9 @@ class Commit:
 
     def existing_ids_for_hashes(self, hashes: pl.Series) -> pl.Series:
         """The capsule id already holding each content hash (this commit's included), or null."""
-        found = self.indexes.capsules_for_hashes(hashes)
+        found = self._indexes.capsules_for_hashes(hashes)
+        if found.null_count() < found.len():
+            self._read_stored = True  # a stored capsule answers: its state decides
         if not self._new_hashes:
             return found
         mine = pl.concat(self._new_hashes, how="vertical")

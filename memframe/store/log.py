@@ -675,8 +675,8 @@ class Log:
         _fsync_dir(self.log_dir)
         return True
 
-    def rebase(self, entry: Mapping[str, Any], snap: Snapshot, tables: Iterable[str]
-               ) -> tuple[dict[str, Any], Snapshot] | None:
+    def rebase(self, entry: Mapping[str, Any], snap: Snapshot, tables: Iterable[str], *,
+               new_capsules_only: bool = False) -> tuple[dict[str, Any], Snapshot] | None:
         """``entry`` (staged on ``snap``, lost the race) moved on top of the newest
         generation, with that generation's snapshot; None when a commit that beat it did
         more than append rows of ``tables`` above ``snap``'s last ``seq``.
@@ -687,19 +687,29 @@ class Log:
         erased or compacted, no watermark moved) cannot have changed what it read, so its
         staged files stay right and only the entry's generation, parent, counters and
         stamp follow the newer generation.
+
+        ``new_capsules_only``: the entry appends new capsules that read nothing stored but
+        the id counters (`Commit.appends_fresh`), so the commits that beat it may have done
+        anything but add a capsule (which would take its ids or hold its contents).
         """
         allowed, top = set(tables), int(snap.counter("seq"))
         latest = self.latest_generation(known=snap.generation)
         base = snap
         for g in range(snap.generation + 1, latest + 1):
             won = self.read_entry(g)
-            if (won.get("remove") or won.get("erases") or won.get("compaction")
+            after = base.apply(won)
+            if new_capsules_only:
+                conflict = after.counter("capsules") != snap.counter("capsules")
+            else:
+                conflict = bool(
+                    won.get("remove") or won.get("erases") or won.get("compaction")
                     or won.get("watermarks", snap.watermarks) != snap.watermarks
                     or not all(add["table"] in allowed and (add.get("seq") or [None])[0]
                                is not None and add["seq"][0] > top
-                               for add in won.get("add", ()))):
+                               for add in won.get("add", ())))
+            if conflict:
                 return None
-            base = base.apply(won)
+            base = after
         stamp = entry.get("timestamp")
         if base.timestamp is not None and (stamp is None or stamp < base.timestamp):
             stamp = base.timestamp  # commit stamps never go backwards (as_of bisects)

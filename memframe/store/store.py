@@ -1016,6 +1016,20 @@ class Store(StoreView):
             ``new``'s chain tail (written again: a part's file holds its rows' seqs)."""
             shift = int(new.counter("seq")) - int(old.counter("seq"))
             audit_shift = int(new.counter("audit_seq")) - int(old.counter("audit_seq"))
+            # ids this commit issued, on top of the newer generation's (the commits it is
+            # moved past issued none of the kind it issued: `Log.rebase`)
+            ids = {name: int(new.counter(name)) + int(staged["counters"][name])
+                   - int(old.counter(name)) for name in ("capsules", "sessions")}
+            # what staging again would record: the newer generation's marks (a commit
+            # moved past others' marks set none of its own: `Commit.appends_fresh`)
+            marks = (moved["watermarks"] if new.watermarks == old.watermarks else
+                     derived.settle(new, derived.visible(new).watermarks, False)[0])
+            if not shift and not audit_shift:  # nothing moved: the files stay right
+                return {**moved, "watermarks": marks,
+                        "counters": {**moved["counters"], **ids,
+                                     "seq": staged["counters"]["seq"],
+                                     "audit_seq": staged["counters"]["audit_seq"],
+                                     "chain": staged["counters"]["chain"]}}
             prev = str(new.counter("chain", ""))
             place = {n: i for i, (n, _add) in enumerate(adds)}
             renumbered: dict[str, list[pl.DataFrame]] = {}
@@ -1045,11 +1059,12 @@ class Store(StoreView):
                 fsync_dir(directory)
             commit.frames.update(renumbered)  # what the indexes learn when it lands
             span = moved.get("seq")
-            counters = {**moved["counters"],
+            counters = {**moved["counters"], **ids,
                         "seq": int(staged["counters"]["seq"]) + shift,
                         "audit_seq": int(staged["counters"]["audit_seq"]) + audit_shift,
                         "chain": prev}  # new's own tail when the commit has no journal row
-            return {**moved, "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
+            return {**moved, "watermarks": marks,
+                    "add": [add for _, add in sorted(adds, key=lambda a: a[0])],
                     "seq": [span[0] + shift, span[1] + shift] if span else None,
                     "counters": counters}
 
@@ -1144,11 +1159,15 @@ class Store(StoreView):
                 won = not self._deferred and self._log.try_commit(entry)
                 base = snap
                 hops = 0  # renumbered rebases (each writes its own rows again)
+                fresh_rows = commit.appends_fresh
                 while not won and not self._deferred and (
-                        commit.rebasable or (commit.renumberable and hops < _RENUMBER_HOPS)):
+                        commit.rebasable or ((commit.renumberable or fresh_rows)
+                                             and hops < _RENUMBER_HOPS)):
                     # beaten by commits that only appended: link on top of them as staged
-                    # (an erasure's own rows renumbered past theirs)
-                    moved = self._log.rebase(entry, base, S.CANONICAL_TABLES)
+                    # (an erasure's own rows renumbered past theirs); new capsules are
+                    # renumbered past any commit that added none (`Commit.appends_fresh`)
+                    moved = self._log.rebase(entry, base, S.CANONICAL_TABLES,
+                                             new_capsules_only=fresh_rows)
                     if moved is None:
                         break  # a true conflict: stage again on the newer generation
                     if not commit.rebasable:
@@ -1233,7 +1252,13 @@ class Store(StoreView):
         valid_to, authority_class, instruction_taint, conversation_id, author.
         Content already stored (same sha256) returns the existing id and writes nothing.
         """
-        return self.commit(lambda c: capture.ingest(c, rows), operation="ingest")
+        def ingest(c: capture.Commit) -> list[str]:
+            # new capsules that lost to a commit adding none (an erasure, the cycle) are
+            # renumbered past it instead of staged again (`Commit.appends_fresh`)
+            c.allow_rebase()
+            return capture.ingest(c, rows)
+
+        return self.commit(ingest, operation="ingest")
 
     def relate(self, from_id: str, to_id: str, kind: str) -> None:
         """Record a typed edge; re-relating the same (kind, from, to) is a no-op."""

@@ -593,3 +593,114 @@ def test_an_erasure_beaten_by_another_erasure_stages_again(tmp_path, monkeypatch
     caps = store.table("capsules").collect()
     assert set(caps.filter(pl.col("content").is_null())["id"]) == {"cap-3", "cap-7"}
     assert mf.digest(store).to_dict()["journal"]["chain"] == "ok"
+
+
+def _fresh_ingest_beaten_by(tmp_path, monkeypatch, winner, times: int = 1):
+    """An ingest of new text (a kind and an event time too) by ``store`` whose first
+    ``times`` links lose to ``winner(other, k)``; the store, its stagings and the ids."""
+    store = _store(tmp_path)
+    store.memory.run_cycle()
+    other = mf.Store.open(tmp_path / "s")
+    stagings = [0]
+    real_ingest = mf.store.capture.ingest
+
+    def ingest(c, rows):  # noqa: ANN001, ANN202
+        stagings[0] += isinstance(rows, list) and rows[0]["anchor"] == "mine"
+        return real_ingest(c, rows)
+
+    monkeypatch.setattr(mf.store.capture, "ingest", ingest)
+    links = _beaten_at_the_link(store, other, monkeypatch, winner, times=times)
+    ids = store.ingest([{"content": f"new text {i}", "source": "s", "anchor": "mine",
+                         "kind": "decision", "conversation_id": "conv-mine",
+                         "event_at": "2026-01-02T03:04:05Z"} for i in range(3)])
+    monkeypatch.undo()
+    return store, stagings[0], ids, links[0]
+
+
+def _reads_as_staged_last(store, tmp_path) -> None:
+    """Every seq unique, the audit chain whole, warm == full, and a fresh handle agrees."""
+    for table in ("forgets", "journal", "capsules", "recalls", "classifications"):
+        seqs = store.table(table).select("seq").collect()["seq"]
+        assert seqs.is_unique().all(), table
+    for table in ("capsules", "journal"):
+        rows = store.table(table).collect()
+        assert rows["seq"].max() <= store.counters["seq"], table
+    digest = mf.digest(store)
+    assert digest.to_dict()["journal"]["chain"] == "ok"
+    assert digest.to_json() == mf.digest(store, verify="full").to_json()
+    fresh = mf.Store.open(tmp_path / "s")
+    assert fresh.capsule_state().collect().equals(store.capsule_state().collect())
+    store.memory.run_cycle()
+    assert mf.digest(store).to_json() == mf.digest(store, verify="full").to_json()
+
+
+@pytest.mark.parametrize("verbs", [
+    ("purge",), ("redact",), ("compact",), ("cycle",), ("tombstone", "recall"),
+    ("session", "purge")])
+def test_new_capsules_beaten_by_commits_that_add_none_renumber_and_link(
+        tmp_path, monkeypatch, tickets, verbs):
+    """An ingest of new text reads nothing stored but the capsule counter and a hash
+    lookup that found nothing: commits that added no capsule (an erasure, a compaction,
+    the cycle, a tombstone, a recall, a new session) cannot have changed what it decided,
+    so it moves its rows past theirs (seq, audit seq, chain) and links, staged once. The
+    store reads as if it had been staged last."""
+    def win(o, k):  # noqa: ANN001, ANN202
+        for verb in verbs:
+            if verb in ("purge", "redact"):
+                o.forget(f"cap-{10 + k}", mode=verb)
+            elif verb == "compact":
+                for i in range(3):  # small parts for a compaction to merge
+                    o.record_recall([f"cap-{i + 1}"])
+                o.compact()
+            elif verb == "cycle":
+                o.record_recall(["cap-2"])
+                o.memory.run_cycle()
+            elif verb == "tombstone":
+                o.forget(f"cap-{20 + k}")
+            elif verb == "recall":
+                o.record_recall(["cap-3", "cap-4"])
+            elif verb == "session":
+                o.session_start("p")
+
+    store, stagings, ids, links = _fresh_ingest_beaten_by(tmp_path, monkeypatch, win, 2)
+    assert ids == ["cap-51", "cap-52", "cap-53"]
+    assert stagings == 1 and links == 3 and tickets == []
+    entry = store._log.read_entry(store.generation)
+    won = store._log.read_entry(store.generation - 1)
+    assert entry["operation"] == "ingest" and entry["parent"] == store.generation - 1
+    assert entry["seq"][0] == won["counters"]["seq"] + 1
+    assert entry["counters"]["capsules"] == 53
+    assert entry["counters"]["sessions"] == won["counters"]["sessions"]
+    assert entry["watermarks"] == won["watermarks"]  # the winners' marks, kept
+    state = store.capsule_state().collect().filter(pl.col("id").is_in(ids))
+    assert state["kind"].to_list() == ["decision"] * 3
+    assert state["conversation_id"].to_list() == ["conv-mine"] * 3
+    erased = store.table("capsules").filter(pl.col("content").is_null()).collect()
+    assert erased.height == sum(v in ("purge", "redact") for v in verbs) * 2
+    _reads_as_staged_last(store, tmp_path)
+
+
+def test_new_capsules_beaten_by_new_capsules_stage_again(tmp_path, monkeypatch, tickets):
+    """Another ingest takes the ids and may hold the same text: a true conflict."""
+    store, stagings, ids, _ = _fresh_ingest_beaten_by(
+        tmp_path, monkeypatch, lambda o, _k: o.ingest(
+            {"content": "new text 1", "source": "s", "anchor": "theirs"}))
+    assert stagings == 2
+    assert ids == ["cap-52", "cap-51", "cap-53"]  # their cap-51 answers the same text
+    _reads_as_staged_last(store, tmp_path)
+
+
+def test_an_ingest_that_found_stored_text_stages_again_after_an_erasure(tmp_path, monkeypatch,
+                                                                        tickets):
+    """A stored capsule that answers the text decides the ingest (forget is sticky): a
+    purge of it in between must be seen, so the ingest stages again and refuses."""
+    store = _store(tmp_path)
+    other = mf.Store.open(tmp_path / "s")
+    _beaten_at_the_link(store, other, monkeypatch,
+                        lambda o, _k: o.forget("cap-7", mode="purge"))
+    with pytest.raises(mf.errors.TombstonedContentError, match="cap-7"):
+        store.ingest([{"content": "brand new", "source": "s", "anchor": "a"},
+                      {"content": "c6", "source": "s", "anchor": "a"}])  # cap-7's text
+    assert store.capsule_state().filter(pl.col("id") == "cap-51").collect().height == 0
+    monkeypatch.undo()
+    assert store.ingest({"content": "brand new", "source": "s", "anchor": "a"}) == ["cap-51"]
