@@ -19,6 +19,10 @@ compared with their throughput in a window with no operation (same run). Targets
 - small commits' throughput drops at most 20% while the operations run;
 - ``memframe digest`` (the session-start hook: it runs the cycle first) within 2x idle.
 
+The control (``cpu alone``) spins on the CPU as long as a loaded erasure and touches no
+store: the writers' drop beside it is what sharing the machine's cores costs them whatever
+the other process does, the floor under the throughput figures.
+
 Usage::
 
     python3 benchmarks/bench_fair_commits.py                       # 2 and 4 writers
@@ -26,8 +30,8 @@ Usage::
     git archive <commit> | tar -x -C /tmp/before
     python3 benchmarks/bench_fair_commits.py --against /tmp/before  # the code before too
     # the writers' rate while the erasures run, against their rate just before each:
-    python3 benchmarks/bench_fair_commits.py --writers 1 2 --ops purge,redact --rounds 60 \
-        --gap 0.25 --capsules 20000
+    python3 benchmarks/bench_fair_commits.py --writers 1 2 --ops purge,redact,"cpu alone" \
+        --rounds 60 --gap 0.25 --capsules 20000
 """
 
 from __future__ import annotations
@@ -69,8 +73,12 @@ WRITER = textwrap.dedent("""
         fh.write(" ".join(repr(s) for s in stamps) + "\\n" + str(errors) + "\\n")
 """)
 
-#: the operations timed, in order
-OPERATIONS = ("small commit", "purge", "redact", "compact", "cycle", "vacuum", "digest hook")
+#: the operations timed, in order; the last is a control: a loop on the CPU that touches no
+#: store, as long as a loaded erasure, so the writers' drop while it spins is what merely
+#: sharing the machine's cores costs them (the floor under every other figure)
+CONTROL = "cpu alone"
+OPERATIONS = ("small commit", "purge", "redact", "compact", "cycle", "vacuum", "digest hook",
+              CONTROL)
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -115,6 +123,12 @@ def _worker(args: argparse.Namespace) -> None:
         elif op == "digest hook":
             with contextlib.redirect_stdout(io.StringIO()):
                 assert main(["digest", str(path), "--format", "json"]) == 0
+        elif op == CONTROL:
+            end = time.perf_counter() + spin[0]
+            while time.perf_counter() < end:
+                pass
+
+    spin = [0.05]  # the control's length: a loaded erasure's, once one was timed
 
     attempts = [0]  # link attempts of this process's commits (a retry is one more)
     merged: list[int] = []  # parts each compaction merged (idle rounds first)
@@ -166,11 +180,15 @@ def _worker(args: argparse.Namespace) -> None:
     failures: dict[str, str] = {}
     for op in operations:
         try:
+            if op == CONTROL:
+                spin[0] = statistics.median(
+                    [loaded[e] for e in ("purge", "redact") if loaded.get(e)] or spin)
             times, windows = timed(op, args.rounds, args.gap)
             loaded[op] = statistics.median(times)
             if op != "small commit":
-                busy.extend(windows)
                 per_op[op] = windows
+            if op not in ("small commit", CONTROL):
+                busy.extend(windows)
         except Exception as exc:  # noqa: BLE001 - reported, as the issue's table did
             loaded[op] = None
             failures[op] = f"{type(exc).__name__}: {str(exc)[:120]}"
@@ -229,7 +247,7 @@ def main() -> None:
                              "run (the store grows as they commit). Their rows also add to "
                              "the work of what folds or lists them (the cycle, the hook, "
                              "compact, vacuum): time those with no gap, and the erasures' "
-                             "throughput with one (--ops purge,redact --gap 0.25)")
+                             "throughput with one (--ops purge,redact,\"cpu alone\" --gap 0.25)")
     parser.add_argument("--ops", default=",".join(OPERATIONS[1:]),
                         help="the operations to time, comma-separated (default: all): "
                              "fewer operations, more rounds, a tighter figure for each")
@@ -264,7 +282,7 @@ def main() -> None:
                   f"({r['commits']} commits, {r['writer_errors']} gave up)")
             print(f"  {'operation':<14}{'idle':>9}{'loaded':>9}{'ratio':>8}"
                   f"{'2x idle + 1 small (idle/loaded)':>36}  link attempts under load")
-            for op in [op for op in OPERATIONS if op in r["idle"]]:
+            for op in [op for op in OPERATIONS if op in r["idle"] and op != CONTROL]:
                 idle, loaded = r["idle"][op], r["loaded"][op]
                 if loaded is None:
                     print(f"  {op:<14}{idle:>9.3f}{'failed':>9}   {r['failures'][op]}")
@@ -291,6 +309,12 @@ def main() -> None:
             else:
                 print("  while each runs: " + ", ".join(
                     f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
+            if CONTROL in r.get("op_rates", {}) and args.gap:
+                alone = r["op_quiet_rates"][CONTROL]
+                print(f"  control, a CPU loop of {r['loaded'][CONTROL]:.3f} s touching no "
+                      f"store: {alone:.1f} alone, {r['op_rates'][CONTROL]:.1f} while it "
+                      f"spins (drop {1 - r['op_rates'][CONTROL] / alone:.0%}): what sharing "
+                      f"the cores alone costs the writers")
             if r.get("merged"):  # under load a compaction also merges the writers' parts
                 print(f"  parts merged per compaction, idle then loaded: {r['merged']}")
 
