@@ -42,12 +42,22 @@ WORKER = r'''
 import json, random, sys, time, warnings
 sys.path.insert(0, sys.argv[5])
 import memframe as mf
-from memframe.store import tables
+from memframe.store import log, tables
 tables.ERASABLE_PART_ROWS = int(sys.argv[4])
 warnings.simplefilter("ignore")
 path, seed, until = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
 store = mf.Store.open(path)
+rebased = {"ingest": 0, "other": 0}  # links moved past the winners instead of staged again
+real_rebase = log.Log.rebase
+
+def rebase(self, entry, *a, **k):
+    moved = real_rebase(self, entry, *a, **k)
+    if moved is not None:
+        rebased["ingest" if entry["operation"] == "ingest" else "other"] += 1
+    return moved
+
+log.Log.rebase = rebase
 #: refusals the verbs document for inputs a random history makes (an id forgotten or not
 #: yet issued, an edge already there, text of a forgotten capsule)
 REFUSED = {"UnknownCapsuleError", "InvalidInputError", "DuplicateRelationError",
@@ -89,7 +99,8 @@ while time.time() < until:
             errors.append(f"{verb}: {type(exc).__name__}: {str(exc)[:200]}")
     except Exception as exc:  # noqa: BLE001 - every raw error is a finding
         errors.append(f"{verb}: raw {type(exc).__name__}: {str(exc)[:200]}")
-print(json.dumps({"done": done, "errors": errors[:10], "n_errors": len(errors)}))
+print(json.dumps({"done": done, "rebased": rebased, "errors": errors[:10],
+                  "n_errors": len(errors)}))
 '''
 
 READER = r'''
