@@ -376,7 +376,10 @@ class Commit:
         For commits whose staged files stay exact when rows arrive above what they read:
         a compaction (it rewrites parts the appends do not touch), the projections' fold
         (everything it folds is at or below its watermarks). It holds only while the
-        commit stages no row of its own (`rebasable`). ``relabel(result, generation)``
+        commit stages no row of its own (`rebasable`); an erasure's own rows and new
+        capsules that read nothing stored are renumbered instead (`renumberable`,
+        `appends_fresh`: a verb that asks must read stored state only through this
+        writer's lookups, which mark it read). ``relabel(result, generation)``
         gives ``fn``'s result for the generation the commit landed at instead; None
         withdraws the leave (a transaction handed its verbs' results out already).
         """
