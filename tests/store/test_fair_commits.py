@@ -4,16 +4,22 @@ fairness ticket makes new commits wait behind it, for a bound."""
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memframe as mf
 from memframe.jobs import cycle as cycle_module
+from memframe.schema import CANONICAL_TABLES
 from memframe.store import log as log_module
 from memframe.store import tables
 
@@ -704,3 +710,87 @@ def test_an_ingest_that_found_stored_text_stages_again_after_an_erasure(tmp_path
     assert store.capsule_state().filter(pl.col("id") == "cap-51").collect().height == 0
     monkeypatch.undo()
     assert store.ingest({"content": "brand new", "source": "s", "anchor": "a"}) == ["cap-51"]
+
+
+_FIXED = dt.datetime(2026, 6, 1, 12, tzinfo=dt.UTC)
+
+
+def _winner_verb(o, verb: str, k: int) -> None:  # noqa: ANN001
+    """One commit another handle lands first (``k``: which round, for distinct targets)."""
+    if verb in ("purge", "redact", "tombstone"):
+        o.forget(f"cap-{3 + k}", mode=verb)
+    elif verb == "recall":
+        o.record_recall(["cap-2", f"cap-{6 + k}"])
+    elif verb == "relate":
+        o.relate("cap-1", f"cap-{9 + k}", "about")
+    elif verb == "compact":
+        o.compact()
+    elif verb == "cycle":
+        o.memory.run_cycle()
+    elif verb == "session":
+        o.session_start("p")
+    elif verb == "ingest new":
+        o.ingest({"content": f"theirs {k}", "source": "s", "anchor": "t"})
+    else:  # the text the raced ingest brings
+        o.ingest({"content": "mine 0", "source": "s", "anchor": "t"})
+
+
+def _raced_outcome(root, rounds: list[list[str]], rows: list[dict], raced: bool):  # noqa: ANN001, ANN202
+    """Seed a store, then land ``rounds`` of winners and ``rows`` as one ingest: raced
+    (each round lands through another handle just before the ingest's next link) or in
+    order (every round first, then the ingest). Returns the ingest's ids (or the name of
+    its error), the store, and how many rounds landed (a raced ingest that wrote nothing,
+    or was refused, never reached the later links)."""
+    store = mf.Store.create(root, clock=lambda: _FIXED)
+    store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)} for n in range(16)])
+    store.memory.run_cycle()
+    other = mf.Store.open(root, clock=lambda: _FIXED)
+    links = [0]
+    if raced:
+        real = store._log.try_commit
+
+        def try_commit(entry):  # noqa: ANN001, ANN202
+            links[0] += 1
+            if links[0] <= len(rounds):
+                for verb in rounds[links[0] - 1]:
+                    _winner_verb(other, verb, links[0])
+            return real(entry)
+
+        store._log.try_commit = try_commit
+    else:
+        for k, verbs in enumerate(rounds, start=1):
+            for verb in verbs:
+                _winner_verb(other, verb, k)
+    try:
+        outcome: object = store.ingest(rows)
+    except mf.errors.MemframeError as exc:
+        outcome = type(exc).__name__
+    landed = min(links[0], len(rounds)) if raced else len(rounds)
+    return outcome, mf.Store.open(root), landed
+
+
+_VERBS = st.sampled_from(["purge", "redact", "tombstone", "recall", "relate", "compact",
+                          "cycle", "session", "ingest new", "ingest mine"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(rounds=st.lists(st.lists(_VERBS, min_size=1, max_size=3), min_size=1, max_size=3),
+       texts=st.lists(st.sampled_from(["mine 0", "mine 1", "c3", "c7"]), min_size=1,
+                      max_size=3))
+def test_a_raced_ingest_reads_as_if_staged_after_its_winners(rounds, texts):
+    """Whatever beat an ingest at its links (erasures, compactions, the cycle, other
+    ingests, of its own text too), the store ends as if the winners had landed first and
+    the ingest after them: the same ids (or the same refusal), and every canonical row the
+    same, seq, audit seq and hash links included. Renumbered or staged again, a lost race
+    leaves no trace. (An ingest that writes nothing never links, so nothing beats it.)"""
+    rows = [{"content": t, "source": "s", "anchor": "m", "kind": "task"} for t in texts]
+    with tempfile.TemporaryDirectory() as tmp:
+        raced, a, landed = _raced_outcome(Path(tmp) / "a", rounds, rows, raced=True)
+        ordered, b, _ = _raced_outcome(Path(tmp) / "b", rounds[:landed], rows, raced=False)
+        assert raced == ordered
+        assert a.generation == b.generation and a.counters == b.counters
+        for table in CANONICAL_TABLES:
+            got, want = (s.table(table).collect().sort("seq") for s in (a, b))
+            assert got.equals(want), table
+        assert a.capsule_state().collect().equals(b.capsule_state().collect())
+        assert mf.digest(a).to_json() == mf.digest(b).to_json()
