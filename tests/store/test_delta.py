@@ -521,6 +521,47 @@ def test_an_erasure_renumbered_on_top_of_appends_reads_the_same_through_delta(tm
     assert erased["content"].to_list() == [None]
 
 
+def test_an_ingest_renumbered_past_erasures_reads_the_same_through_delta(tmp_path,
+                                                                         monkeypatch):
+    """New capsules beaten by two erasures (which rewrite a capsule partition) and a
+    compaction link their renumbered rows on top: every Delta version mirrors one
+    generation, and the tables read the same through both Delta readers."""
+    store = fresh(tmp_path, delta_logs=True)
+    store.ingest([{"content": f"c{n}", "source": "s", "anchor": str(n)} for n in range(12)])
+    store.record_recall(["cap-1"])
+    store.record_recall(["cap-2"])
+    other = mf.Store.open(tmp_path / "s")
+    real = store._log.try_commit
+    links = [0]
+
+    def try_commit(entry):  # noqa: ANN001, ANN202
+        links[0] += 1
+        if links[0] == 1:
+            other.forget("cap-4", mode="purge")
+            other.compact()
+        elif links[0] == 2:
+            other.forget("cap-5", mode="redact")
+        return real(entry)
+
+    monkeypatch.setattr(store._log, "try_commit", try_commit)
+    assert store.ingest({"content": "late", "source": "s", "anchor": "z"}) == ["cap-13"]
+    monkeypatch.undo()
+    assert links[0] == 3 and store.generation == 7  # 3 seeding, 3 winners, the ingest
+    view = store.pinned()
+    for table in ("capsules", "forgets", "journal", "recalls"):
+        assert_same(view.table(table).collect(), read_polars(tmp_path / "s" / table), table)
+        assert_same(view.table(table).collect(), read_deltalake(tmp_path / "s" / table), table)
+    erased = read_deltalake(tmp_path / "s" / "capsules").filter(pl.col("content").is_null())
+    assert sorted(erased["id"]) == ["cap-4", "cap-5"]
+    table_dir = tmp_path / "s" / "capsules"
+    mirrored = [commit_info(table_dir, v)["memframe"]["generation"]
+                for v in versions(table_dir)[1:]]
+    assert mirrored == [1, 4, 6, 7]  # the generations that touched capsules, once each
+    for version, generation in zip(versions(table_dir)[1:], mirrored, strict=True):
+        assert_same(store.at(generation).table("capsules").collect(),
+                    read_polars(table_dir, version), f"v{version}")
+
+
 def test_bounded_capsule_partitions_read_the_same_through_delta(tmp_path, monkeypatch):
     """An erasure that splits a larger capsule partition as it rewrites it (1 remove, 3
     adds) and a compaction that packs small ones up to the bound read the same through
