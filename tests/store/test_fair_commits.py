@@ -603,7 +603,8 @@ def test_an_erasure_beaten_by_another_erasure_stages_again(tmp_path, monkeypatch
 
 def _fresh_ingest_beaten_by(tmp_path, monkeypatch, winner, times: int = 1):
     """An ingest of new text (a kind and an event time too) by ``store`` whose first
-    ``times`` links lose to ``winner(other, k)``; the store, its stagings and the ids."""
+    ``times`` links lose to ``winner(other, k)``; the store, its stagings, the ids and
+    the link attempts."""
     store = _store(tmp_path)
     store.memory.run_cycle()
     other = mf.Store.open(tmp_path / "s")
