@@ -1024,40 +1024,37 @@ class Store(StoreView):
             # moved past others' marks set none of its own: `Commit.appends_fresh`)
             marks = (moved["watermarks"] if new.watermarks == old.watermarks else
                      derived.settle(new, derived.visible(new).watermarks, False)[0])
-            if not shift and not audit_shift:  # nothing moved: the files stay right
-                return {**moved, "watermarks": marks,
-                        "counters": {**moved["counters"], **ids,
-                                     "seq": staged["counters"]["seq"],
-                                     "audit_seq": staged["counters"]["audit_seq"],
-                                     "chain": staged["counters"]["chain"]}}
-            prev = str(new.counter("chain", ""))
-            place = {n: i for i, (n, _add) in enumerate(adds)}
-            renumbered: dict[str, list[pl.DataFrame]] = {}
-            for n, (table, path, frame) in sorted(appended.items()):
-                frame = frame.with_columns(pl.col("seq") + shift)
-                if table == "journal":
-                    frame = frame.with_columns(pl.col("audit_seq") + audit_shift)
-                    hashes = capture.chain_hashes(prev, journal_lines(frame))
-                    prev = hashes[-1]
-                    frame = S.validate_frame("journal", frame.with_columns(
-                        pl.Series("chained_hash", hashes, dtype=pl.String)))
-                else:
-                    renumbered.setdefault(table, []).append(frame)
-                rel = tables.part_path(table, moved["generation"], n)
-                written.append(root / rel)
-                add = {"table": table, **tables.write_part(root, rel, frame).to_json()}
-                adds[place[n]] = (n, add)
-                appended[n] = (table, root / rel, frame)
-                # the file it replaces was never linked: removed now (the one written
-                # here is kept like the attempt's others, for a later attempt or removal)
-                path.unlink(missing_ok=True)
-                fresh[:] = [k for k in fresh if k.path != path]
-                reused[:] = [k for k in reused if k.path != path]
-                if kept is not None:
-                    fresh.append(_Kept(root / rel, table, frame, {}, add))
-            for directory in sorted({p.parent for _t, p, _f in appended.values()}):
-                fsync_dir(directory)
-            commit.frames.update(renumbered)  # what the indexes learn when it lands
+            if shift or audit_shift:  # else nothing moved: the files stay right
+                prev = str(new.counter("chain", ""))
+                place = {n: i for i, (n, _add) in enumerate(adds)}
+                renumbered: dict[str, list[pl.DataFrame]] = {}
+                for n, (table, path, frame) in sorted(appended.items()):
+                    frame = frame.with_columns(pl.col("seq") + shift)
+                    if table == "journal":
+                        frame = frame.with_columns(pl.col("audit_seq") + audit_shift)
+                        hashes = capture.chain_hashes(prev, journal_lines(frame))
+                        prev = hashes[-1]
+                        frame = S.validate_frame("journal", frame.with_columns(
+                            pl.Series("chained_hash", hashes, dtype=pl.String)))
+                    else:
+                        renumbered.setdefault(table, []).append(frame)
+                    rel = tables.part_path(table, moved["generation"], n)
+                    written.append(root / rel)
+                    add = {"table": table, **tables.write_part(root, rel, frame).to_json()}
+                    adds[place[n]] = (n, add)
+                    appended[n] = (table, root / rel, frame)
+                    # the file it replaces was never linked: removed now (the one written
+                    # here is kept like the attempt's others, for a later attempt or removal)
+                    path.unlink(missing_ok=True)
+                    fresh[:] = [k for k in fresh if k.path != path]
+                    reused[:] = [k for k in reused if k.path != path]
+                    if kept is not None:
+                        fresh.append(_Kept(root / rel, table, frame, {}, add))
+                for directory in sorted({p.parent for _t, p, _f in appended.values()}):
+                    fsync_dir(directory)
+                commit.frames.update(renumbered)  # what the indexes learn when it lands
+            else:
+                prev = str(staged["counters"]["chain"])
             span = moved.get("seq")
             counters = {**moved["counters"], **ids,
                         "seq": int(staged["counters"]["seq"]) + shift,
