@@ -14,6 +14,7 @@ wire omits (empty lists and zero totals are omitted, reference 4.0) reads as abs
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,12 +122,18 @@ class DigestDiff:
         values: one row per other scalar that changed: ``path``, ``before``, ``after``
             (JSON text; null where the wire omits it).
         before, after: the two digests' generations (None for hand-made tables).
+        caveats: sentences naming the parameters the two digests were taken with that
+            differ (``headlines``, ``project_prefix``): list entries that left or entered
+            may be the cap's or the fence's doing, not the store's. Shown by `to_text`
+            and `to_html`.
     """
 
     def __init__(self, lists: pl.DataFrame, values: pl.DataFrame,
-                 before: int | None, after: int | None) -> None:
+                 before: int | None, after: int | None,
+                 caveats: tuple[str, ...] = ()) -> None:
         self.lists, self.values = lists, values
         self.before, self.after = before, after
+        self.caveats = caveats
 
     @property
     def unchanged(self) -> bool:
@@ -146,7 +153,10 @@ class DigestDiff:
         columns, stored text made safe (control characters shown, never sent)."""
         from memframe._render.terminal import terminal_text
 
-        head = f"digest diff: generation {self.before} -> {self.after}"
+        # the notes are wrapped, not cut: each is a sentence to read whole
+        head = "\n".join([f"digest diff: generation {self.before} -> {self.after}",
+                          *(textwrap.fill(f"note: {c}", width, subsequent_indent="  ")
+                            for c in self.caveats)])
         if self.unchanged:
             return terminal_text(f"{head}\nnothing changed", width) + "\n"
         lines = [head]
@@ -167,9 +177,10 @@ class DigestDiff:
         from memframe._render.html import esc, html_table
 
         title = f"Digest diff: generation {self.before} to {self.after}"
+        notes = "".join(f'<p class="mf-sub">{esc(c)}</p>' for c in self.caveats)
         if self.unchanged:
-            return f"<h2>{esc(title)}</h2><p>Nothing changed.</p>"
-        return (f"<h2>{esc(title)}</h2>"
+            return f"<h2>{esc(title)}</h2>{notes}<p>Nothing changed.</p>"
+        return (f"<h2>{esc(title)}</h2>{notes}"
                 + html_table(self.lists, caption="Listed ids that entered, left or moved")
                 + html_table(self.values, caption="Values that changed"))
 
@@ -204,6 +215,8 @@ def digest_diff(before: Digest, after: Digest) -> DigestDiff:
         [('newest', 'cap-3', 'entered', None, 1), ('newest', 'cap-2', 'moved', 1, 2), ('newest', 'cap-1', 'left', 2, None)]
         >>> d.values.rows()
         [('total', '2', '3')]
+        >>> digest_diff(Digest({"total": 1}, headlines=10), Digest({"total": 1}, headlines=3)).caveats
+        ('headlines differs (10, then 3): lists may differ by the cap alone',)
     """
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, Digest):
@@ -219,7 +232,18 @@ def digest_diff(before: Digest, after: Digest) -> DigestDiff:
         (lists if kind == "list" else values).append(row)
     return DigestDiff(pl.DataFrame(lists, schema=LISTS_SCHEMA, orient="row"),
                       pl.DataFrame(values, schema=VALUES_SCHEMA, orient="row"),
-                      before.generation, after.generation)
+                      before.generation, after.generation, _caveats(before, after))
+
+
+def _caveats(before: Digest, after: Digest) -> tuple[str, ...]:
+    """What differs in how the two digests were asked for (a cap, a fence), in words."""
+    out = []
+    for name, what in (("headlines", "lists may differ by the cap alone"),
+                       ("project_prefix", "fenced sections may differ by the fence alone")):
+        b, a = getattr(before, name), getattr(after, name)
+        if b != a:
+            out.append(f"{name} differs ({json.dumps(b)}, then {json.dumps(a)}): {what}")
+    return tuple(out)
 
 
 def previous_session_start(view: Any, project_prefix: str | None = None

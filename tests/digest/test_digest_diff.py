@@ -109,3 +109,22 @@ def test_bad_input_is_refused_with_the_fix(tmp_path):
     stub = Digest(d.to_dict(), known_hash=d.hash)
     with pytest.raises(mf.errors.InvalidInputError, match="without known_hash"):
         mf.digest_diff(stub, d)
+
+
+def test_digests_asked_for_differently_say_so(tmp_path):
+    store = mf.Store.create(tmp_path / "s", clock=TickingClock())
+    store.ingest([{"content": f"note {i}", "source": "s", "anchor": "a",
+                   "project_id": "team" if i % 2 else "solo"} for i in range(5)])
+    wide, narrow = mf.digest(store, headlines=10), mf.digest(store, headlines=2)
+    diff = mf.digest_diff(wide, narrow)
+    # nothing in the store changed: the entries that left are the cap's doing, and it says so
+    assert set(diff.lists["change"]) == {"left"}
+    assert diff.caveats == ("headlines differs (10, then 2): lists may differ by the cap alone",)
+    assert "note: headlines differs (10, then 2)" in diff.to_text()
+    fenced = mf.digest_diff(wide, mf.digest(store, project_prefix="<team>"))
+    assert len(fenced.caveats) == 1 and '(null, then "<team>")' in fenced.caveats[0]
+    assert all(len(line) <= 80 for line in fenced.to_text().splitlines())
+    assert "by the fence alone" in " ".join(fenced.to_text().split())
+    assert "&lt;team&gt;" in fenced.to_html() and "<team>" not in fenced.to_html()
+    assert mf.digest_diff(wide, mf.digest(store)).caveats == ()
+    assert "note:" not in mf.digest_diff(wide, mf.digest(store)).to_text()
