@@ -109,6 +109,12 @@ def _headlines(value: str) -> int:
             f"--headlines requires a non-negative integer (the list cap N; totals stay exact), "
             f"got {json.dumps(value)}"
         )
+    from memframe.digest.params import HEADLINES_MAX
+
+    if n > HEADLINES_MAX:
+        raise argparse.ArgumentTypeError(
+            f"--headlines is an unsigned 64-bit count (at most {HEADLINES_MAX}), got "
+            f"{value}; any cap at or above the number of capsules lists them all")
     return n
 
 

@@ -48,6 +48,24 @@ def test_non_numeric_headlines_exits_2_with_a_teaching_message(small, form):
     assert run.stdout == ""
 
 
+@pytest.mark.parametrize("command", [["digest"], ["explain"]])
+def test_headlines_past_64_bits_exit_2_and_the_largest_lists_everything(small, command, capsys):
+    extra = ["cap-1"] if command == ["explain"] else []
+    run = subprocess.run([sys.executable, "-m", "memframe", *command, str(small.path), *extra,
+                          "--headlines", str(2**64)], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stdout == ""
+    assert "--headlines is an unsigned 64-bit count" in run.stderr
+    args = [*command, str(small.path), *extra, "--format", "json"]
+    args += ["--no-advance"] if command == ["digest"] else []
+    assert main([*args, "--headlines", str(2**64 - 1)]) == 0
+    largest = json.loads(capsys.readouterr().out)
+    assert main([*args, "--headlines", "1000"]) == 0
+    wide = json.loads(capsys.readouterr().out)
+    if command == ["explain"]:
+        largest.pop("headlines"), wide.pop("headlines")
+    assert largest == wide
+
+
 def test_a_memframe_error_exits_1_with_the_message_and_no_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "memframe", "info", str(tmp_path / "nope")],
                          capture_output=True, text=True)

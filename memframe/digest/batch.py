@@ -15,7 +15,7 @@ from typing import Any
 from memframe.digest import engines
 from memframe.digest.assemble import assemble_roots
 from memframe.digest.core import HEADLINES_DEFAULT, pinned_source
-from memframe.digest.params import validate_headlines, validate_verify
+from memframe.digest.params import list_cap, validate_headlines, validate_verify
 from memframe.digest.reads import whole_source
 from memframe.digest.result import Digest
 from memframe.errors import InvalidInputError
@@ -59,7 +59,7 @@ def per_project_digests(
     n = validate_headlines(headlines)
     mode = validate_verify(verify)
     source = pinned_source(store, now, lambda view, t: whole_source(view, t, mode))
-    bodies = assemble_roots(source, n, depth)
+    bodies = assemble_roots(source, list_cap(n), depth)
     return {
         root: Digest(
             body,

@@ -14,6 +14,7 @@ from memframe import budget
 from memframe.digest.assemble import assemble
 from memframe.digest.params import (
     HEADLINES_DEFAULT,
+    list_cap,
     validate_headlines,
     validate_now,
     validate_project_prefix,
@@ -122,7 +123,7 @@ def digest(
     verify = validate_verify(verify)
     before = store.io_counts() if isinstance(store, StoreView) else None
     with budget.memory_limit(memory_limit):
-        source, body = _read_and_assemble(store, now, verify, n, prefix)
+        source, body = _read_and_assemble(store, now, verify, list_cap(n), prefix)
     after = store.io_counts() if before is not None else None
     return Digest(
         body,
@@ -230,7 +231,7 @@ def digest_tables(
     prefix = validate_project_prefix(project_prefix)
     _check_known_hash(known_hash)
     source = tables_source(tables, validate_now(now))
-    body = assemble(source, n, prefix)
+    body = assemble(source, list_cap(n), prefix)
     return Digest(
         body,
         known_hash=known_hash,

@@ -308,7 +308,7 @@ def explain(store: Any, capsule_id: str, *, project_prefix: str | None = None,
         >>> why.filter(pl.col("section") == "newest").row(0)
         ('newest', False, 2, 'rank 2 past headlines 1 (raise headlines)')
     """
-    n = params.validate_headlines(headlines)
+    n = params.list_cap(params.validate_headlines(headlines))
     prefix = params.validate_project_prefix(project_prefix)
     if not isinstance(capsule_id, str):
         raise InvalidInputError(f"capsule_id must be an id like 'cap-12', got {capsule_id!r}")

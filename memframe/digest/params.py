@@ -8,7 +8,7 @@ import json
 from memframe.errors import DigestParameterError, InvalidInputError
 from memframe.text import check_instant
 
-__all__ = ["validate_project_prefix", "validate_headlines", "validate_now", "validate_verify",
+__all__ = ["HEADLINES_MAX", "list_cap", "validate_project_prefix", "validate_headlines", "validate_now", "validate_verify",
            "quoted", "VERIFY_MODES"]
 
 #: Unicode White_Space: what the reference's ``str::trim`` strips (narrower than str.strip()).
@@ -67,8 +67,16 @@ def validate_project_prefix(project_prefix: str | None) -> str | None:
     return project_prefix
 
 
+#: the largest ``headlines``: the engine's parameter is an unsigned 64-bit count (a larger
+#: one fails its deserialisation, reference 1.1)
+HEADLINES_MAX = 2**64 - 1
+#: the cap the lists are cut at for any larger ``headlines`` (Polars' row counts and
+#: ``top_k`` take 32-bit lengths; no digest lists this many rows)
+_CAP_MAX = 2**31 - 1
+
+
 def validate_headlines(headlines: object) -> int:
-    """The list cap N: a non-negative int (``bool`` is refused).
+    """The list cap N: a non-negative int up to `HEADLINES_MAX` (``bool`` is refused).
 
     Examples:
         >>> validate_headlines(3)
@@ -81,7 +89,22 @@ def validate_headlines(headlines: object) -> int:
     if isinstance(headlines, bool) or not isinstance(headlines, int) or headlines < 0:
         shown = quoted(headlines) if isinstance(headlines, str) else repr(headlines)
         raise InvalidInputError(f"headlines requires a non-negative integer, got {shown}")
+    if headlines > HEADLINES_MAX:
+        raise InvalidInputError(
+            f"headlines is an unsigned 64-bit count (at most {HEADLINES_MAX}), got "
+            f"{headlines}; any cap at or above the number of capsules lists them all")
     return headlines
+
+
+def list_cap(headlines: int) -> int:
+    """The cap the lists are cut at: ``headlines`` (validated), or a cap no list reaches
+    when it is larger than Polars' lengths hold (the lists are the same).
+
+    Examples:
+        >>> list_cap(10), list_cap(2**64 - 1) == 2**31 - 1
+        (10, True)
+    """
+    return min(headlines, _CAP_MAX)
 
 
 def validate_now(now: object) -> _dt.datetime:

@@ -73,3 +73,26 @@ def test_naive_now_is_refused(store):
 def test_valid_odd_prefix_is_accepted(store):
     put(store, "x", project=" nott")
     assert mf.digest(store, project_prefix=" nott").to_dict()["total"] == 1
+
+
+def test_headlines_past_an_unsigned_64_bit_count_are_refused_before_reading():
+    with pytest.raises(InvalidInputError, match="unsigned 64-bit count"):
+        mf.digest(Untouchable(), headlines=2**64)
+    with pytest.raises(InvalidInputError, match="unsigned 64-bit count"):
+        mf.explain(Untouchable(), "cap-1", headlines=2**70)
+
+
+@pytest.mark.parametrize("verify", ["incremental", "full"])
+def test_the_largest_headlines_lists_everything(store, verify):
+    # any cap at or above the capsule count lists them all, up to the largest the engine takes
+    for i in range(5):
+        put(store, f"ACTIVE(t{i}): note {i}", project="nott")
+    store.memory.run_cycle()
+    put(store, "after the cycle", project="nott")
+    huge = mf.digest(store, headlines=2**64 - 1, verify=verify)
+    assert huge.to_json() == mf.digest(store, headlines=50, verify=verify).to_json()
+    assert huge.headlines == 2**64 - 1 and len(huge.to_dict()["newest"]) == 6
+    why = mf.explain(store, "cap-1", headlines=2**64 - 1)
+    assert why.equals(mf.explain(store, "cap-1", headlines=50))
+    assert all(mf.per_project_digests(store, 1, headlines=2**64 - 1)["nott"].to_dict()[k]
+               for k in ("newest", "handoff"))
