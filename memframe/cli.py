@@ -169,7 +169,8 @@ def _open(path: str | None, *, as_of: str | None = None, args: Any = None) -> An
     store = Store.open(path if path is not None else _default_store())
     if as_of is None:
         return store
-    view = store.at(int(as_of)) if as_of.isdigit() else store.as_of(as_of)
+    when = _generation_or_instant(as_of, "--as-of")
+    view = store.at(when) if isinstance(when, int) else store.as_of(when)
     if view.generation == 0 and store.generation > 0 and args is not None:
         first = store.at(1).committed_at
         _say(args, f"note: {as_of} is before the store's first commit (generation 1, "
@@ -808,11 +809,34 @@ def _cmd_audit_trust(args: argparse.Namespace) -> int:
 
 def _bound(text: str | None, name: str) -> Any:
     """A ``--since``/``--until`` value: a generation number or an instant."""
-    from memframe.text import parse_instant
-
     if text is None:
         return None
-    return int(text) if text.strip().isdigit() else parse_instant(text, name)
+    from memframe.text import parse_instant
+
+    when = _generation_or_instant(text, f"--{name}")
+    return when if isinstance(when, int) else parse_instant(when, name)
+
+
+def _generation_or_instant(text: str, flag: str) -> int | str:
+    """A generation number (ASCII digits) as an int, or the text of an instant (parsed by
+    the caller). A signed number, or more digits than any generation counter holds, is
+    refused with what to give instead (never a raw conversion error).
+
+    Examples:
+        >>> _generation_or_instant(" 12 ", "--since"), _generation_or_instant("2026-07-01", "--since")
+        (12, '2026-07-01')
+    """
+    bare = text.strip()
+    if re.fullmatch(r"[+-][0-9]+", bare):
+        raise _UsageError(f"{flag} {bare}: a generation number is 0 or more (0 is the empty "
+                          f"store; `memframe info STORE` shows the newest); or give an "
+                          f"ISO 8601 instant such as 2026-07-01")
+    if not re.fullmatch(r"[0-9]+", bare):
+        return text
+    if len(bare) > 19:  # past a signed 64-bit counter: no store holds that generation
+        raise _UsageError(f"{flag} {bare[:24]}... ({len(bare)} digits) is past any generation "
+                          f"a store can hold; `memframe info STORE` shows the newest")
+    return int(bare)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

@@ -698,6 +698,21 @@ def test_diff_prints_the_api_s_bytes_and_refuses_bad_bounds(small, capsys, termi
     assert "not an ISO 8601" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["diff", "--since"], ["diff", "--since", "0", "--until"],
+                                     ["digest", "--as-of"]])
+@pytest.mark.parametrize("value, says", [
+    ("-1", "a generation number is 0 or more"), ("+2", "a generation number is 0 or more"),
+    ("9" * 5000, "(5000 digits) is past any generation"),
+    ("9" * 20, "(20 digits) is past any generation"),
+    ("\u0663", "not an ISO 8601")])  # a digit of another script is no generation number
+def test_a_bound_that_is_no_generation_says_what_to_give(small, capsys, command, value, says):
+    verb, *flags = command
+    code = main([verb, str(small.path), *flags, value, "--quiet"])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and says in err and "Traceback" not in err
+    assert len(err) < 600  # the value is named, never echoed whole
+
+
 def test_digest_changes_compares_with_the_previous_session_start_of_the_scope(small, capsys):
     first = small.session_start("ops")
     small.ingest({"content": "after the start", "source": "s", "anchor": "b",
