@@ -318,7 +318,7 @@ def explain(store: Any, capsule_id: str, *, project_prefix: str | None = None,
     if found.height == 0:
         held = f"ids run cap-1..cap-{state.height}" if state.height else "it holds no capsule"
         raise UnknownCapsuleError(
-            f"capsule {capsule_id!r} is not in this store ({held}); list the ids with "
+            f"capsule {capsule_id!r:.80} is not in this store ({held}); list the ids with "
             f"store.capsule_state() or `memframe digest STORE --format json`")
     facts = _Facts(capsule_id, found.row(0, named=True), n, prefix, source,
                    fence(population(state), prefix), source.graph_values())

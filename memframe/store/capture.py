@@ -530,12 +530,12 @@ class Commit:
     def require_capsule(self, capsule_id: str, *, live: bool = True, what: str = "capsule") -> None:
         if not self.capsule_exists(capsule_id):
             raise UnknownCapsuleError(
-                f"{what} {capsule_id!r} is not in this store (ids run cap-1..cap-{self.capsules}); "
+                f"{what} {capsule_id!r:.80} is not in this store (ids run cap-1..cap-{self.capsules}); "
                 f"ingest it first or check the id"
             )
         if live and self.forget_mode(capsule_id) is not None:
             raise UnknownCapsuleError(
-                f"{what} {capsule_id!r} was forgotten ({self.forget_mode(capsule_id)}); "
+                f"{what} {capsule_id!r:.80} was forgotten ({self.forget_mode(capsule_id)}); "
                 f"a forgotten capsule takes no new facts"
             )
 
@@ -854,7 +854,7 @@ def relate(c: Commit, from_id: str, to_id: str, kind: str, *, origin: str = "man
 def _refuse_forgotten_topic(kind: str, to_id: str, mode: str | None, where: str) -> None:
     if mode is not None:
         raise UnknownCapsuleError(
-            f"{where}an {kind} edge names what a capsule is about, and {to_id!r} was "
+            f"{where}an {kind} edge names what a capsule is about, and {to_id!r:.80} was "
             f"forgotten ({mode}): a forgotten capsule is no topic. Point the edge at a live "
             f"capsule (ingest the topic again if it still matters); edges recorded before "
             f"the forget are kept"
@@ -1305,7 +1305,7 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
         if not ok.all():
             row = _first_bad(~ok)
             raise UnknownCapsuleError(
-                f"{table} row {row}: {column} {ids[row]!r} is not in this store "
+                f"{table} row {row}: {column} {ids[row]!r:.80} is not in this store "
                 f"(ids run cap-1..cap-{c.capsules})"
             )
     if table == "relations":
@@ -1316,7 +1316,7 @@ def append_events(c: Commit, table: str, rows: Any, *, operation: str | None = "
         for column in rules.capsule_refs:
             for i, cid in enumerate(frame[column].to_list()):
                 if c.forget_mode(cid) is not None:
-                    raise UnknownCapsuleError(f"{table} row {i}: {column} {cid!r} was forgotten; "
+                    raise UnknownCapsuleError(f"{table} row {i}: {column} {cid!r:.80} was forgotten; "
                                               f"this table takes live capsules only")
     if table == "relations":
         frame = frame.unique(list(rules.dedupe), keep="first", maintain_order=True)
@@ -1412,7 +1412,7 @@ def _receipt_rows(c: Commit, frame: pl.DataFrame) -> pl.DataFrame:
         ok = (nums.is_not_null() & (nums <= c.capsules)).fill_null(False)
         if not ok.all():
             bad = flat[_first_bad(~ok)]
-            raise UnknownCapsuleError(f"recall_receipts: returned id {bad!r} is not in this "
+            raise UnknownCapsuleError(f"recall_receipts: returned id {bad!r:.80} is not in this "
                                       f"store (ids run cap-1..cap-{c.capsules})")
     hit = returned.list.len() > 0
     frame = frame.with_columns(pl.col("outcome").fill_null(

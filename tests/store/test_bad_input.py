@@ -95,3 +95,19 @@ def test_a_naive_clock_is_refused(tmp_path):
     store = mf.Store.create(tmp_path / "s", clock=lambda: dt.datetime(2026, 1, 1))
     with pytest.raises(MemframeError, match="naive datetime"):
         store.ingest({"content": "c", "source": "s", "anchor": "x"})
+
+
+HUGE_ID = "cap-" + "9" * 5000
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.record_recall([HUGE_ID]), lambda s: s.pin(HUGE_ID),
+    lambda s: s.relate("cap-1", HUGE_ID, "about"), lambda s: s.review(HUGE_ID, "ratified"),
+    lambda s: s.relate(HUGE_ID, "cap-1", "supersedes"), lambda s: mf.explain(s, HUGE_ID)],
+    ids=["recall", "pin", "relate to", "review", "relate from", "explain"])
+def test_a_huge_unknown_id_is_named_not_echoed_whole(seeded, call):
+    before = seeded.generation
+    with pytest.raises(mf.errors.UnknownCapsuleError, match="is not in this store") as err:
+        call(seeded)
+    assert "cap-9999" in str(err.value) and len(str(err.value)) < 400
+    assert seeded.generation == before  # nothing written
