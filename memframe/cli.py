@@ -622,6 +622,7 @@ def _with_changes(args: argparse.Namespace, store: Any, d: Any, kwargs: dict[str
     digest that start read (same headlines and prefix) to ``d``."""
     from memframe.digest import core
     from memframe.digest.digest_diff import digest_diff, previous_session_start
+    from memframe.errors import DigestFailedError, GenerationNotFoundError
 
     view = store.at(d.generation) if d.generation is not None else store
     prior = previous_session_start(view, args.project_prefix)
@@ -635,7 +636,19 @@ def _with_changes(args: argparse.Namespace, store: Any, d: Any, kwargs: dict[str
         generation, session_id = prior
         since = {"session_id": session_id, "generation": generation}
         _STATUS.stage(f"digest at generation {generation} (session {session_id} started)")
-        changes = digest_diff(core.digest(store.at(generation), **kwargs), d)
+        past = store.at(generation)
+        try:
+            changes = digest_diff(core.digest(past, **kwargs), d) if past.readable() else None
+        except (GenerationNotFoundError, DigestFailedError):
+            if past.readable():
+                raise  # a fault of its own, not a vacuum's
+            changes = None
+        if changes is None:
+            # a vacuum removed what that generation read: the digest is still the answer
+            _say(args, f"memframe digest: note: generation {generation}, where session "
+                       f"{session_id} started, is no longer readable (a vacuum removed its "
+                       f"files; `memframe info {store.path}` lists the readable "
+                       f"generations): the changes since then are left out", always=True)
     if fmt == "json":
         return _json({"digest": json.loads(d.to_json()), "since": since,
                       "changes": None if changes is None else changes.to_dict()})
@@ -644,12 +657,20 @@ def _with_changes(args: argparse.Namespace, store: Any, d: Any, kwargs: dict[str
 
         head = (f"<h1>Changes since session {esc(since['session_id'])} started</h1>"
                 if since else f"<h1>No earlier session start of {esc(scope)}</h1>")
+        if since and changes is None:
+            head += (f"<p>Generation {since['generation']} is no longer readable (a vacuum "
+                     f"removed its files): the changes are left out.</p>")
         body = head + (changes._html_body() if changes is not None else "")
         # the changes go inside the digest's page, after its sections
         return str(d.to_html()).replace("</main></body>", body + "</main></body>", 1)
-    under = (f"changes since session {since['session_id']} started (generation "
-             f"{since['generation']}):\n" + changes.to_text(_width() or 80)
-             if since and changes is not None else f"no earlier session start of {scope}\n")
+    if since and changes is not None:
+        under = (f"changes since session {since['session_id']} started (generation "
+                 f"{since['generation']}):\n" + changes.to_text(_width() or 80))
+    elif since:
+        under = (f"changes since session {since['session_id']} started (generation "
+                 f"{since['generation']}): no longer readable (vacuumed)\n")
+    else:
+        under = f"no earlier session start of {scope}\n"
     return d.to_text() + "\n" + under
 
 

@@ -713,6 +713,32 @@ def test_a_bound_that_is_no_generation_says_what_to_give(small, capsys, command,
     assert len(err) < 600  # the value is named, never echoed whole
 
 
+@pytest.mark.parametrize("fmt", ["json", "text", "html"])
+def test_digest_changes_after_a_vacuum_removed_the_start_still_gives_the_digest(small, capsys,
+                                                                                fmt):
+    first = small.session_start("ops")
+    small.forget("cap-1", mode="purge")  # replaces parts the start's generation read
+    small.compact()
+    small.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001,
+                 wait_seconds=0)
+    start = small.generation_of(small.table("brackets").collect()["seq"].max())
+    assert not small.at(start).readable()
+    assert main(["digest", str(small.path), "--changes", "--format", fmt, "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert f"generation {start}, where session {first} started, is no longer readable" in err
+    digest = mf.digest(mf.Store.open(small.path))
+    if fmt == "json":
+        body = json.loads(out)
+        assert body["digest"] == json.loads(digest.to_json())
+        assert body["since"] == {"session_id": first, "generation": start}
+        assert body["changes"] is None
+    elif fmt == "text":
+        assert out.startswith(digest.to_text())
+        assert f"(generation {start}): no longer readable (vacuumed)" in out
+    else:
+        assert "no longer readable (a vacuum removed its files)" in out
+
+
 def test_digest_changes_compares_with_the_previous_session_start_of_the_scope(small, capsys):
     first = small.session_start("ops")
     small.ingest({"content": "after the start", "source": "s", "anchor": "b",
