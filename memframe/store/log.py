@@ -85,6 +85,8 @@ _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
 # the only file names memframe writes under a table directory
 PART_NAME_RE = re.compile(r"^part-\d{20}-\d{4}-[0-9a-f]{12}\.parquet$")
 TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
+#: a partition's file name, matched whole from where its table's directory ends
+_PART_FILE_RE = re.compile(r"part-[0-9]{20}-[0-9]{4}-[0-9a-f]{12}\.parquet")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
 TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
 _ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
@@ -285,16 +287,24 @@ def check_part_path(table: str, path: str) -> None:
     A path that is absolute, climbs out with ``..`` or names another table's directory
     would make a reader follow it out of the store (another store's rows would appear).
     """
+    check_part_paths(table, (path,))
+
+
+def check_part_paths(table: str, paths: Iterable[str]) -> None:
+    """`check_part_path` for many paths of one table (its name checked once)."""
     if not isinstance(table, str) or not TABLE_NAME_RE.match(table):
         raise CorruptStoreError(f"the log names a partition of table {table!r}, which is not "
                                 f"a table name memframe writes")
-    if (not isinstance(path, str) or not path.startswith(table + "/")
-            or not PART_NAME_RE.match(path[len(table) + 1:])):
-        raise CorruptStoreError(
-            f"the log names partition {path!r} for table {table!r}: partitions live at "
-            f"<table>/part-<generation>-<n>-<token>.parquet inside the store; a path that is "
-            f"absolute, climbs out with '..' or crosses into another directory is refused"
-        )
+    head, whole_name = table + "/", _PART_FILE_RE.fullmatch
+    for path in paths:
+        if (not isinstance(path, str) or not path.startswith(head)
+                or not whole_name(path, len(head))):
+            raise CorruptStoreError(
+                f"the log names partition {path!r} for table {table!r}: partitions live at "
+                f"<table>/part-<generation>-<n>-<token>.parquet inside the store; a path that "
+                f"is absolute, climbs out with '..' or crosses into another directory is "
+                f"refused"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,10 +358,17 @@ class Snapshot:
             if not isinstance(path, str) or "/" not in path:
                 raise CorruptStoreError(f"the log removes {path!r}, which is no partition path")
             check_part_path(path.rsplit("/", 1)[0], path)
-        touched = set(added) | {path.rsplit("/", 1)[0] for path in removed}
-        for name in touched:
-            parts = [p for p in tables.get(name, ()) if p.path not in removed]
+        # the tables this generation removes parts from (most remove none: an append)
+        pruned = {path.rsplit("/", 1)[0] for path in removed}
+        for name in set(added) | pruned:
+            old = tables.get(name, ())
             new = sorted(added.get(name, ()), key=_sort_key)
+            if name not in pruned and (not old or _sort_key(old[-1]) <= _sort_key(new[0])):
+                # appended above every part: one copy, no per-part test (under a stream of
+                # small commits a table holds thousands of parts, replayed per generation)
+                tables[name] = old + tuple(new)
+                continue
+            parts = [p for p in old if p.path not in removed]
             if new and parts and _sort_key(new[0]) < _sort_key(parts[-1]):
                 parts = sorted(parts + new, key=_sort_key)
             else:  # appended above every part (the common case): in order as they are
@@ -623,8 +640,7 @@ class Log:
                     or dict(snap.watermarks) != dict(entry.get("watermarks", {}))):
                 return None
             for table, parts in snap.tables.items():
-                for part in parts:
-                    check_part_path(table, part.path)
+                check_part_paths(table, (part.path for part in parts))
             return snap
         except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError,
                 CorruptStoreError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -20,6 +21,7 @@ from memframe.errors import (
     TombstonedContentError,
     UnknownCapsuleError,
 )
+from memframe.store import log as log_module
 
 
 def row(text: str, **extra) -> dict:
@@ -102,7 +104,6 @@ def test_a_paused_writer_keeps_its_files_through_a_vacuum(tmp_path, clock):
         return ids
 
     # pause inside the landing: after the partitions are written, before the link
-    from memframe.store import log as log_module
 
     original = log_module.Log.try_commit
 
@@ -261,7 +262,11 @@ def test_recall_counts_that_could_overflow_are_refused(store):
 
 @pytest.mark.parametrize("evil", ["/etc/passwd", "../other/capsules/part-00000000000000000001-0000-aaaaaaaaaaaa.parquet",
                                   "capsules/../../other/capsules/part-00000000000000000001-0000-aaaaaaaaaaaa.parquet",
-                                  "journal/part-00000000000000000002-0000-aaaaaaaaaaaa.parquet"])
+                                  "journal/part-00000000000000000002-0000-aaaaaaaaaaaa.parquet",
+                                  # a name memframe never writes: a line break after it, a
+                                  # digit of another script
+                                  "capsules/part-00000000000000000002-0000-aaaaaaaaaaaa.parquet\n",
+                                  "capsules/part-0000000000000000000\u0662-0000-aaaaaaaaaaaa.parquet"])
 def test_a_generation_naming_a_path_outside_its_table_is_corrupt(tmp_path, clock, evil):
     store = mf.Store.create(tmp_path / "s", clock=clock)
     store.ingest(row("a"))
@@ -280,6 +285,29 @@ def test_a_generation_file_of_the_wrong_shape_is_corrupt(store, entry):
     (store.path / "_log" / f"{2:020d}.json").write_text(entry)
     with pytest.raises(CorruptStoreError, match="00000000000000000002.json"):
         mf.Store.open(store.path).table("capsules")
+
+
+@pytest.mark.parametrize("evil", ["../other/capsules/part-00000000000000000001-0000-aaaaaaaaaaaa.parquet",
+                                  "capsules/part-00000000000000000001-0000-aaaaaaaaaaaa.parquet\n"])
+def test_a_checkpoint_naming_a_path_outside_its_table_is_never_followed(tmp_path, clock, evil):
+    # a checkpoint hashes its own body, so a forged one passes that check: its paths are
+    # checked as the log's are, and one that fails is ignored (the log is replayed)
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    for i in range(100):
+        store.record_miss([f"t{i}"], "abstain")
+    ckpt = store.path / "_log" / f"_checkpoint.{100:020d}.json"
+    data = json.loads(ckpt.read_text())
+    data["snapshot"]["tables"]["recall_misses"][0]["path"] = evil
+    data["body_sha256"] = hashlib.sha256(json.dumps(
+        data["snapshot"], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    ckpt.write_text(json.dumps(data))
+    with pytest.raises(CorruptStoreError, match="refused"):
+        log_module.Log(store.path).snapshot(100, use_checkpoints=False).apply(
+            {"generation": 101, "add": [{"table": "recall_misses", "path": evil, "rows": 1,
+                                         "seq": [101, 101]}], "remove": []})
+    assert log_module.Log(store.path)._read_checkpoint(100) is None
+    misses = mf.Store.open(store.path).table("recall_misses").collect()
+    assert misses.height == 100 and sorted(misses["seq"]) == list(range(1, 101))
 
 
 def test_a_checkpoint_that_disagrees_with_the_log_is_ignored(tmp_path, clock):
