@@ -8,8 +8,8 @@ import json
 from memframe.errors import DigestParameterError, InvalidInputError
 from memframe.text import check_instant
 
-__all__ = ["HEADLINES_MAX", "list_cap", "validate_project_prefix", "validate_headlines", "validate_now", "validate_verify",
-           "quoted", "VERIFY_MODES"]
+__all__ = ["HEADLINES_MAX", "list_cap", "validate_project_prefix", "validate_headlines",
+           "validate_now", "validate_verify", "quoted", "VERIFY_MODES"]
 
 #: Unicode White_Space: what the reference's ``str::trim`` strips (narrower than str.strip()).
 _WHITE_SPACE = (

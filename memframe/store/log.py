@@ -82,11 +82,10 @@ def _flock_within(fd: int, operation: int, wait_seconds: float) -> bool:
 
 _GEN_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
-# the only file names memframe writes under a table directory
-PART_NAME_RE = re.compile(r"^part-\d{20}-\d{4}-[0-9a-f]{12}\.parquet$")
+# the only file names memframe writes under a table directory (a partition's name is matched
+# with ``fullmatch``: in ASCII, nothing after it, not even a line break)
+PART_NAME_RE = re.compile(r"part-[0-9]{20}-[0-9]{4}-[0-9a-f]{12}\.parquet")
 TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
-#: a partition's file name, matched whole from where its table's directory ends
-_PART_FILE_RE = re.compile(r"part-[0-9]{20}-[0-9]{4}-[0-9a-f]{12}\.parquet")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
 TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
 _ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
@@ -295,7 +294,7 @@ def check_part_paths(table: str, paths: Iterable[str]) -> None:
     if not isinstance(table, str) or not TABLE_NAME_RE.match(table):
         raise CorruptStoreError(f"the log names a partition of table {table!r}, which is not "
                                 f"a table name memframe writes")
-    head, whole_name = table + "/", _PART_FILE_RE.fullmatch
+    head, whole_name = table + "/", PART_NAME_RE.fullmatch
     for path in paths:
         if (not isinstance(path, str) or not path.startswith(head)
                 or not whole_name(path, len(head))):

@@ -140,7 +140,7 @@ class MirrorLog(Log):
         removed = 0
         for dirpath, _dirs, files in os.walk(self.root):
             for name in files:
-                if not log_module.PART_NAME_RE.match(name):
+                if not log_module.PART_NAME_RE.fullmatch(name):
                     continue
                 path = Path(dirpath) / name
                 if path.relative_to(self.root).as_posix() not in keep:

@@ -1883,7 +1883,7 @@ def _owned_files(root: Path) -> Iterator[tuple[os.DirEntry[str], str, str]]:
             for entry in found:
                 if entry.is_dir(follow_symlinks=False):
                     continue
-                if (not in_log and log_module.PART_NAME_RE.match(entry.name)
+                if (not in_log and log_module.PART_NAME_RE.fullmatch(entry.name)
                         and not entry.is_symlink()):
                     yield entry, head + entry.name, "partition"
                 elif log_module.TEMP_NAME_RE.match(entry.name):
