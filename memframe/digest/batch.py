@@ -28,7 +28,7 @@ def per_project_digests(
     store: Any,
     depth: int,
     *,
-    headlines: int = HEADLINES_DEFAULT,
+    headlines: int | None = HEADLINES_DEFAULT,
     now: _dt.datetime | None = None,
     verify: str = "incremental",
 ) -> dict[str, Digest]:

@@ -65,7 +65,7 @@ def pinned_source(store: Any, now: _dt.datetime | None, open_: Any) -> DigestSou
 
 def digest(
     store: Any,
-    headlines: int = HEADLINES_DEFAULT,
+    headlines: int | None = HEADLINES_DEFAULT,
     project_prefix: str | None = None,
     known_hash: str | None = None,
     now: _dt.datetime | None = None,
@@ -77,7 +77,7 @@ def digest(
     Args:
         store: a ``Store`` or a frozen view (``store.at(g)``, ``store.as_of(t)``); one
             generation is pinned for the whole call.
-        headlines: the list cap N (default 10); a non-negative int. Totals stay exact.
+        headlines: the list cap N (default 10; None is the default); a non-negative int. Totals stay exact.
         project_prefix: fence the capsule sections to ``p`` and ``p/...``; blank or
             ``/``-terminated prefixes are rejected before anything is read.
         known_hash: the ``hash`` of a digest the caller already holds; when it matches,
@@ -215,7 +215,7 @@ def digest_tables(
     tables: Mapping[str, pl.LazyFrame | pl.DataFrame],
     *,
     now: _dt.datetime,
-    headlines: int = HEADLINES_DEFAULT,
+    headlines: int | None = HEADLINES_DEFAULT,
     project_prefix: str | None = None,
     known_hash: str | None = None,
 ) -> Digest:

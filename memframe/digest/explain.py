@@ -280,7 +280,7 @@ assert tuple(_REASONS) == EXPLAIN_SECTIONS
 
 
 def explain(store: Any, capsule_id: str, *, project_prefix: str | None = None,
-            headlines: int = params.HEADLINES_DEFAULT) -> pl.DataFrame:
+            headlines: int | None = params.HEADLINES_DEFAULT) -> pl.DataFrame:
     """Why ``capsule_id`` is, or is not, in each list of the digest of these parameters.
 
     ``store``: a ``Store`` or a frozen view; ``project_prefix``, ``headlines``: the digest's.

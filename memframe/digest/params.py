@@ -76,16 +76,19 @@ _CAP_MAX = 2**31 - 1
 
 
 def validate_headlines(headlines: object) -> int:
-    """The list cap N: a non-negative int up to `HEADLINES_MAX` (``bool`` is refused).
+    """The list cap N: a non-negative int up to `HEADLINES_MAX` (``bool`` is refused);
+    None is the default, as an absent ``headlines`` is in the reference (1.1).
 
     Examples:
-        >>> validate_headlines(3)
-        3
+        >>> validate_headlines(3), validate_headlines(None)
+        (3, 10)
         >>> validate_headlines("ten")
         Traceback (most recent call last):
         ...
         memframe.errors.InvalidInputError: headlines requires a non-negative integer, got "ten"
     """
+    if headlines is None:
+        return HEADLINES_DEFAULT
     if isinstance(headlines, bool) or not isinstance(headlines, int) or headlines < 0:
         shown = quoted(headlines) if isinstance(headlines, str) else repr(headlines)
         raise InvalidInputError(f"headlines requires a non-negative integer, got {shown}")

@@ -96,3 +96,13 @@ def test_the_largest_headlines_lists_everything(store, verify):
     assert why.equals(mf.explain(store, "cap-1", headlines=50))
     assert all(mf.per_project_digests(store, 1, headlines=2**64 - 1)["nott"].to_dict()[k]
                for k in ("newest", "handoff"))
+
+
+def test_headlines_none_is_the_default_as_an_absent_field_is(store):
+    # reference 1.1: headlines is optional; absent (null) means 10
+    for i in range(12):
+        put(store, f"note {i}")
+    default = mf.digest(store)
+    assert mf.digest(store, headlines=None).to_json() == default.to_json()
+    assert mf.digest(store, headlines=None).headlines == 10 == len(default.to_dict()["newest"])
+    assert mf.explain(store, "cap-1", headlines=None).equals(mf.explain(store, "cap-1"))
