@@ -77,7 +77,8 @@ def digest(
     Args:
         store: a ``Store`` or a frozen view (``store.at(g)``, ``store.as_of(t)``); one
             generation is pinned for the whole call.
-        headlines: the list cap N (default 10; None is the default); a non-negative int. Totals stay exact.
+        headlines: the list cap N, a non-negative int (default 10; None means the
+            default). Totals stay exact.
         project_prefix: fence the capsule sections to ``p`` and ``p/...``; blank or
             ``/``-terminated prefixes are rejected before anything is read.
         known_hash: the ``hash`` of a digest the caller already holds; when it matches,
