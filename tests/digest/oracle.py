@@ -507,6 +507,33 @@ def oracle_digest(tables: dict, now: dt.datetime, project_prefix: str | None,
     return out
 
 
+def oracle_state(tables: dict) -> dict[str, tuple]:
+    """Per capsule id, its state as DESIGN.md section 3 names it (``store.capsule_state()``):
+    ``(status, superseded, recall_count, last_recalled_at, kind, tier)``, from the same
+    vocabulary as the digest (2.1, 2.2, 4.5): tombstoned when a forget names it, else
+    superseded when a supersedes edge points at it, else live; usage summed; the latest
+    kind and tier (tier ``active`` when none); instants as integer ns."""
+    tombstoned = {f["capsule_id"] for f in tables["forgets"]}
+    superseded = {r["to_id"] for r in tables["relations"] if r["kind"] == "supersedes"}
+    kind = {cid: r["kind"] for cid, r in
+            _latest(tables["classifications"], lambda r: r["capsule_id"]).items()}
+    tier = {cid: r["tier"] for cid, r in _latest(tables["tiers"], lambda r: r["capsule_id"]).items()}
+    usage: dict[str, list] = {}
+    for r in tables["recalls"]:
+        u = usage.setdefault(r["capsule_id"], [0, None])
+        u[0] += r["count"]
+        u[1] = _ns(r["at"]) if u[1] is None or _ns(r["at"]) > u[1] else u[1]
+    out = {}
+    for c in tables["capsules"]:
+        cid = c["id"]
+        status = ("tombstoned" if cid in tombstoned else
+                  "superseded" if cid in superseded else "live")
+        count, last = usage.get(cid, (0, None))
+        out[cid] = (status, cid in superseded, count, last, kind.get(cid),
+                    tier.get(cid, "active"))
+    return out
+
+
 # wire key order (4.0)
 ORDER = ["label", "framing", "total", "by_project", "handoff", "handoff_total", "newest",
          "newest_total", "most_recalled", "most_recalled_total", "relations", "open_sessions",

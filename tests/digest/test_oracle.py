@@ -3,7 +3,8 @@ random sessions of every verb (the rules of `tests.digest.machine.DigestMachine`
 weight on graph edges among a few capsules, where the dag, the mission, open efforts and
 archive candidates live), the wire JSON of ``mf.digest`` equals the oracle's, key by key
 and byte for byte, for several ``(headlines, project_prefix)`` probes; so do an earlier
-generation (``store.at``) and ``verify="full"``.
+generation (``store.at``) and ``verify="full"``, and ``store.capsule_state()``'s status,
+usage, kind and tier equal the oracle's reading of the same rows.
 
 The oracle reads the reference alone; the warm path, the full path and the kept state are
 all the package's own. A rule both paths misread the same way shows up here, not in
@@ -15,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 
+import polars as pl
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
 import memframe as mf
 from tests.digest.machine import DigestMachine
-from tests.digest.oracle import ORDER, load_tables, oracle_digest, wire
+from tests.digest.oracle import ORDER, load_tables, oracle_digest, oracle_state, wire
 
 #: examples per run
 EXAMPLES = int(os.environ.get("MEMFRAME_ORACLE_EXAMPLES", "6"))
@@ -81,6 +83,14 @@ class OracleMachine(DigestMachine):
             past = mf.digest(earlier, headlines=3, now=now).to_json()
             found += disagreements(oracle_digest(load_tables(earlier), now, None, 3), past,
                                    f"at({earlier.generation})")
+        # and the state the verbs leave, as `store.capsule_state()` gives it
+        state = self.store.capsule_state().select(
+            "id", "status", "superseded", "recall_count",
+            pl.col("last_recalled_at").dt.epoch("ns"), "kind", "tier").collect()
+        got = {row[0]: tuple(row[1:]) for row in state.iter_rows()}
+        want = oracle_state(tables)
+        found += [f"capsule_state {cid}: oracle {want.get(cid)}, store {got.get(cid)}"
+                  for cid in sorted(set(want) | set(got)) if want.get(cid) != got.get(cid)]
         assert not found, "\n".join(found)
 
 
