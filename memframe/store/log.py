@@ -80,14 +80,15 @@ def _flock_within(fd: int, operation: int, wait_seconds: float) -> bool:
                 return False
             time.sleep(0.001)
 
-_GEN_RE = re.compile(r"^(\d{20})\.json$")
-_CKPT_RE = re.compile(r"^_checkpoint\.(\d{20})\.json$")
-# the only file names memframe writes under a table directory (a partition's name is matched
-# with ``fullmatch``: in ASCII, nothing after it, not even a line break)
+# the names memframe writes, in ASCII and whole (``\Z``: no line break after them); a
+# partition's name has no anchors because it is matched with ``fullmatch`` from where its
+# table's directory ends
+_GEN_RE = re.compile(r"^([0-9]{20})\.json\Z")
+_CKPT_RE = re.compile(r"^_checkpoint\.([0-9]{20})\.json\Z")
 PART_NAME_RE = re.compile(r"part-[0-9]{20}-[0-9]{4}-[0-9a-f]{12}\.parquet")
-TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}$")
+TEMP_NAME_RE = re.compile(r"^\.tmp-[0-9a-f]{16}\Z")
 # a canonical table ("capsules") or a derived one ("projections/session/L0")
-TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*$")
+TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:/[A-Za-z0-9_]+)*\Z")
 _ENTRY_KEYS = frozenset({"generation", "timestamp", "add", "remove", "counters", "watermarks"})
 # what a generation file may hold: counters are whole numbers >= 0 (the chain is text), a
 # commit stamp is fixed-width UTC text, watermarks are bounded JSON (see watermark_problem)
@@ -370,7 +371,7 @@ class Snapshot:
             parts = [p for p in old if p.path not in removed]
             if new and parts and _sort_key(new[0]) < _sort_key(parts[-1]):
                 parts = sorted(parts + new, key=_sort_key)
-            else:  # appended above every part (the common case): in order as they are
+            else:  # what is left stays in order below what is added
                 parts.extend(new)
             if parts:
                 tables[name] = tuple(parts)

@@ -372,3 +372,16 @@ def test_bad_calls_raise_a_memframe_error_and_write_nothing(store, name, call):
         call(store)
     assert len(str(info.value)) > 20
     assert state_of(store) == before
+
+
+@pytest.mark.parametrize("name", [f"{2:020d}.json\n", f"{0:019d}\u0662.json",
+                                  f"_checkpoint.{2:020d}.json\n"])
+def test_a_log_file_name_memframe_never_writes_is_no_generation(tmp_path, clock, name):
+    # a line break after the name, or a digit of another script: not a generation file
+    store = mf.Store.create(tmp_path / "s", clock=clock)
+    store.ingest(row("a"))
+    (store.path / "_log" / name).write_text((store.path / "_log" / f"{1:020d}.json").read_text())
+    reopened = mf.Store.open(store.path)
+    assert reopened.generation == 1
+    reopened.ingest(row("b"))  # the next commit takes generation 2, as it would have
+    assert mf.Store.open(store.path).table("capsules").collect().height == 2
