@@ -102,17 +102,17 @@ def _later_generations(store: Store, clock: _Clock) -> None:
     clock.now += LATER_STEP
     store.forget(new[1], reason="superseded by the production run")
     # The journal checkpoint records a part by its file identity (inode, times) once the
-    # file is a couple of seconds old (fingerprint.RACY_NS), else by its bytes (sha256). A
+    # file is old enough (fingerprint.racy_window), else by its bytes (sha256). A
     # copy, a checkout or a wheel install keeps the bytes but not the identity, so the
     # cycle after a copy would record the parts again. The sample's last cycle therefore
     # treats every file as too young to trust by identity, whatever the machine's speed:
     # it records each part by its bytes, and the sample stays warm wherever it is copied.
-    trusted_after = fingerprint.RACY_NS
-    fingerprint.RACY_NS = 10**19
+    trusted_after = fingerprint.RACY_NS, fingerprint.RACY_FINE_NS
+    fingerprint.RACY_NS = fingerprint.RACY_FINE_NS = 10**19
     try:
         store.memory.run_cycle()
     finally:
-        fingerprint.RACY_NS = trusted_after
+        fingerprint.RACY_NS, fingerprint.RACY_FINE_NS = trusted_after
     if not _copy_is_warm(Path(store.path)):
         raise SystemExit("a copy of the sample is not warm: its last cycle left work")
 

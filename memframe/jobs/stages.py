@@ -165,7 +165,8 @@ def digest_cycle(job: Job) -> Reports:
     when the canonical parts it folded are no longer the files sealed
     (`digest_capsules.seal_holds`)."""
     commit, view = job.commit, job.view
-    if fingerprint.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view):
+    sizes: dict[str, int | None] = {}  # one stat per part for the old seal and the new
+    if fingerprint.SEAL_MARK in view.watermarks and not digest_capsules.seal_holds(view, sizes):
         job.notes.append("digest: canonical parts at or below the digest state's seal "
                          "changed since it was recorded (a part rewritten, compacted or "
                          "copied): the digest's state was rebuilt from every row")
@@ -184,7 +185,7 @@ def digest_cycle(job: Job) -> Reports:
     job.step("kept sections")
     sections = capsule_job.stage_sections(commit, view, subset=job.subset, shared=job.shared,
                                          notes=job.notes)
-    digest_capsules.stage_seal(commit, view)
+    digest_capsules.stage_seal(commit, view, sizes)
     return {"digest": checkpoint,
             "digest_capsules": state, "digest_globals": families,
             "digest_sections": sections}

@@ -17,8 +17,38 @@ from typing import Any
 
 from memframe.schema import CANONICAL_TABLES
 
-#: a file identity younger than this (ns) is not trusted: change times tick coarsely
+#: a file identity younger than this (ns) is not trusted when its change time is in whole
+#: seconds: such a file system's times tick by the second (or two), and a rewrite within
+#: the same tick keeps every field of the identity
 RACY_NS = 2_000_000_000
+#: ... and when its change time is finer: the kernel stamps files from a clock that ticks
+#: every few milliseconds (one tick at 100 Hz is 10 ms), to the file system's precision,
+#: which the time's trailing zeros bound
+RACY_FINE_NS = 50_000_000
+
+
+def racy_window(ctime_ns: int) -> int:
+    """How long (ns) after its last change a file's identity is not trusted: a rewrite
+    within one tick of the file system's clock would keep the same change time.
+
+    A change time in whole seconds is a coarse file system's: `RACY_NS`. A finer one was
+    stamped from the kernel's clock, which ticks every few milliseconds, to a precision its
+    trailing zeros bound: `RACY_FINE_NS` plus that precision.
+
+    Examples:
+        >>> racy_window(1_733_400_000_000_000_000)  # whole seconds
+        2000000000
+        >>> racy_window(1_733_400_000_123_456_789)  # nanoseconds
+        50000001
+        >>> racy_window(1_733_400_000_120_000_000)  # ten milliseconds
+        60000000
+    """
+    if ctime_ns % 1_000_000_000 == 0:
+        return RACY_NS
+    step = 1
+    while ctime_ns % (step * 10) == 0:
+        step *= 10
+    return min(RACY_NS, RACY_FINE_NS + step)  # (a test that trusts at once sets RACY_NS = 0)
 
 
 def _stat_identity(st: os.stat_result) -> dict[str, Any]:
@@ -28,8 +58,8 @@ def _stat_identity(st: os.stat_result) -> dict[str, Any]:
 
 def _identity(st: os.stat_result, now_ns: int) -> dict[str, Any]:
     ident = _stat_identity(st)
-    if st.st_ctime_ns > now_ns - RACY_NS:  # too young to trust: only the size is kept
-        ident.update(inode=None, mtime_ns=None, ctime_ns=None)
+    if st.st_ctime_ns > now_ns - racy_window(st.st_ctime_ns):
+        ident.update(inode=None, mtime_ns=None, ctime_ns=None)  # too young: the size alone
     return ident
 
 
@@ -48,7 +78,8 @@ def read_fingerprinted(path: Path) -> tuple[bytes, dict[str, Any]]:
 def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The fingerprint of one file: sha256 of its bytes and its identity.
 
-    The identity (inode, mtime, ctime) is None when the file changed within ``RACY_NS``.
+    The identity (inode, mtime, ctime) is None when the file changed within its
+    `racy_window`.
 
     Examples:
         >>> import tempfile, os

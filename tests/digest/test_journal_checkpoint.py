@@ -200,7 +200,8 @@ def test_warm_check_reads_only_new_rows_and_never_hashes_trusted_parts(store, mo
 
 
 def test_racy_identity_is_confirmed_by_bytes(store, monkeypatch):
-    build(store, checkpoint=True)  # parts recorded within RACY_NS of their writing
+    monkeypatch.setattr(fingerprint, "RACY_FINE_NS", 10**19)  # a window no test outruns
+    build(store, checkpoint=True)  # parts recorded within their racy window
     rows, _ = read_whole(store.pinned(), journal.TABLE, journal.CHECKPOINT_SCHEMA)
     assert rows["ctime_ns"].null_count() == rows.height
     hashed = []
@@ -365,10 +366,40 @@ def test_fingerprinted_reads_give_each_file_its_own_rows(store, monkeypatch):
     assert len(parts) == 9 and [f.height for f, _fp in read] == [p.rows for p in parts]
     for part, (frame, fp) in zip(parts, read, strict=True):
         assert frame.equals(alone(part))
-        assert fp == fingerprint.file_fingerprint(store.path / part.path)
+        now = fingerprint.file_fingerprint(store.path / part.path)
+        # the same bytes; the identity may be trusted by now (past its racy window)
+        assert (fp["sha256"], fp["size"]) == (now["sha256"], now["size"])
+        assert fp["ctime_ns"] in (None, now["ctime_ns"])
     time.sleep(0.02)
     rewrite(store.path / parts[3].path, lambda f: pl.concat([f, f]), "replace")
     read = view.read_partitions_fingerprinted("journal", parts, columns)
     assert [f.height for f, _fp in read] == [p.rows + (i == 3) for i, p in enumerate(parts)]
     for part, (frame, _fp) in zip(parts, read, strict=True):
         assert frame.equals(alone(part))
+
+
+class _Stat:
+    """The fields of a stat result the identity reads."""
+
+    def __init__(self, ctime_ns: int) -> None:
+        self.st_size, self.st_ino = 10, 7
+        self.st_mtime_ns = self.st_ctime_ns = ctime_ns
+
+
+@pytest.mark.parametrize(("ctime_ns", "window_ms"), [
+    (1_733_400_000_123_456_789, 50),  # nanoseconds: the kernel's clock tick, with margin
+    (1_733_400_000_120_000_000, 60),  # ten-millisecond stamps: plus that precision
+    (1_733_400_000_000_000_000, 2000),  # whole seconds: a coarse file system
+    (1_733_400_002_000_000_000, 2000),  # two-second stamps
+])
+def test_an_identity_is_trusted_once_past_its_file_systems_tick(ctime_ns, window_ms):
+    """A rewrite in the same tick of the file system's clock keeps every field of a file's
+    identity, so an identity is not trusted (only its size is kept; its bytes confirm it)
+    until a tick has surely passed since its last change: a few milliseconds where change
+    times are stamped to the nanosecond, two seconds where they are whole seconds."""
+    window = window_ms * 1_000_000
+    assert fingerprint.racy_window(ctime_ns) in range(window, window + 2_000_000)
+    young = fingerprint._identity(_Stat(ctime_ns), ctime_ns + window - 1_000_000)
+    old = fingerprint._identity(_Stat(ctime_ns), ctime_ns + window + 1_000_000)
+    assert young == {"size": 10, "inode": None, "mtime_ns": None, "ctime_ns": None}
+    assert old == {"size": 10, "inode": 7, "mtime_ns": ctime_ns, "ctime_ns": ctime_ns}

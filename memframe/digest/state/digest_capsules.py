@@ -265,17 +265,26 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
 # an edit that keeps a part's size is seen only by ``verify="full"``. A compaction or an
 # erasure seals the parts it rewrote again in its own commit.
 
-def seal_of(view: StoreView, top: int | None = None) -> dict[str, Any] | None:
+def seal_of(view: StoreView, top: int | None = None,
+            sizes: dict[str, int | None] | None = None) -> dict[str, Any] | None:
     """The seal of the canonical parts at or below ``top`` (default: every part) at
-    ``view``, by their sizes now; None when a part cannot be stat'ed."""
+    ``view``, by their sizes now; None when a part cannot be stat'ed. ``sizes``: the
+    sizes one job already stat'ed (path -> size), filled as parts are stat'ed, so that
+    its check of the old seal and its new seal stat each part once."""
     if top is None:
         top = max((p.seq_hi or 0 for name in CANONICAL_TABLES for p in view.partitions(name)),
                   default=0)
     parts = {name: view.partitions(name) for name in CANONICAL_TABLES}
-    return fingerprint.canonical_seal(view.path, parts, top, view.partition_size)
+    size = view.partition_size
+    if sizes is not None:
+        def size(path: str) -> int | None:
+            if path not in sizes:
+                sizes[path] = view.partition_size(path)
+            return sizes[path]
+    return fingerprint.canonical_seal(view.path, parts, top, size)
 
 
-def seal_holds(view: StoreView) -> bool:
+def seal_holds(view: StoreView, sizes: dict[str, int | None] | None = None) -> bool:
     """Are the canonical parts at or below the recorded seal the very files sealed? False
     when no seal was recorded (a store whose digest job never ran).
 
@@ -292,14 +301,15 @@ def seal_holds(view: StoreView) -> bool:
     recorded = view.watermarks.get(fingerprint.SEAL_MARK)
     if not isinstance(recorded, dict):
         return False
-    now = seal_of(view, int(recorded.get("seq", -1)))
+    now = seal_of(view, int(recorded.get("seq", -1)), sizes)
     return now is not None and now == recorded
 
 
-def stage_seal(commit: Any, view: StoreView) -> None:
+def stage_seal(commit: Any, view: StoreView, sizes: dict[str, int | None] | None = None
+               ) -> None:
     """Record the seal of every canonical part ``view`` names (the parts the job just
     folded), unless it is the one recorded (a cycle with nothing new writes nothing) or
     there is none (a virgin store)."""
-    now = seal_of(view)
+    now = seal_of(view, None, sizes)
     if now is not None and now["parts"] and view.watermarks.get(fingerprint.SEAL_MARK) != now:
         commit.set_watermark(fingerprint.SEAL_MARK, now)

@@ -183,8 +183,9 @@ def _above(view: StoreView, journal: pl.DataFrame | None, record: bool, visited:
 
 
 #: at most this many parts with an untrusted identity ride in the checkpoint's watermark
-#: beside its seal (more: no seal, the rows are read)
-MAX_RACY = 8
+#: beside its seal (more: no seal, the rows are read); a cycle under a stream of
+#: single-row commits records the dozen or so written within the last racy window
+MAX_RACY = 16
 
 
 def seal_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
