@@ -15,10 +15,12 @@ the repository root:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,15 +50,27 @@ def make(out: Path, *, capsules: int = synth.SAMPLE_CAPSULES, seed: int = synth.
         span = synth.SynthParams.for_capsules(capsules).span_days
         clock = _Clock(synth.DEFAULT_CLOCK_START + dt.timedelta(days=span))
         store = Store.open(staging, clock=clock)
-        store.memory.run_cycle()  # the projections, so `memframe sessions` has rows
-        store.compact()
-        store.vacuum(retention_hours=0, allow_short_retention=True)
-        _later_generations(store, clock)
+        with _identities_by_bytes():
+            store.memory.run_cycle()  # the projections, so `memframe sessions` has rows
+            store.compact()
+            store.vacuum(retention_hours=0, allow_short_retention=True)
+            _later_generations(store, clock)
         if out.exists():
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(out))
     return out
+
+
+@contextlib.contextmanager
+def _identities_by_bytes() -> Iterator[None]:
+    """Every file too young to trust by its identity (`fingerprint.racy_window`)."""
+    trusted_after = fingerprint.RACY_NS, fingerprint.RACY_FINE_NS
+    fingerprint.RACY_NS = fingerprint.RACY_FINE_NS = 10**19
+    try:
+        yield
+    finally:
+        fingerprint.RACY_NS, fingerprint.RACY_FINE_NS = trusted_after
 
 
 class _Clock:
@@ -105,14 +119,11 @@ def _later_generations(store: Store, clock: _Clock) -> None:
     # file is old enough (fingerprint.racy_window), else by its bytes (sha256). A
     # copy, a checkout or a wheel install keeps the bytes but not the identity, so the
     # cycle after a copy would record the parts again. The sample's last cycle therefore
-    # treats every file as too young to trust by identity, whatever the machine's speed:
+    # treats every file as too young to trust by identity, whatever the machine's speed
+    # (as the whole build does: no cycle records an identity a copy would not keep):
     # it records each part by its bytes, and the sample stays warm wherever it is copied.
-    trusted_after = fingerprint.RACY_NS, fingerprint.RACY_FINE_NS
-    fingerprint.RACY_NS = fingerprint.RACY_FINE_NS = 10**19
-    try:
+    with _identities_by_bytes():
         store.memory.run_cycle()
-    finally:
-        fingerprint.RACY_NS, fingerprint.RACY_FINE_NS = trusted_after
     if not _copy_is_warm(Path(store.path)):
         raise SystemExit("a copy of the sample is not warm: its last cycle left work")
 
