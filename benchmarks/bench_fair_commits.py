@@ -21,7 +21,9 @@ compared with their throughput in a window with no operation (same run). Targets
 
 The control (``cpu alone``) spins on the CPU as long as a loaded erasure and touches no
 store: the writers' drop beside it is what sharing the machine's cores costs them whatever
-the other process does, the floor under the throughput figures.
+the other process does, the floor under the throughput figures. The hook has two more:
+its time beside as many processes that only spin (what sharing the cores alone costs it),
+and its idle time again after the load, on the store the writers grew.
 
 Usage::
 
@@ -165,6 +167,17 @@ def _worker(args: argparse.Namespace) -> None:
     operations = [op for op in OPERATIONS if op == "small commit" or op in args.ops]
     idle = {op: statistics.median(timed(op, args.rounds * (5 if op == "small commit" else 1))
                                   [0]) for op in operations}
+    # the hook's floor: the same rounds beside as many processes that only spin on the
+    # CPU (no store), what sharing the cores alone costs it
+    spun = None
+    if "digest hook" in operations:
+        spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(args.writers)]
+        time.sleep(0.5)
+        spun = statistics.median(timed("digest hook", args.rounds)[0])
+        for p in spinners:
+            p.kill()
+            p.wait()
     stop = base / "stop"
     logs = [base / f"w{i}.log" for i in range(args.writers)]
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
@@ -195,6 +208,9 @@ def _worker(args: argparse.Namespace) -> None:
     stop.write_text("stop")
     for w in writers:
         w.wait(timeout=600)
+    # idle again, on the store the writers grew (their parts wait for a compaction)
+    after = (statistics.median(timed("digest hook", args.rounds)[0])
+             if "digest hook" in operations else None)
     stamps, errors = [], 0
     for log in logs:
         lines = log.read_text().splitlines()
@@ -216,7 +232,7 @@ def _worker(args: argparse.Namespace) -> None:
                       "op_quiet_rates": {op: rate(quiet_windows[op]) for op in per_op},
                       "op_counts": {op: count(w) for op, w in per_op.items()},
                       "quiet_beside": rate([w for op in per_op for w in quiet_windows[op]]),
-                      "merged": merged,
+                      "merged": merged, "hook_spun": spun, "hook_idle_after": after,
                       "writer_errors": errors, "commits": len(stamps)}))
 
 
@@ -315,6 +331,13 @@ def main() -> None:
                       f"store: {alone:.1f} alone, {r['op_rates'][CONTROL]:.1f} while it "
                       f"spins (drop {1 - r['op_rates'][CONTROL] / alone:.0%}): what sharing "
                       f"the cores alone costs the writers")
+            if r.get("hook_spun"):
+                idle = r["idle"]["digest hook"]
+                print(f"  digest hook beside {writers} process(es) that only spin on the CPU "
+                      f"(no store): {r['hook_spun']:.3f} ({r['hook_spun'] / idle:.1f}x idle): "
+                      f"what sharing the cores alone costs it")
+                print(f"  digest hook idle again after the load, on the store the writers "
+                      f"grew: {r['hook_idle_after']:.3f} ({r['hook_idle_after'] / idle:.1f}x)")
             if r.get("merged"):  # under load a compaction also merges the writers' parts
                 print(f"  parts merged per compaction, idle then loaded: {r['merged']}")
 
