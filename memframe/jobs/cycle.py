@@ -3,7 +3,10 @@
 * ``run_cycle`` runs the cycle stage of every name in ``MEMORY_PROJECTION_NAMES``, in that
   order (`memframe.jobs.registry`): each reads only what was written above its
   watermarks and stages its rows and new watermarks; all land in ONE commit. Nothing is
-  stamped on a canonical row; a cycle with nothing new writes nothing.
+  stamped on a canonical row; a cycle with nothing new writes nothing. When a table has
+  many small partitions above the watermarks (a stream of single-row commits), a
+  compaction of just those lands first, in a commit of its own (`Store.compact`'s merge:
+  no row changes; no kept state names them yet).
 * ``rebuild`` runs their rebuild stages: every projection folded from every canonical row
   and replaced, with its watermarks, in one commit. It is a door, never run on a timer.
 
@@ -57,6 +60,9 @@ class CycleReport:
         notes: what the job could not do as asked, what it did instead and why (a state
             rebuilt because the parts it folded changed; a value not kept); empty when
             everything was kept as asked.
+        merged_parts: per table, the small partitions written since the last cycle that
+            were merged before it (in a commit of their own; the same rows), when a
+            table had at least 16; empty otherwise.
     """
 
     rows_visited: int
@@ -66,6 +72,7 @@ class CycleReport:
     generation: int | None
     projections: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    merged_parts: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,8 +89,11 @@ class CycleReport:
     def _summary(self) -> str:
         landed = (f"generation {self.generation}" if self.generation is not None
                   else "nothing to commit")
-        return (f"folded {self.rows_folded:,} rows, wrote {self.rows_written:,} session rows, "
-                f"read {self.rows_visited:,} rows; watermark {self.watermark:,}; {landed}")
+        merged = sum(self.merged_parts.values())
+        first = f"merged {merged:,} small partitions first; " if merged else ""
+        return (f"{first}folded {self.rows_folded:,} rows, wrote {self.rows_written:,} "
+                f"session rows, read {self.rows_visited:,} rows; watermark "
+                f"{self.watermark:,}; {landed}")
 
     def _repr_html_(self) -> str:
         """A notebook table: one row per maintained state (what it read, folded, wrote)."""
@@ -180,9 +190,14 @@ def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
+    # a stream of small commits leaves a partition per commit and table since the last
+    # cycle: merged first (no kept state names them yet), the cycle and every later
+    # digest read, seal and verify a few files instead of thousands
+    merged = store._compact_unfolded()
     with store._rewriting():  # a long first attempt: it goes ahead of small commits' losers
-        return store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
-                            operation=_OPERATIONS[0])
+        report = store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
+                              operation=_OPERATIONS[0])
+    return dataclasses.replace(report, merged_parts=merged) if merged else report
 
 
 def rebuild(store: Store, progress: Progress | None = None) -> CycleReport:

@@ -360,6 +360,18 @@ class DigestMachine(RuleBasedStateMachine):
     def run_cycle(self) -> None:
         self.store.memory.run_cycle()
 
+    @rule(least=st.sampled_from([2, 3]))
+    def run_cycle_merging_new_parts(self, least: int) -> None:
+        """The cycle with the merge of the small parts written since it last ran brought
+        down to ``least`` parts (16 by default: a machine's session seldom writes that many)."""
+        from memframe.store import store as store_module
+
+        saved, store_module.AUTO_COMPACT_PARTS = store_module.AUTO_COMPACT_PARTS, least
+        try:
+            self.store.memory.run_cycle()
+        finally:
+            store_module.AUTO_COMPACT_PARTS = saved
+
     @rule()
     def rebuild_projections(self) -> None:
         self.store.memory.rebuild_projections()

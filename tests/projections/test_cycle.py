@@ -195,3 +195,98 @@ def test_a_cycle_over_most_of_a_large_store_folds_it_range_by_range(tmp_path, mo
     assert plain.memory.run_cycle().notes == ()  # no budget: 1,200 rows fold in memory
     assert mf.digest(plain, now=now).to_json() == mf.digest(ranged, now=now).to_json()
     assert plain.memory.sessions().rows.equals(ranged.memory.sessions().rows)
+
+
+# -- the merge of the small partitions written since the last cycle ---------------------------
+
+def _stream(store: mf.Store, n: int, tag: str) -> None:
+    """``n`` single-row commits (an ingest and a recall each second one)."""
+    for i in range(n):
+        [cid] = store.ingest({"content": f"{tag} {i}", "source": "conversation",
+                              "anchor": f"{tag}{i}", "conversation_id": f"c{i % 3}"})
+        if i % 2:
+            store.record_recall([cid])
+
+
+def _rows(view, name: str) -> pl.DataFrame:
+    return view.table(name).collect().sort("seq")
+
+
+def test_the_cycle_merges_a_stream_of_small_commits_first_and_keeps_every_state_warm(mstore):
+    from memframe.digest.state import digest_capsules, journal
+    from memframe.store.store import AUTO_COMPACT_PARTS
+
+    mstore.ingest(bulk_capsules(4, 5))
+    _stream(mstore, 6, "early")
+    mstore.memory.run_cycle()
+    mf.digest(mstore)
+    folded = mstore.pinned()
+    _stream(mstore, AUTO_COMPACT_PARTS + 4, "late")  # 20 capsule parts, 10 recall parts
+    before = mstore.pinned()
+    report = mstore.memory.run_cycle()
+    after = mstore.pinned()
+    ops = mstore.history()["operation"].to_list()
+    assert ops[-2:] == ["auto_compact", "memory_projections"]
+    assert report.generation == after.generation and not report.notes  # nothing rebuilt
+    assert report.merged_parts == {"capsules": 20, "journal": 20}
+    assert repr(report).startswith("<memframe CycleReport: merged 40 small partitions first;")
+    for name in CANONICAL_TABLES:  # the same rows, every one
+        assert _rows(after, name).equals(_rows(before, name)), name
+        # what a kept state had seen keeps its files; only what is new was merged
+        old = [p.path for p in folded.snapshot.parts(name)]
+        assert [p.path for p in after.snapshot.parts(name)][:len(old)] == old
+    new = {name: [p for p in after.snapshot.parts(name)
+                  if p.seq_lo > max(q.seq_hi or 0 for q in folded.snapshot.parts(name))]
+           for name in ("capsules", "journal", "recalls")}
+    assert len(new["capsules"]) == len(new["journal"]) == 1  # 20 parts each, merged
+    assert len(new["recalls"]) == AUTO_COMPACT_PARTS // 2 + 2  # 10: fewer than 16, left
+    # the digest's state and its journal checkpoint still hold: the warm path stays warm
+    assert digest_capsules.seal_holds(after)
+    check = journal.check_chain(after)
+    assert check.walked == "incremental" and check.section["chain"] == "ok"
+    assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
+    incremental = mstore.memory.sessions().rows
+    mstore.memory.rebuild_projections()
+    assert mstore.memory.sessions().rows.equals(incremental)  # rebuild == incremental
+
+
+def test_fewer_small_commits_than_the_bound_are_left_as_they_are(mstore):
+    from memframe.store.store import AUTO_COMPACT_PARTS
+
+    mstore.ingest(caps([("a", 1)]))
+    mstore.memory.run_cycle()
+    _stream(mstore, AUTO_COMPACT_PARTS - 1, "few")
+    before = mstore.pinned()
+    report = mstore.memory.run_cycle()
+    assert report.generation == before.generation + 1 and report.merged_parts == {}
+    assert mstore.history()["operation"].to_list()[-1] == "memory_projections"
+    assert _canonical_parts(mstore.pinned()) == _canonical_parts(before)
+
+
+def test_inside_a_transaction_the_cycle_merges_nothing(mstore, monkeypatch):
+    from memframe.store import store as store_module
+
+    monkeypatch.setattr(store_module, "AUTO_COMPACT_PARTS", 2)
+    _stream(mstore, 6, "tx")
+    before = mstore.pinned()
+    with mstore.transaction():
+        mstore.memory.run_cycle()
+    assert mstore.generation == before.generation + 1
+    assert _canonical_parts(mstore.pinned()) == _canonical_parts(before)
+    _stream(mstore, 3, "out")
+    mstore.memory.run_cycle()  # outside one it does
+    assert mstore.history()["operation"].to_list()[-2:] == ["auto_compact",
+                                                             "memory_projections"]
+
+
+def test_the_merge_stages_a_bounded_number_of_rows_per_cycle(mstore, monkeypatch):
+    from memframe.store import store as store_module
+
+    monkeypatch.setattr(store_module, "AUTO_COMPACT_PARTS", 2)
+    monkeypatch.setattr(store_module, "AUTO_COMPACT_ROWS", 4)
+    _stream(mstore, 12, "many")  # 12 capsule parts, never cycled: every part is new
+    first = mstore._compact_unfolded()
+    assert first == {"capsules": 12}  # one run staged (12 rows): the other tables wait
+    assert mstore._compact_unfolded() == {"recalls": 6}  # capsules' one part: nothing
+    mstore.memory.run_cycle()
+    assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
