@@ -3,11 +3,12 @@
 Each of ``--writers`` processes runs random verbs against one store for ``--seconds``:
 ingests of new text (1-12 rows), ingests of text other writers or the seed may hold
 (deduplicated, or refused when that capsule was forgotten), purge, redact, tombstone,
-recall, relate, compact, the cycle and vacuum at retention 0; a reader runs the digest
-and a store diff beside them. Races of every kind follow: rebases, renumbered erasures and
-ingests, fairness tickets, files vacuumed under readers. ``--part-rows`` forces a small
-capsule partition bound, so erasures split and compactions pack partitions all the time
-(the seed's partition is written larger, as an older version would have).
+recall, relate, compact, the cycle (with its merge of the small parts written since it
+last ran brought down to ``--auto-compact-parts``) and vacuum at retention 0; a reader runs
+the digest and a store diff beside them. Races of every kind follow: rebases, renumbered
+erasures and ingests, fairness tickets, files vacuumed under readers. ``--part-rows``
+forces a small capsule partition bound, so erasures split and compactions pack partitions
+all the time (the seed's partition is written larger, as an older version would have).
 
 Then it checks, and exits 1 if any fails:
 
@@ -43,7 +44,9 @@ import json, random, sys, time, warnings
 sys.path.insert(0, sys.argv[5])
 import memframe as mf
 from memframe.store import log, tables
+from memframe.store import store as store_module
 tables.ERASABLE_PART_ROWS = int(sys.argv[4])
+store_module.AUTO_COMPACT_PARTS = int(sys.argv[6])
 warnings.simplefilter("ignore")
 path, seed, until = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part-rows", type=int, default=7,
                         help="the capsule partition bound the writers use (small: every "
                              "erasure splits, every compaction packs)")
+    parser.add_argument("--auto-compact-parts", type=int, default=3,
+                        help="the small parts above the kept states' watermarks that make "
+                             "the cycle merge them first (16 by default; small: it merges "
+                             "most times)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import memframe as mf
@@ -148,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     tables.ERASABLE_PART_ROWS = args.part_rows
     until = time.time() + args.seconds
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(i), str(until),
-                               str(args.part_rows), str(ROOT)], stdout=subprocess.PIPE,
+                               str(args.part_rows), str(ROOT), str(args.auto_compact_parts)],
+                              stdout=subprocess.PIPE,
                               text=True) for i in range(args.writers)]
     procs.append(subprocess.Popen([sys.executable, "-c", READER, str(path), str(until),
                                    str(ROOT)], stdout=subprocess.PIPE, text=True))

@@ -290,3 +290,27 @@ def test_the_merge_stages_a_bounded_number_of_rows_per_cycle(mstore, monkeypatch
     assert mstore._compact_unfolded() == {"recalls": 6}  # capsules' one part: nothing
     mstore.memory.run_cycle()
     assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
+
+
+def test_the_merge_runs_again_when_another_handle_vacuumed_the_parts_it_pinned(mstore,
+                                                                               monkeypatch):
+    from memframe.store import store as store_module
+
+    _stream(mstore, 18, "race")
+    other = mf.Store.open(mstore.path)
+    real = store_module.StoreView.read_partitions
+    raced = []
+
+    def read_after_a_vacuum(self, name, parts, *a, **k):
+        if not raced:  # between the merge's pin and its read: merged and vacuumed away
+            raced.append({})
+            raced[0].update(other.compact())
+            other.vacuum(retention_hours=0, allow_short_retention=True, grace_seconds=0.001)
+        return real(self, name, parts, *a, **k)
+
+    monkeypatch.setattr(store_module.StoreView, "read_partitions", read_after_a_vacuum)
+    assert mstore._compact_unfolded() == {}  # run again: the other handle merged them
+    assert raced and raced[0]["capsules"] == 18
+    report = mstore.memory.run_cycle()
+    assert report.generation == mstore.generation
+    assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
