@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     store.memory.run_cycle()
     now = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
     warm = mf.digest(store, now=now)
-    print(f"generation {store.generation}")
+    ops = store.history().group_by("operation").len().sort("operation")
+    print(f"generation {store.generation}; "
+          + ", ".join(f"{op} {n}" for op, n in ops.iter_rows()))
     check(warm.to_json() == mf.digest(store, verify="full", now=now).to_json(),
           "the warm digest equals verify='full'")
     check(json.loads(warm.to_json())["journal"]["chain"] == "ok", "the audit chain verifies")

@@ -272,6 +272,55 @@ def test_compaction_walks_in_full_until_the_next_cycle_records_again(store):
     assert chain(store) == expected(store)
 
 
+def _merged_after_a_first_part(store) -> tuple[int, int]:
+    """A first journal part of three rows, six one-row parts after it, the checkpoint, then
+    a compaction that merges the six (``min_rows=2``: the first is not small). Returns the
+    merged part's audit range."""
+    store.ingest([{"content": f"bulk {i}", "source": "note", "anchor": "b",
+                   "project_id": "nmemory"} for i in range(3)])
+    for i in range(6):
+        put(store, f"single {i}")
+    store.memory.run_cycle()
+    merged = store.compact("journal", min_rows=2)
+    assert merged == {"journal": 6}
+    return 4, 9
+
+
+def test_a_compaction_walks_again_only_from_the_last_verified_part_before_it(store):
+    lo, hi = _merged_after_a_first_part(store)
+    check = journal.check_chain(store.pinned())
+    assert check.walked == "incremental" and check.rewound
+    assert "no longer in the generation" in check.reason
+    assert [row["audit_hi"] for row in check.recorded] == [lo - 1]  # the first part kept
+    assert check.section == expected(store) == chain(store, "full") == chain(store)
+    # read: the six merged rows, the row group holding the kept part's last row, and the
+    # checkpoint's rows; not the whole chain walked again
+    recorded = read_whole(store.pinned(), journal.TABLE, journal.CHECKPOINT_SCHEMA)[0]
+    assert check.rows_visited == (hi - lo + 1) + 3 + recorded.height
+    report = store.memory.run_cycle()  # records it again, in one piece
+    assert report.projections["digest"]["rows_written"] == 1
+    again = journal.check_chain(store.pinned())
+    assert again.walked == "incremental" and not again.rewound and again.reason is None
+    assert chain(store) == expected(store)
+
+
+def test_a_tampered_merged_part_answers_what_the_full_walk_answers(store):
+    lo, _hi = _merged_after_a_first_part(store)
+    rewrite(part_holding(store, lo + 2), set_where("actor", lo + 2, "mallory"), "replace")
+    check = journal.check_chain(store.pinned())
+    assert check.section == {"chain": "broken", "broken_seq": lo + 2} == expected(store)
+    assert chain(store) == chain(store, "full") == check.section
+
+
+def test_a_tampered_first_part_is_not_rewound_to(store):
+    lo, _hi = _merged_after_a_first_part(store)
+    rewrite(part_holding(store, 2), set_where("actor", 2, "mallory"), "replace")
+    check = journal.check_chain(store.pinned())
+    assert check.walked == "full"  # nothing verified is left to walk from
+    assert check.section == {"chain": "broken", "broken_seq": 2} == expected(store)
+    assert chain(store) == check.section
+
+
 def test_cycle_records_nothing_for_a_broken_chain(store):
     build(store, checkpoint=True)
     mark = journal.watermark_of(store.pinned())

@@ -59,6 +59,9 @@ class ChainCheck:
         recorded: the checkpoint rows that were confirmed (empty after a full walk).
         read: after an incremental walk, the parts walked and every row of them (the
             ``JOURNAL_COLUMNS``), for another reader of the same generation.
+        rewound: verified parts were gone (a compaction merged them): the walk went from
+            the last recorded part before the first of them (``recorded`` holds the parts
+            up to it; the checkpoint is recorded again in one piece).
     """
 
     section: dict
@@ -69,6 +72,7 @@ class ChainCheck:
     fresh: tuple[dict[str, Any], ...] = ()
     recorded: tuple[dict[str, Any], ...] = ()
     read: tuple[tuple[Partition, ...], pl.DataFrame] | None = None
+    rewound: bool = False
 
 
 def watermark_of(view: StoreView) -> dict[str, Any] | None:
@@ -157,11 +161,48 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
     recorded, visited = read_whole(view, TABLE, CHECKPOINT_SCHEMA)
     reason = _confirm(view, recorded, mark)
     if reason is not None:
-        return _full(view, journal, record, reason, visited, slice_rows)
+        rewound = _rewind(view, recorded, mark) if "no longer in" in reason else None
+        if rewound is None:
+            return _full(view, journal, record, reason, visited, slice_rows)
+        kept, back, read = rewound
+        known = {row["path"] for row in kept}
+        rest = [p for p in view.partitions("journal") if p.path not in known]
+        return dataclasses.replace(
+            _above(view, journal, record, visited + read, tuple(kept), back, slice_rows, rest),
+            reason=f"{reason}: walked from the last part before it", rewound=True)
     known = set(recorded.get_column("path").to_list())
     new_parts = [p for p in view.partitions("journal") if p.path not in known]
     return _above(view, journal, record, visited, tuple(recorded.to_dicts()), mark,
                   slice_rows, new_parts)
+
+
+def _rewind(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]
+            ) -> tuple[list[dict[str, Any]], dict[str, Any], int] | None:
+    """When verified parts are gone (a compaction merged them into new files): the
+    recorded parts from the chain's start up to the first one gone, if each is still the
+    very file verified, and the checkpoint as it stood at the last of them (its
+    ``audit_seq``, stored hash and rows verified, the hash read from that confirmed file),
+    with the rows read; None when there is no such part (the full walk). Everything after
+    them is walked again from that hash, as new: the answer is the full walk's."""
+    parts = {p.path: p for p in view.partitions("journal")}
+    kept: list[dict[str, Any]] = []
+    reached = 0  # the last audit_seq the kept parts hold
+    for row in recorded.sort("audit_lo", nulls_last=True).iter_rows(named=True):
+        part = parts.get(row["path"])
+        if (part is None or row["audit_lo"] != reached + 1 or part.rows != row["rows"]
+                or not view.partition_is(row["path"], row)):
+            break
+        kept.append(row)
+        reached = int(row["audit_hi"])
+    last = parts[kept[-1]["path"]] if kept else None
+    if last is None or last.seq_hi is None or reached >= int(mark["audit_seq"]):
+        return None
+    tail, read = view.read_by_seq("journal", [last.seq_hi], ["audit_seq", "chained_hash"])
+    if tail.height != 1 or as_int(tail["audit_seq"][0]) != reached:
+        return None
+    back = {"audit_seq": reached, "hash": str(tail["chained_hash"][0]),
+            "verified": sum(int(row["rows"]) for row in kept)}
+    return kept, back, read
 
 
 def _above(view: StoreView, journal: pl.DataFrame | None, record: bool, visited: int,
@@ -298,7 +339,7 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
             if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
                 recorded[i] = {**row, **fp}
                 retrusted = True
-    replace = (check.walked == "full" or retrusted
+    replace = (check.walked == "full" or retrusted or check.rewound
                or len(view.partitions(TABLE)) >= MAX_CHECKPOINT_PARTS)
     frame = pl.DataFrame(recorded + fresh if replace else fresh, schema=CHECKPOINT_SCHEMA,
                          orient="row")
