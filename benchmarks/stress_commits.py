@@ -3,8 +3,8 @@
 Each of ``--writers`` processes runs random verbs against one store for ``--seconds``:
 ingests of new text (1-12 rows), ingests of text other writers or the seed may hold
 (deduplicated, or refused when that capsule was forgotten), purge, redact, tombstone,
-recall, relate, compact, the cycle (with its merge of the small parts written since it
-last ran brought down to ``--auto-compact-parts``) and vacuum at retention 0; a reader runs
+recall, relate, compact, the cycle (with its merge of the newest small parts brought down
+to ``--auto-compact-parts`` of a tier) and vacuum at retention 0; a reader runs
 the digest and a store diff beside them. Races of every kind follow: rebases, renumbered
 erasures and ingests, fairness tickets, files vacuumed under readers. ``--part-rows``
 forces a small capsule partition bound, so erasures split and compactions pack partitions
@@ -139,9 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the capsule partition bound the writers use (small: every "
                              "erasure splits, every compaction packs)")
     parser.add_argument("--auto-compact-parts", type=int, default=3,
-                        help="the small parts above the kept states' watermarks that make "
-                             "the cycle merge them first (16 by default; small: it merges "
-                             "most times)")
+                        help="the newest small parts of a size tier that make the cycle "
+                             "merge them first (16 by default; small: it merges most times)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import memframe as mf

@@ -3,10 +3,10 @@
 * ``run_cycle`` runs the cycle stage of every name in ``MEMORY_PROJECTION_NAMES``, in that
   order (`memframe.jobs.registry`): each reads only what was written above its
   watermarks and stages its rows and new watermarks; all land in ONE commit. Nothing is
-  stamped on a canonical row; a cycle with nothing new writes nothing. When a table has
-  many small partitions above the watermarks (a stream of single-row commits), a
-  compaction of just those lands first, in a commit of its own (`Store.compact`'s merge:
-  no row changes; no kept state names them yet).
+  stamped on a canonical row; a cycle with nothing new writes nothing. When a table's
+  newest partitions are many small ones (a stream of single-row commits), a compaction
+  of just those lands first, in a commit of its own (`Store._compact_tail`: the same
+  rows in fewer files).
 * ``rebuild`` runs their rebuild stages: every projection folded from every canonical row
   and replaced, with its watermarks, in one commit. It is a door, never run on a timer.
 
@@ -60,9 +60,9 @@ class CycleReport:
         notes: what the job could not do as asked, what it did instead and why (a state
             rebuilt because the parts it folded changed; a value not kept); empty when
             everything was kept as asked.
-        merged_parts: per table, the small partitions written since the last cycle that
-            were merged before it (in a commit of their own; the same rows), when a
-            table had at least 16; empty otherwise.
+        merged_parts: per table, the newest small partitions merged before the cycle (in
+            a commit of their own; the same rows), when a table had at least 16 of them
+            below a tier's bound; empty otherwise.
     """
 
     rows_visited: int
@@ -190,10 +190,10 @@ def run_cycle(store: Store, progress: Progress | None = None) -> CycleReport:
         >>> run_cycle(store).generation is None  # nothing new: nothing written
         True
     """
-    # a stream of small commits leaves a partition per commit and table since the last
-    # cycle: merged first (no kept state names them yet), the cycle and every later
-    # digest read, seal and verify a few files instead of thousands
-    merged = store._compact_unfolded()
+    # a stream of small commits leaves a partition per commit and table: the newest are
+    # merged first when they are many, so that this cycle and every later digest read,
+    # seal and verify a few dozen files instead of one per commit
+    merged = store._compact_tail()
     with store._rewriting():  # a long first attempt: it goes ahead of small commits' losers
         report = store.commit(lambda c: _run(c, "cycle", _OPERATIONS[0], progress),
                               operation=_OPERATIONS[0])

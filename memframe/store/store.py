@@ -491,7 +491,7 @@ class StoreView:
 
     ingest = relate = forget = record_recall = record_miss = record_lane_override = _refuse
     classify = session_start = session_finish = record_git_scan = transaction = _refuse
-    append = compact = _compact_unfolded = vacuum = review = pin = _refuse
+    append = compact = _compact_tail = vacuum = review = pin = _refuse
 
 
 def _vacuum_report(snap: Snapshot, doomed: list[tuple[Path, str, str]],
@@ -1678,45 +1678,47 @@ class Store(StoreView):
             raise InvalidInputError(f"min_rows={min_rows!r}: give a positive row count")
 
         def merge(w: capture.Commit) -> dict[str, int]:
-            merged = _merge_small_runs(w, names, min_rows)
+            merged = _merge_small_runs(w, {n: w.snapshot.parts(n) for n in names}, min_rows)
             w.allow_rebase()  # the merged parts are the same rows whatever is appended
             return merged
 
         with self._rewriting():
             return self.commit(merge, operation="compact")
 
-    def _compact_unfolded(self, least: int | None = None) -> dict[str, int]:
-        """Merge the small partitions written since every kept state's watermark, in a
-        table where they are at least ``least`` (a stream of single-row commits leaves one
-        per commit and table), as `compact` merges them; the cycle runs it first.
+    def _compact_tail(self, least: int | None = None) -> dict[str, int]:
+        """Merge each canonical table's newest small partitions when they are many, as
+        `compact` merges them; the cycle runs it first. Returns merged-partition counts
+        per table.
 
-        No kept state names those partitions yet (the digest's seal and its journal
-        checkpoint name files at or below their ``seq``), so merging them leaves every
-        kept state as it is, and the cycle then reads, seals and verifies a few files
-        instead of one per commit. Nothing inside a transaction (its cycle reads the
-        generation it is pinned to). Returns merged-partition counts per table."""
+        A stream of single-row commits leaves a partition per commit and table, and every
+        later cycle and digest stats, lists and confirms each of them. Per table the run
+        merged is the longest one of the newest parts below a tier's bound (16, 256,
+        4,096, then 65,536 rows; the smallest bound first) that holds at least ``least``
+        parts (`AUTO_COMPACT_PARTS`, 16), so a row is merged again about once per tier and
+        a table keeps a few dozen small parts, whatever the commits. The kept states
+        follow: the digest state's seal is taken again over the new files in the same
+        commit, and the journal check walks from the last verified part before them.
+        Nothing inside a transaction (its cycle reads the generation it is pinned to).
+        """
         least = AUTO_COMPACT_PARTS if least is None else least
         if self._tx is not None:
             return {}
 
+        def runs(snap: Snapshot) -> dict[str, list[Part]]:
+            found = {name: _tail_run(snap.parts(name), tables.part_rows(name), least)
+                     for name in S.CANONICAL_TABLES}
+            return {name: run for name, run in found.items() if run}
+
         def merge(w: capture.Commit) -> dict[str, int]:
-            floor = _kept_floor(w.snapshot.watermarks)
-            merged = _merge_small_runs(w, list(S.CANONICAL_TABLES), 65_536, above=floor,
-                                       least=least, most_rows=AUTO_COMPACT_ROWS)
-            w.allow_rebase()
+            merged = _merge_small_runs(w, runs(w.snapshot), tables.PART_ROWS,
+                                       most_rows=AUTO_COMPACT_ROWS)
+            w.allow_rebase()  # the merged parts are the same rows whatever is appended
             return merged
 
-        if not self._has_unfolded(least):
+        if not runs(self.pinned().snapshot):
             return {}  # the common case: read from the pinned snapshot, no commit
         with self._rewriting():
             return self.commit(merge, operation="auto_compact")
-
-    def _has_unfolded(self, least: int) -> bool:
-        snap = self.pinned().snapshot
-        floor = _kept_floor(snap.watermarks)
-        return any(sum(1 for p in snap.parts(name)
-                       if (p.seq_lo or 0) > floor and p.rows < tables.part_rows(name)) >= least
-                   for name in S.CANONICAL_TABLES)
 
     def discard_if_unused(self, *, remove_root: bool) -> bool:
         """Remove this store if no generation was ever committed to it (undo a create).
@@ -1735,43 +1737,64 @@ class Store(StoreView):
             return self._log.discard(remove_root=remove_root)
 
 
-#: the cycle merges the partitions written since the kept states' watermarks when a table
-#: has at least this many (`Store._compact_unfolded`)
+#: a run of this many of a table's newest parts below a tier's bound is merged by the
+#: cycle (`Store._compact_tail`)
 AUTO_COMPACT_PARTS = 16
+#: the tiers' bounds (rows), each 16 times the one before
+AUTO_COMPACT_TIERS = (16, 256, 4_096, 65_536)
 #: rows one such merge stages at most (a store written row by row and never cycled merges
 #: over several cycles, holding a bounded commit each time)
 AUTO_COMPACT_ROWS = 262_144
 
 
-def _kept_floor(watermarks: Mapping[str, Any]) -> int:
-    """The highest ``seq`` any kept state's watermark names (0: none): a partition whose
-    rows are all above it is named by no kept state."""
-    floor = 0
-    for mark in watermarks.values():
-        seq = mark.get("seq") if isinstance(mark, dict) else mark
-        if isinstance(seq, int) and not isinstance(seq, bool):
-            floor = max(floor, seq)
-    return floor
+def _tail_run(parts: Sequence[Part], cap: int, least: int) -> list[Part]:
+    """The run of ``parts`` (in seq order) the cycle merges: per tier, the smallest first,
+    the newest consecutive parts whose rows fall in that tier (at least the bound before
+    it, below its own; newer parts of lower tiers passed over), when they are at least
+    ``least``; [] when no tier below ``cap`` (the most a part holds) has that many. A
+    merge of ``least`` parts of one tier makes a part of the next (the bounds grow by 16),
+    so each row is merged again about once per tier.
+
+    Examples:
+        >>> from memframe.store.log import Part
+        >>> def parts(*rows):
+        ...     return [Part(f"t/{i}", n, i, i) for i, n in enumerate(rows)]
+        >>> [p.rows for p in _tail_run(parts(9000, 300, 20, 1, 1, 1), 16_384, 3)]
+        [1, 1, 1]
+        >>> [p.rows for p in _tail_run(parts(9000, 30, 20, 16, 1, 1), 16_384, 3)]
+        [30, 20, 16]
+        >>> _tail_run(parts(9000, 300, 20, 16, 1, 1), 16_384, 3)  # 2 of each: no tier
+        []
+    """
+    lower = 0
+    for bound in AUTO_COMPACT_TIERS:
+        if bound > cap:
+            break
+        run: list[Part] = []
+        for part in reversed(parts):
+            if part.rows < lower and not run:
+                continue  # a newer part of a lower tier
+            if not lower <= part.rows < bound:
+                break
+            run.append(part)
+        if len(run) >= least:
+            return run[::-1]
+        lower = bound
+    return []
 
 
-def _merge_small_runs(w: capture.Commit, names: Sequence[str], min_rows: int, *,
-                      above: int = -1, least: int = 2, most_rows: int | None = None
-                      ) -> dict[str, int]:
-    """Stage, per table of ``names``, the merge of every run of consecutive small
-    partitions (below ``min_rows`` or the table's `tables.part_rows`; in seq order, so
-    merged parts keep disjoint seq ranges) into as few as that bound allows; only parts
-    whose rows are all above ``above``, only in a table where they are at least
-    ``least``, and runs only until ``most_rows`` rows are staged (the commit holds them).
-    Returns merged-partition counts per table."""
+def _merge_small_runs(w: capture.Commit, parts: Mapping[str, Sequence[Part]], min_rows: int,
+                      *, most_rows: int | None = None) -> dict[str, int]:
+    """Stage, per table, the merge of every run of consecutive small ``parts`` (below
+    ``min_rows`` or the table's `tables.part_rows`; in seq order, so merged parts keep
+    disjoint seq ranges) into as few as that bound allows, runs only until ``most_rows``
+    rows are staged (the commit holds them). Returns merged-partition counts per table."""
     merged: dict[str, int] = {}
     staged = 0
     view = w.view
-    for name in names:
+    for name, candidates in parts.items():
         cap = tables.part_rows(name)
         small = min(min_rows, cap)
-        parts = [p for p in w.snapshot.parts(name) if (p.seq_lo or 0) > above]
-        if sum(1 for p in parts if p.rows < small) < least:
-            continue
 
         def merge_run(run: list[Part], name: str = name) -> None:
             nonlocal staged
@@ -1786,7 +1809,7 @@ def _merge_small_runs(w: capture.Commit, names: Sequence[str], min_rows: int, *,
 
         run: list[Part] = []
         total = 0  # the run's rows
-        for part in parts:
+        for part in candidates:
             if part.rows < small and total + part.rows <= cap:
                 run.append(part)
                 total += part.rows

@@ -362,8 +362,8 @@ class DigestMachine(RuleBasedStateMachine):
 
     @rule(least=st.sampled_from([2, 3]))
     def run_cycle_merging_new_parts(self, least: int) -> None:
-        """The cycle with the merge of the small parts written since it last ran brought
-        down to ``least`` parts (16 by default: a machine's session seldom writes that many)."""
+        """The cycle with its merge of the newest small parts brought down to ``least``
+        parts of a tier (16 by default: a machine's session seldom writes that many)."""
         from memframe.store import store as store_module
 
         saved, store_module.AUTO_COMPACT_PARTS = store_module.AUTO_COMPACT_PARTS, least

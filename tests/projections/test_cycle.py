@@ -216,38 +216,57 @@ def test_the_cycle_merges_a_stream_of_small_commits_first_and_keeps_every_state_
     from memframe.digest.state import digest_capsules, journal
     from memframe.store.store import AUTO_COMPACT_PARTS
 
-    mstore.ingest(bulk_capsules(4, 5))
-    _stream(mstore, 6, "early")
+    mstore.ingest(bulk_capsules(4, 5))  # 20 rows: above the first tier's 16
+    _stream(mstore, 6, "early")  # sealed and verified by the cycle and digest below
     mstore.memory.run_cycle()
     mf.digest(mstore)
-    folded = mstore.pinned()
-    _stream(mstore, AUTO_COMPACT_PARTS + 4, "late")  # 20 capsule parts, 10 recall parts
+    bulk = {name: mstore.pinned().snapshot.parts(name)[0] for name in ("capsules", "journal")}
+    _stream(mstore, AUTO_COMPACT_PARTS + 4, "late")  # 26 one-row parts, 13 recall parts
     before = mstore.pinned()
     report = mstore.memory.run_cycle()
     after = mstore.pinned()
     ops = mstore.history()["operation"].to_list()
     assert ops[-2:] == ["auto_compact", "memory_projections"]
     assert report.generation == after.generation and not report.notes  # nothing rebuilt
-    assert report.merged_parts == {"capsules": 20, "journal": 20}
-    assert repr(report).startswith("<memframe CycleReport: merged 40 small partitions first;")
+    assert report.merged_parts == {"capsules": 26, "journal": 26}
+    assert repr(report).startswith("<memframe CycleReport: merged 52 small partitions first;")
     for name in CANONICAL_TABLES:  # the same rows, every one
         assert _rows(after, name).equals(_rows(before, name)), name
-        # what a kept state had seen keeps its files; only what is new was merged
-        old = [p.path for p in folded.snapshot.parts(name)]
-        assert [p.path for p in after.snapshot.parts(name)][:len(old)] == old
-    new = {name: [p for p in after.snapshot.parts(name)
-                  if p.seq_lo > max(q.seq_hi or 0 for q in folded.snapshot.parts(name))]
-           for name in ("capsules", "journal", "recalls")}
-    assert len(new["capsules"]) == len(new["journal"]) == 1  # 20 parts each, merged
-    assert len(new["recalls"]) == AUTO_COMPACT_PARTS // 2 + 2  # 10: fewer than 16, left
-    # the digest's state and its journal checkpoint still hold: the warm path stays warm
+    for name, part in bulk.items():  # the bulk part is above the first tier: kept
+        assert [p.rows for p in after.snapshot.parts(name)] == [20, 26]
+        assert after.snapshot.parts(name)[0] == part
+    assert len(after.snapshot.parts("recalls")) == 13  # fewer than 16: left
+    # the digest's state was sealed again over the new files and the checkpoint recorded
+    # again by the cycle (from the bulk part on): the warm path stays warm
     assert digest_capsules.seal_holds(after)
     check = journal.check_chain(after)
-    assert check.walked == "incremental" and check.section["chain"] == "ok"
+    assert check.walked == "incremental" and not check.rewound and check.reason is None
+    assert check.section == {"chain": "ok", "verified": 46}
     assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
     incremental = mstore.memory.sessions().rows
     mstore.memory.rebuild_projections()
     assert mstore.memory.sessions().rows.equals(incremental)  # rebuild == incremental
+
+
+def test_a_store_written_row_by_row_keeps_a_few_dozen_parts_whatever_the_commits(
+        mstore, monkeypatch):
+    from memframe.store import store as store_module
+
+    # four parts of a tier make one of the next: tiers of 4, 16 and 64 rows
+    monkeypatch.setattr(store_module, "AUTO_COMPACT_PARTS", 4)
+    monkeypatch.setattr(store_module, "AUTO_COMPACT_TIERS", (4, 16, 64))
+    merged_rows = 0
+    for i in range(60):
+        _stream(mstore, 3, f"s{i}")  # 3 capsules, a recall, a cycle: 180 capsules
+        before = {p.path: p.rows for p in mstore.pinned().snapshot.parts("capsules")}
+        mstore.memory.run_cycle()
+        after = {p.path for p in mstore.pinned().snapshot.parts("capsules")}
+        merged_rows += sum(rows for path, rows in before.items() if path not in after)
+        # fewer than 4 parts in each of the three tiers, and the parts of 64 rows or more
+        assert len(after) <= 3 * 4 + 3, sorted(before.values())
+    # each row merged again about once per tier, not at every cycle
+    assert 180 <= merged_rows <= 3 * 180
+    assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
 
 
 def test_fewer_small_commits_than_the_bound_are_left_as_they_are(mstore):
@@ -255,7 +274,7 @@ def test_fewer_small_commits_than_the_bound_are_left_as_they_are(mstore):
 
     mstore.ingest(caps([("a", 1)]))
     mstore.memory.run_cycle()
-    _stream(mstore, AUTO_COMPACT_PARTS - 1, "few")
+    _stream(mstore, AUTO_COMPACT_PARTS - 2, "few")  # 15 one-row parts in all
     before = mstore.pinned()
     report = mstore.memory.run_cycle()
     assert report.generation == before.generation + 1 and report.merged_parts == {}
@@ -285,9 +304,9 @@ def test_the_merge_stages_a_bounded_number_of_rows_per_cycle(mstore, monkeypatch
     monkeypatch.setattr(store_module, "AUTO_COMPACT_PARTS", 2)
     monkeypatch.setattr(store_module, "AUTO_COMPACT_ROWS", 4)
     _stream(mstore, 12, "many")  # 12 capsule parts, never cycled: every part is new
-    first = mstore._compact_unfolded()
+    first = mstore._compact_tail()
     assert first == {"capsules": 12}  # one run staged (12 rows): the other tables wait
-    assert mstore._compact_unfolded() == {"recalls": 6}  # capsules' one part: nothing
+    assert mstore._compact_tail() == {"recalls": 6}  # capsules' one part: nothing
     mstore.memory.run_cycle()
     assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
 
@@ -309,7 +328,7 @@ def test_the_merge_runs_again_when_another_handle_vacuumed_the_parts_it_pinned(m
         return real(self, name, parts, *a, **k)
 
     monkeypatch.setattr(store_module.StoreView, "read_partitions", read_after_a_vacuum)
-    assert mstore._compact_unfolded() == {}  # run again: the other handle merged them
+    assert mstore._compact_tail() == {}  # run again: the other handle merged them
     assert raced and raced[0]["capsules"] == 18
     report = mstore.memory.run_cycle()
     assert report.generation == mstore.generation
