@@ -136,9 +136,10 @@ SEAL_MARK = "projections/digest/seal"
 
 def canonical_seal(root: Path, tables: Any, top: int,
                    size: Callable[[str], int | None] | None = None) -> dict[str, Any] | None:
-    """The seal of the canonical parts at or below ``top`` that ``tables`` (table name ->
-    parts, as a snapshot holds them) names: the sha256 of every part's path, row count and
-    size now (one stat each, or ``size(path)``: a remote store's sizes as listed). Sizes,
+    """The seal of the canonical parts holding rows at or below ``top`` that ``tables``
+    (table name -> parts, as a snapshot holds them) names (a part a compaction merged
+    across ``top`` included: it holds rows the state folded): the sha256 of every part's
+    path, row count and size now (one stat each, or ``size(path)``: a remote store's sizes as listed). Sizes,
     not inodes or change times, so that a copy of the store (a clone, an installed sample,
     a backup restored, a remote copy) keeps its seal, while an edit that changes a part's
     size breaks it. None when a part cannot be stat'ed."""
@@ -154,7 +155,7 @@ def canonical_seal(root: Path, tables: Any, top: int,
     entries = []
     for name in CANONICAL_TABLES:
         for part in tables.get(name, ()):
-            if (part.seq_hi or 0) <= top:
+            if (part.seq_lo or 0) <= top:
                 found = size(part.path)
                 if found is None:
                     return None

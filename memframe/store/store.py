@@ -1117,12 +1117,11 @@ class Store(StoreView):
                 marks, stale = derived.settle(snap, commit.watermarks, bool(commit.derived))
                 sealed = marks.get(fingerprint.SEAL_MARK)
                 if isinstance(sealed, dict) and any(
-                        (p.seq_hi or 0) <= int(sealed.get("seq", -1))
+                        (p.seq_lo or 0) <= int(sealed.get("seq", -1))
                         for old_parts, _t, _f in commit.rewrites.values() for p in old_parts):
                     # canonical parts rewritten here (an erasure, a compaction) keep the
                     # rows the digest's state folded: seal them again at their new files
-                    # (parts all above the seal, as the cycle's merge of new ones: no part
-                    # it names changed, nor any it will)
+                    # (parts all above the seal: no part it names changed)
                     resealed = _reseal(root, snap, adds, removes, marks[fingerprint.SEAL_MARK])
                     if resealed is None:
                         marks.pop(fingerprint.SEAL_MARK)

@@ -333,3 +333,30 @@ def test_the_merge_runs_again_when_another_handle_vacuumed_the_parts_it_pinned(m
     report = mstore.memory.run_cycle()
     assert report.generation == mstore.generation
     assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
+
+
+def test_a_part_merged_across_the_seal_is_sealed_and_an_edit_of_it_is_seen(mstore):
+    from memframe.digest.state import digest_capsules
+    from memframe.store import fingerprint
+
+    mstore.ingest(bulk_capsules(4, 5))
+    _stream(mstore, 6, "sealed")
+    mstore.memory.run_cycle()  # the seal: the bulk part and six one-row parts
+    top = mstore.pinned().watermarks[fingerprint.SEAL_MARK]["seq"]
+    _stream(mstore, 12, "new")
+    assert mstore._compact_tail() == {"capsules": 18, "journal": 18}
+    view = mstore.pinned()
+    [merged] = [p for p in view.snapshot.parts("capsules") if p.rows == 18]
+    assert merged.seq_lo <= top < merged.seq_hi  # rows the state folded, and new ones
+    assert digest_capsules.seal_holds(view)
+    # sealed: the bulk capsule and journal parts, the three recall parts, and the two merged
+    assert view.watermarks[fingerprint.SEAL_MARK]["parts"] == 7
+    # an edit of the merged file (its size moves) is seen: the state is not trusted
+    path = mstore.path / merged.path
+    frame = pl.read_parquet(path)
+    frame.with_columns(pl.col("content").str.replace("sealed 0", "sealed 0, edited")
+                       ).write_parquet(path)
+    assert not digest_capsules.seal_holds(mstore.pinned())
+    report = mstore.memory.run_cycle()
+    assert any("rebuilt from every row" in note for note in report.notes)
+    assert mf.digest(mstore).to_json() == mf.digest(mstore, verify="full").to_json()
