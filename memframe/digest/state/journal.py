@@ -1,14 +1,13 @@
 """The journal's verified checkpoint: what lets a warm digest verify only what is new.
 
-When the digest job finds the chain intact it records the last verified ``audit_seq``,
-its hash and the rows verified (watermark ``projections/digest/journal``), one row per
-verified part (path, rows, audit range, sha256, file identity) and a seal over those
-identities. A warm call confirms the verified parts are the very files verified (one stat
-each against the seal, else part by part, by identity or bytes) and walks only the rows
-above the checkpoint; any difference sends it to the full walk, so its answer is always
-the full walk's. The trust model in full: docs/architecture.md ("Verifying the journal").
-
-`check_chain` checks the chain against the checkpoint; `stage_checkpoint` records it.
+The digest job records, for an intact chain, the last verified ``audit_seq``, its hash and
+the rows verified (watermark ``projections/digest/journal``), a row per verified part
+(path, rows, audit range, sha256, file identity) and a seal over those identities. A warm
+call confirms the verified parts are the very files verified (one stat each against the
+seal, else part by part) and walks the rows above the checkpoint, or above the last part
+before the ones a compaction merged; any other difference sends it to the full walk, so
+its answer is always the full walk's. The trust model: docs/architecture.md ("Verifying
+the journal"). `check_chain` checks the chain; `stage_checkpoint` records the checkpoint.
 """
 
 from __future__ import annotations
@@ -53,15 +52,12 @@ class ChainCheck:
         section: ``{"chain": "ok", "verified": n}`` or ``{"chain": "broken", "broken_seq": s}``.
         rows_visited: Parquet rows read (journal rows and checkpoint rows).
         walked: ``"full"`` or ``"incremental"``: how the answer was reached.
-        reason: why a warm check walked in full (None when it did not, or was asked to).
+        reason: why a warm check walked in full, or from before parts a compaction merged.
         tail: ``(audit_seq, chained_hash)`` of the last verified row when the chain is ok.
         fresh: checkpoint rows for parts verified now and not yet (or no longer) recorded.
         recorded: the checkpoint rows that were confirmed (empty after a full walk).
         read: after an incremental walk, the parts walked and every row of them (the
             ``JOURNAL_COLUMNS``), for another reader of the same generation.
-        rewound: verified parts were gone (a compaction merged them): the walk went from
-            the last recorded part before the first of them (``recorded`` holds the parts
-            up to it; the checkpoint is recorded again in one piece).
     """
 
     section: dict
@@ -72,7 +68,6 @@ class ChainCheck:
     fresh: tuple[dict[str, Any], ...] = ()
     recorded: tuple[dict[str, Any], ...] = ()
     read: tuple[tuple[Partition, ...], pl.DataFrame] | None = None
-    rewound: bool = False
 
 
 def watermark_of(view: StoreView) -> dict[str, Any] | None:
@@ -82,8 +77,8 @@ def watermark_of(view: StoreView) -> dict[str, Any] | None:
 
 def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
                 ) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
-    """Rows of ``parts``; with ``record``, parsed from the very bytes fingerprinted, and
-    their checkpoint rows."""
+    """Rows of ``parts`` (``record``: parsed from the very bytes fingerprinted) and their
+    checkpoint rows."""
     if not record:
         return view.read_partitions("journal", parts, JOURNAL_COLUMNS), []
     read = view.read_partitions_fingerprinted("journal", parts, JOURNAL_COLUMNS)
@@ -100,10 +95,8 @@ def _read_parts(view: StoreView, parts: Sequence[Partition], record: bool
 
 def _tail(section: dict, frame: pl.DataFrame, fallback: tuple[int, str] | None
           ) -> tuple[int, str] | None:
-    if section["chain"] != "ok":
-        return None
-    if frame.height == 0:
-        return fallback
+    if section["chain"] != "ok" or frame.height == 0:
+        return fallback if section["chain"] == "ok" else None
     last = frame.sort(["audit_seq", "seq"]).tail(1)
     return int(last["audit_seq"][0]), str(last["chained_hash"][0])
 
@@ -159,50 +152,34 @@ def check_chain(view: StoreView, verify: str = "incremental", *,
                       [p for p in view.partitions("journal")
                        if (p.seq_hi or 0) > int(mark["seq"])])
     recorded, visited = read_whole(view, TABLE, CHECKPOINT_SCHEMA)
-    reason = _confirm(view, recorded, mark)
-    if reason is not None:
-        rewound = _rewind(view, recorded, mark) if "no longer in" in reason else None
-        if rewound is None:
-            return _full(view, journal, record, reason, visited, slice_rows)
-        kept, back, read = rewound
-        known = {row["path"] for row in kept}
-        rest = [p for p in view.partitions("journal") if p.path not in known]
-        return dataclasses.replace(
-            _above(view, journal, record, visited + read, tuple(kept), back, slice_rows, rest),
-            reason=f"{reason}: walked from the last part before it", rewound=True)
-    known = set(recorded.get_column("path").to_list())
+    reason, kept = _confirm(view, recorded, mark)
+    # verified parts merged into new files: walked again from the last part kept before them
+    back = _rewind(view, kept, mark) if reason and "no longer in" in reason else None
+    if reason is not None and back is None:
+        return _full(view, journal, record, reason, visited, slice_rows)
+    known = {row["path"] for row in kept}
     new_parts = [p for p in view.partitions("journal") if p.path not in known]
-    return _above(view, journal, record, visited, tuple(recorded.to_dicts()), mark,
-                  slice_rows, new_parts)
+    check = _above(view, journal, record, visited + (back or {}).get("read", 0), tuple(kept),
+                   back or mark, slice_rows, new_parts)
+    return dataclasses.replace(check, reason=reason and f"{reason}: walked from the part "
+                               f"before it") if check.walked == "incremental" else check
 
 
-def _rewind(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]
-            ) -> tuple[list[dict[str, Any]], dict[str, Any], int] | None:
-    """When verified parts are gone (a compaction merged them into new files): the
-    recorded parts from the chain's start up to the first one gone, if each is still the
-    very file verified, and the checkpoint as it stood at the last of them (its
-    ``audit_seq``, stored hash and rows verified, the hash read from that confirmed file),
-    with the rows read; None when there is no such part (the full walk). Everything after
-    them is walked again from that hash, as new: the answer is the full walk's."""
-    parts = {p.path: p for p in view.partitions("journal")}
-    kept: list[dict[str, Any]] = []
-    reached = 0  # the last audit_seq the kept parts hold
-    for row in recorded.sort("audit_lo", nulls_last=True).iter_rows(named=True):
-        part = parts.get(row["path"])
-        if (part is None or row["audit_lo"] != reached + 1 or part.rows != row["rows"]
-                or not view.partition_is(row["path"], row)):
-            break
-        kept.append(row)
-        reached = int(row["audit_hi"])
-    last = parts[kept[-1]["path"]] if kept else None
-    if last is None or last.seq_hi is None or reached >= int(mark["audit_seq"]):
+def _rewind(view: StoreView, kept: list[dict[str, Any]], mark: dict[str, Any]
+            ) -> dict[str, Any] | None:
+    """The checkpoint as it stood at the last of ``kept`` (the parts confirmed from the
+    chain's start), with the rows read for it; None when they are no unbroken start."""
+    ends = [0] + [int(row["audit_hi"]) for row in kept]  # the audit_seq each part ends at
+    last = next((p for p in view.partitions("journal") if p.path == kept[-1]["path"]), None
+                ) if kept else None
+    if (last is None or last.seq_hi is None or ends[-1] >= int(mark["audit_seq"])
+            or any(row["audit_lo"] != end + 1 for row, end in zip(kept, ends, strict=False))):
         return None
     tail, read = view.read_by_seq("journal", [last.seq_hi], ["audit_seq", "chained_hash"])
-    if tail.height != 1 or as_int(tail["audit_seq"][0]) != reached:
+    if tail.height != 1 or as_int(tail["audit_seq"][0]) != ends[-1]:
         return None
-    back = {"audit_seq": reached, "hash": str(tail["chained_hash"][0]),
+    return {"audit_seq": ends[-1], "hash": str(tail["chained_hash"][0]), "read": read,
             "verified": sum(int(row["rows"]) for row in kept)}
-    return kept, back, read
 
 
 def _above(view: StoreView, journal: pl.DataFrame | None, record: bool, visited: int,
@@ -231,10 +208,9 @@ MAX_RACY = 16
 
 def seal_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The seal of recorded checkpoint rows: the sha256 of the path, row count and
-    identity of every part whose identity is trusted (sorted by path), and the rows of
-    the parts whose identity is not (recorded within ``RACY_NS`` of their change time:
-    only their bytes can confirm them), or None when there are more of those than
-    ``MAX_RACY``."""
+    identity of every part whose identity is trusted (sorted by path), and the rows of the
+    others (recorded within the racy window of their change time: only their bytes can
+    confirm them); None when those are more than ``MAX_RACY``."""
     racy = [dict(row) for row in rows if row["ctime_ns"] is None]
     if len(racy) > MAX_RACY:
         return None
@@ -270,25 +246,29 @@ def is_sealed(view: StoreView, mark: dict[str, Any]) -> bool:
         and fingerprint.seal(trusted) == seal["sha256"]
 
 
-def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]) -> str | None:
-    """None when every recorded part is the very file verified; else what differs."""
+def _confirm(view: StoreView, recorded: pl.DataFrame, mark: dict[str, Any]
+             ) -> tuple[str | None, list[dict[str, Any]]]:
+    """What differs first (in audit order; None when every recorded part is the very file
+    verified) and the recorded rows confirmed before it."""
     parts = {p.path: p for p in view.partitions("journal")}
     if recorded.height and (
         as_int(recorded["rows"].sum()) != int(mark.get("verified", -1))
         or as_int(recorded["audit_hi"].max()) != int(mark.get("audit_seq", -1))
     ):
-        return "the checkpoint's rows disagree with its watermark"
+        return "the checkpoint's rows disagree with its watermark", []
     if not recorded.height and int(mark.get("verified", -1)) != 0:
-        return "the checkpoint's rows are missing"
-    for row in recorded.iter_rows(named=True):
-        part = parts.get(row["path"])
+        return "the checkpoint's rows are missing", []
+    kept: list[dict[str, Any]] = []
+    for row in recorded.sort("audit_lo", nulls_last=True).iter_rows(named=True):
+        part, name = parts.get(row["path"]), f"verified journal part {row['path']}"
         if part is None:
-            return f"verified journal part {row['path']} is no longer in the generation"
+            return f"{name} is no longer in the generation", kept
         if part.rows != row["rows"]:
-            return f"verified journal part {row['path']} now has {part.rows} rows"
+            return f"{name} now has {part.rows} rows", kept
         if not view.partition_is(row["path"], row):
-            return f"verified journal part {row['path']} is not the file that was verified"
-    return None
+            return f"{name} is not the file that was verified", kept
+        kept.append(row)
+    return None, kept
 
 
 # -- recording -----------------------------------------------------------------------------
@@ -298,9 +278,8 @@ MAX_CHECKPOINT_PARTS = 8
 
 
 def _nothing_new(view: StoreView, mark: dict[str, Any] | None) -> bool:
-    """True when the journal has no part the checkpoint has not seen and its seal, if it
-    has one, still holds (nothing is read; a seal broken by a copy of the store is
-    recorded again)."""
+    """True when the checkpoint has seen every journal part and its seal, if any, holds
+    (nothing is read; a seal a copy of the store broke is recorded again)."""
     parts = view.partitions("journal")
     if mark is None:
         return not parts
@@ -314,11 +293,10 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
     """Verify the chain at ``view`` and, when intact, stage the checkpoint on ``commit``.
 
     Records a row for every part verified now (appended; the whole table is rewritten
-    after a full walk, when parts recorded racily can now be trusted, or once it has
-    many parts) and moves the watermark to the last verified row. A broken chain stages
-    nothing; a journal with no part the checkpoint has not seen reads and stages nothing.
-    Returns the job's report (rows read, parts recorded) and, after an incremental walk,
-    the parts it read with their rows (`ChainCheck.read`).
+    after a full walk or a compaction, when racy parts can now be trusted, or once it has
+    many parts) and moves the watermark to the last verified row. A broken chain, or a
+    journal the checkpoint has seen whole, stages nothing. Returns the job's report and,
+    after an incremental walk, the parts it read with their rows (`ChainCheck.read`).
     """
     mark = watermark_of(view)
     if not full and _nothing_new(view, mark):
@@ -339,7 +317,7 @@ def stage_checkpoint(commit: Commit, view: StoreView, *, full: bool = False
             if fp["sha256"] == row["sha256"] and fp["ctime_ns"] is not None:
                 recorded[i] = {**row, **fp}
                 retrusted = True
-    replace = (check.walked == "full" or retrusted or check.rewound
+    replace = (check.walked == "full" or retrusted or check.reason is not None
                or len(view.partitions(TABLE)) >= MAX_CHECKPOINT_PARTS)
     frame = pl.DataFrame(recorded + fresh if replace else fresh, schema=CHECKPOINT_SCHEMA,
                          orient="row")
