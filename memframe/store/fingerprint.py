@@ -139,10 +139,10 @@ def canonical_seal(root: Path, tables: Any, top: int,
     """The seal of the canonical parts holding rows at or below ``top`` that ``tables``
     (table name -> parts, as a snapshot holds them) names (a part a compaction merged
     across ``top`` included: it holds rows the state folded): the sha256 of every part's
-    path, row count and size now (one stat each, or ``size(path)``: a remote store's sizes as listed). Sizes,
-    not inodes or change times, so that a copy of the store (a clone, an installed sample,
-    a backup restored, a remote copy) keeps its seal, while an edit that changes a part's
-    size breaks it. None when a part cannot be stat'ed."""
+    path, row count and size now (one stat each, or ``size(path)``: a remote store's sizes
+    as listed). Sizes, not inodes or change times, so that a copy of the store (a clone,
+    an installed sample, a backup restored, a remote copy) keeps its seal, while an edit
+    that changes a part's size breaks it. None when a part cannot be stat'ed."""
     if size is None:
         base = os.fspath(root) + os.sep  # (a warm digest stats every part, ~1k at 10M)
 

@@ -169,7 +169,7 @@ def _rewind(view: StoreView, kept: list[dict[str, Any]], mark: dict[str, Any]
             ) -> dict[str, Any] | None:
     """The checkpoint as it stood at the last of ``kept`` (the parts confirmed from the
     chain's start), with the rows read for it; None when they are no unbroken start."""
-    ends = [0] + [int(row["audit_hi"]) for row in kept]  # the audit_seq each part ends at
+    ends = [0] + [int(row["audit_hi"]) for row in kept]  # where each part's predecessor ends
     last = next((p for p in view.partitions("journal") if p.path == kept[-1]["path"]), None
                 ) if kept else None
     if (last is None or last.seq_hi is None or ends[-1] >= int(mark["audit_seq"])
