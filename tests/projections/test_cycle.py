@@ -197,7 +197,7 @@ def test_a_cycle_over_most_of_a_large_store_folds_it_range_by_range(tmp_path, mo
     assert plain.memory.sessions().rows.equals(ranged.memory.sessions().rows)
 
 
-# -- the merge of the small partitions written since the last cycle ---------------------------
+# -- the cycle's merge of the newest small partitions ------------------------------------------
 
 def _stream(store: mf.Store, n: int, tag: str) -> None:
     """``n`` single-row commits (an ingest and a recall each second one)."""
