@@ -1895,7 +1895,7 @@ class RemoteStore(Store):
     ingest = relate = forget = record_recall = record_miss = record_lane_override = _refuse
     classify = session_start = session_finish = record_git_scan = transaction = _refuse
     append = compact = vacuum = review = pin = teach_alias = sync_delta_logs = _refuse
-    discard_if_unused = push = _refuse
+    discard_if_unused = push = _compact_tail = _refuse  # (refused before any fetch)
 
     def read(self, fn: Callable[[StoreView], Any]) -> Any:
         try:
