@@ -749,9 +749,11 @@ def _cycle_text(verb: str, body: dict[str, Any]) -> str:
     session = parts.get("session", body)
     others = sum(p["rows_written"] for name, p in parts.items() if name != "session")
     extra = f" and {others:,} derived row(s)" if others else ""
+    merged = sum((body.get("merged_parts") or {}).values())
+    first = f"; {merged:,} small partitions merged first" if merged else ""
     return (f"{verb}: folded {body['rows_folded']:,} rows, wrote {session['rows_written']:,} "
             f"session rows{extra} ({body['rows_visited']:,} rows read); watermark "
-            f"{body['watermark']:,}; {landed}")
+            f"{body['watermark']:,}; {landed}{first}")
 
 
 def _cmd_cycle(args: argparse.Namespace) -> int:

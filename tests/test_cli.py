@@ -774,3 +774,15 @@ def test_digest_changes_compares_with_the_previous_session_start_of_the_scope(sm
     assert "no earlier session start" in captured.err
     assert main(["digest", str(small.path), "--changes", "--hash"]) == 2
     assert "does not go with --hash" in capsys.readouterr().err
+
+
+def test_cycle_says_when_it_merged_small_partitions_first(tmp_path, capsys):
+    store = mf.Store.create(tmp_path / "s")
+    for i in range(16):  # sixteen single-row commits: sixteen one-row parts per table
+        store.ingest({"content": f"note {i}", "source": "s", "anchor": str(i)})
+    assert main(["cycle", str(store.path), "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cycle: folded 0 rows") and out.endswith(
+        "; 32 small partitions merged first\n")
+    assert main(["cycle", str(store.path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["merged_parts"] == {}  # nothing new: none

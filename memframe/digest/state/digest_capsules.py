@@ -267,8 +267,8 @@ def fill_text(view: StoreView, rows: pl.DataFrame, *known: pl.DataFrame | None,
 
 def seal_of(view: StoreView, top: int | None = None,
             sizes: dict[str, int | None] | None = None) -> dict[str, Any] | None:
-    """The seal of the canonical parts at or below ``top`` (default: every part) at
-    ``view``, by their sizes now; None when a part cannot be stat'ed. ``sizes``: the
+    """The seal of the canonical parts holding rows at or below ``top`` (default: every
+    part) at ``view``, by their sizes now; None when a part cannot be stat'ed. ``sizes``: the
     sizes one job already stat'ed (path -> size), filled as parts are stat'ed, so that
     its check of the old seal and its new seal stat each part once."""
     if top is None:
@@ -285,8 +285,8 @@ def seal_of(view: StoreView, top: int | None = None,
 
 
 def seal_holds(view: StoreView, sizes: dict[str, int | None] | None = None) -> bool:
-    """Are the canonical parts at or below the recorded seal the very files sealed? False
-    when no seal was recorded (a store whose digest job never ran).
+    """Are the canonical parts holding rows at or below the recorded seal's ``seq`` the very
+    files sealed? False when no seal was recorded (a store whose digest job never ran).
 
     Examples:
         >>> import memframe as mf, tempfile, os
