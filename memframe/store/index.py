@@ -17,6 +17,7 @@ import polars as pl
 
 from memframe import schema as S
 from memframe._scalars import as_int
+from memframe.errors import MemframeError
 from memframe.store import tables
 from memframe.store.log import Part, Snapshot
 from memframe.store.tables import constant
@@ -113,16 +114,25 @@ class Indexes:
         self.covered[table] = max(done, top)
         return frame.filter(pl.col("seq") > done).sort("seq")
 
-    def learn_own(self, parent: int, generation: int, frames: dict[str, list[pl.DataFrame]],
+    def learn_own(self, parent: Snapshot, generation: int,
+                  frames: dict[str, list[pl.DataFrame]],
                   written_early: Collection[str] = ()) -> None:
         """Fold the rows this handle itself just landed as ``generation`` (on ``parent``),
-        so its next commit need not read them back; only pieces current with ``parent``
-        (otherwise rows another writer landed first would be skipped), and not the tables
-        of which the commit wrote rows early (those are read back when next needed)."""
+        so its next commit need not read them back. A piece loaded already but not current
+        with ``parent`` (the commit was rebased past others) first reads the rows those
+        others added (what its next lookup would read anyway), so no row of theirs is
+        skipped; the tables of which the commit wrote rows early are read back when next
+        needed instead."""
         for piece, table in _PIECES.items():
-            if (self._synced.get(piece) != parent or self.covered.get(table) is None
+            if (piece not in self._synced or self.covered.get(table) is None
                     or table in written_early):
                 continue
+            if self._synced[piece] != parent.generation:
+                try:
+                    self.refresh(parent)
+                    self._sync(piece)
+                except (OSError, MemframeError, pl.exceptions.PolarsError):
+                    continue  # landed all the same: the next lookup reads them again
             own = frames.get(table, [])
             if own:
                 rows = pl.concat([f.select(_COLUMNS[piece] + ["seq"]) for f in own])

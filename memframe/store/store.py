@@ -1208,7 +1208,7 @@ class Store(StoreView):
             # Delta versions only after the generation landed, still under the shared lock
             # so a vacuum never prunes a Delta log while this writer extends it
             self._delta.after_land(entry, self._snap)
-        self._indexes.learn_own(base.generation, generation, commit.frames,
+        self._indexes.learn_own(base, generation, commit.frames,
                                 commit.flushed_tables)
         if generation % 100 == 0:
             with contextlib.suppress(OSError):

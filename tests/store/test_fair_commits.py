@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import memframe as mf
 from memframe.jobs import cycle as cycle_module
 from memframe.schema import CANONICAL_TABLES
+from memframe.store import index, tables
 from memframe.store import log as log_module
-from memframe.store import tables
 
 
 def _store(tmp_path):
@@ -795,3 +795,32 @@ def test_a_raced_ingest_reads_as_if_staged_after_its_winners(rounds, texts):
             assert got.equals(want), table
         assert a.capsule_state().collect().equals(b.capsule_state().collect())
         assert mf.digest(a).to_json() == mf.digest(b).to_json()
+
+
+def test_a_rebased_writer_learns_its_own_rows_and_the_winners(tmp_path, monkeypatch, tickets):
+    """A writer whose commit was rebased past another handle's keeps its lookups current
+    without reading its own rows back: it reads what the winner added to the lookups it
+    holds (an edge here), then folds its own rows. So its next ingest reads no capsule
+    part, and re-relating the winner's edge stays a no-op."""
+    store = _store(tmp_path)
+    store.relate("cap-1", "cap-2", "supersedes")  # the edges lookup is loaded
+    other = mf.Store.open(tmp_path / "s")
+    links = _beaten_at_the_link(store, other, monkeypatch,
+                                lambda o, _k: o.relate("cap-3", "cap-4", "blocks"))
+    [mine] = store.ingest({"content": "mine", "source": "s", "anchor": "m"})
+    monkeypatch.undo()
+    assert links[0] == 2 and tickets == []
+    reads: list[str] = []
+    real_read = index.tables.read
+
+    def read(root, parts, *a, **k):  # noqa: ANN001, ANN202
+        reads.extend(p.path for p in parts)
+        return real_read(root, parts, *a, **k)
+
+    monkeypatch.setattr(index.tables, "read", read)
+    assert store.ingest({"content": "more", "source": "s", "anchor": "m"}) == ["cap-52"]
+    store.relate("cap-3", "cap-4", "blocks")
+    assert not [p for p in reads if p.startswith(("capsules/", "relations/"))], reads
+    assert store.ingest({"content": "mine", "source": "s", "anchor": "m"}) == [mine]
+    edges = store.table("relations").filter(pl.col("kind") == "blocks").collect()
+    assert edges.height == 1
