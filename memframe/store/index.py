@@ -23,6 +23,7 @@ from memframe.store.log import Part, Snapshot
 from memframe.store.tables import constant
 
 _TAIL_LIMIT = 50_000  # keys kept in Python sets before folding into the sorted frames
+_TAIL_PROBES = 1_024  # lookups answered from the hash tail one by one (more: one join)
 
 # each piece of write-side state: the table it folds, and the columns it reads
 _PIECES = {"hashes": "capsules", "edges": "relations", "forgets": "forgets",
@@ -77,7 +78,10 @@ class Indexes:
         self.covered: dict[str, int] = {}
         self._snapshot: Snapshot | None = None
         self._hash_base = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
-        self._hash_tail = pl.DataFrame(schema={"prefix": pl.Int64, "num": pl.Int64})
+        # the recent hashes: prefix -> capsule numbers (a commit adds its own in O(rows),
+        # never copying the tail; folded into the sorted base past _TAIL_LIMIT)
+        self._hash_tail: dict[int, list[int]] = {}
+        self._hash_tail_rows = 0
         self._edges = _SortedKeys()
         self._aliases = _SortedKeys()
         self._forgets: dict[str, str] = {}
@@ -148,11 +152,18 @@ class Indexes:
             _prefix_expr("source_hash").alias("prefix"),
             pl.col("id").str.slice(4).cast(pl.Int64).alias("num"),
         )
-        if fresh.height > _TAIL_LIMIT or self._hash_tail.height + fresh.height > _TAIL_LIMIT:
-            self._hash_base = pl.concat([self._hash_base, self._hash_tail, fresh]).sort("prefix")
-            self._hash_tail = self._hash_tail.clear()
+        if fresh.height > _TAIL_LIMIT or self._hash_tail_rows + fresh.height > _TAIL_LIMIT:
+            self._hash_base = pl.concat([self._hash_base, self._tail_frame(), fresh]
+                                        ).sort("prefix")
+            self._hash_tail, self._hash_tail_rows = {}, 0
         elif fresh.height:
-            self._hash_tail = pl.concat([self._hash_tail, fresh]).rechunk()
+            for prefix, num in fresh.iter_rows():
+                self._hash_tail.setdefault(prefix, []).append(num)
+            self._hash_tail_rows += fresh.height
+
+    def _tail_frame(self) -> pl.DataFrame:
+        pairs = [(p, n) for p, nums in self._hash_tail.items() for n in nums]
+        return pl.DataFrame(pairs, schema={"prefix": pl.Int64, "num": pl.Int64}, orient="row")
 
     def _load_edges(self) -> None:
         self._fold_edges(self._new_rows("relations", _COLUMNS["edges"]))
@@ -235,7 +246,7 @@ class Indexes:
         if snap is None or hashes.len() == 0:
             return none
         self._sync("hashes")
-        if self._hash_base.height == 0 and self._hash_tail.height == 0:
+        if self._hash_base.height == 0 and not self._hash_tail:
             return none  # nothing stored yet (a first bulk load)
         query = hashes.to_frame("h").with_row_index("row").with_columns(
             _prefix_expr("h").alias("prefix"))
@@ -252,8 +263,15 @@ class Indexes:
                     "row", pl.int_ranges("start", pl.col("start") + pl.col("width")).alias("at")
                 ).explode("at")
                 found.append(at.select("row", base["num"].gather(at["at"]).alias("num")))
-        if self._hash_tail.height:
-            found.append(query.join(self._hash_tail, on="prefix", how="inner").select("row", "num"))
+        if self._hash_tail and query.height <= _TAIL_PROBES:  # a few lookups: by key
+            tail = self._hash_tail
+            pairs = [(row, n) for row, prefix in query.select("row", "prefix").iter_rows()
+                     for n in tail.get(prefix, ())]
+            found.append(pl.DataFrame(pairs, schema={"row": query.schema["row"],
+                                                     "num": pl.Int64}, orient="row"))
+        elif self._hash_tail:
+            found.append(query.join(self._tail_frame(), on="prefix", how="inner")
+                         .select("row", "num"))
         candidates = pl.concat(found) if found else None
         if candidates is None or candidates.height == 0:
             return none

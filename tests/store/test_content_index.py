@@ -28,10 +28,12 @@ def _rows(texts):
     return [{"content": t, "source": "test", "anchor": "a"} for t in texts]
 
 
-@pytest.mark.parametrize("tail_limit", [3, 50_000], ids=["sorted-base", "tail"])
+@pytest.mark.parametrize(("tail_limit", "probes"), [(3, 1_024), (50_000, 1_024), (50_000, 0)],
+                         ids=["sorted-base", "tail-by-key", "tail-joined"])
 def test_shared_prefixes_answer_the_exact_capsule(tmp_path, monkeypatch, coarse_prefix,
-                                                  tail_limit):
+                                                  tail_limit, probes):
     monkeypatch.setattr(index, "_TAIL_LIMIT", tail_limit)
+    monkeypatch.setattr(index, "_TAIL_PROBES", probes)
     store = mf.Store.create(tmp_path / "s", clock=TickingClock())
     texts = [f"note {i}" for i in range(60)]
     first = [store.ingest(_rows([t]))[0] for t in texts[:30]]
