@@ -132,6 +132,8 @@ class Indexes:
                     or table in written_early):
                 continue
             if self._synced[piece] != parent.generation:
+                if self._snapshot is not None and self._snapshot.generation > parent.generation:
+                    continue  # moved past it already (a commit nested in this one)
                 try:
                     self.refresh(parent)
                     self._sync(piece)
