@@ -151,7 +151,8 @@ class Commit:
         self.capsules = int(snapshot.counter("capsules"))
         self.sessions = int(snapshot.counter("sessions"))
         self.frames: dict[str, list[pl.DataFrame]] = {}
-        self.derived: dict[str, tuple[list[pl.DataFrame | SpilledRows], bool, int | None]] = {}
+        self.derived: dict[str, tuple[list[pl.DataFrame | SpilledRows], bool,
+                                     int | tuple[int, ...] | None]] = {}
         # partitions replaced by one new file: key -> (old parts, table, new rows)
         self.rewrites: dict[str, tuple[list[Part], str, pl.DataFrame]] = {}
         # derived marks another code wrote are not this commit's to read (store.derived)
@@ -256,9 +257,11 @@ class Commit:
         }))
 
     def write_derived(self, table: str, frame: pl.DataFrame | SpilledRows, *, replace: bool,
-                      row_group_rows: int | None = None) -> None:
+                      row_group_rows: int | tuple[int, ...] | None = None) -> None:
         """Stage rows of a derived (projection) table; ``replace`` drops its current parts.
-        Rows too many to hold may come spilled (`memframe.store.spill`).
+        Rows too many to hold may come spilled (`memframe.store.spill`). ``row_group_rows``:
+        rows per Parquet row group, or the sizes of the first groups in order, the last
+        repeated for the rest (`memframe.store.tables.write_part`).
 
         ``table`` lives under ``projections/`` or ``derived/`` (e.g.
         ``projections/session/L0``); a canonical table, or a name the log would refuse, is
@@ -271,10 +274,12 @@ class Commit:
         if not isinstance(replace, bool):
             raise InvalidInputError(f"write_derived({table!r}, ...): replace is True or False; "
                                     f"got {replace!r:.40}")
-        if row_group_rows is not None and not (
-                type(row_group_rows) is int and 1 <= row_group_rows <= 1 << 30):
+        sizes = row_group_rows if type(row_group_rows) is tuple else (row_group_rows,)
+        if row_group_rows is not None and not (sizes and all(
+                type(n) is int and 1 <= n <= 1 << 30 for n in sizes)):
             raise InvalidInputError(f"write_derived({table!r}, ...): row_group_rows is a "
-                                    f"positive row count or None; got {row_group_rows!r:.40}")
+                                    f"positive row count, a tuple of them, or None; got "
+                                    f"{row_group_rows!r:.40}")
         frames, old_replace, rg = self.derived.get(table, ([], False, row_group_rows))
         if replace:
             frames = []

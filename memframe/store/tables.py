@@ -103,19 +103,32 @@ def write_part(
     relpath: str,
     frame: pl.DataFrame | SpilledRows,
     *,
-    row_group_rows: int = ROW_GROUP_ROWS,
+    row_group_rows: int | tuple[int, ...] = ROW_GROUP_ROWS,
     fsync: bool = True,
 ) -> Part:
     """Write ``frame`` (or rows spilled to disk, `memframe.store.spill`) as one immutable
-    Parquet file; return its log entry."""
+    Parquet file; return its log entry. ``row_group_rows``: rows per row group, or the
+    sizes of the first row groups in order, the last repeated for the rest (a reader that
+    reads the first groups until it has enough reads small ones first)."""
     path = root / relpath
     check_no_link(root, path.parent)  # a table directory planted as a link is refused
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = max(1, row_group_rows)
+    sizes = [max(1, n) for n in (row_group_rows if isinstance(row_group_rows, tuple)
+                                 else (row_group_rows,))] or [ROW_GROUP_ROWS]
+    rows = sizes[-1]
     # a large frame is handed to the writer a slice of whole row groups at a time: its
     # Arrow copy (text re-encoded) is never held whole, and the file is the same
     step = rows * max(1, WRITE_ROWS // rows)
-    table = frame.slice(0, step).to_arrow()
+    pieces: list[tuple[int, int, int]] = []  # (first row, rows, rows per group)
+    offset = 0
+    for size in sizes[:-1]:
+        if offset >= frame.height:
+            break
+        pieces.append((offset, size, size))
+        offset += size
+    pieces += [(o, step, rows) for o in range(offset, max(frame.height, 1), step)]
+    first, length, group = pieces[0]
+    table = frame.slice(first, length).to_arrow()
     stats = [name for name in table.column_names if name not in _NO_STATISTICS]
     with open(path, "xb") as fh:
         with pq.ParquetWriter(
@@ -123,11 +136,11 @@ def write_part(
             table.schema,
             write_statistics=stats,
             use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
-            compression=codec(frame.height, rows),
+            compression=codec(frame.height, min(sizes)),
         ) as writer:
-            writer.write_table(table, row_group_size=rows)
-            for offset in range(step, frame.height, step):
-                writer.write_table(frame.slice(offset, step).to_arrow(), row_group_size=rows)
+            writer.write_table(table, row_group_size=group)
+            for first, length, group in pieces[1:]:
+                writer.write_table(frame.slice(first, length).to_arrow(), row_group_size=group)
         if fsync:
             fh.flush()
             os.fsync(fh.fileno())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 import memframe as mf
@@ -49,7 +50,9 @@ def test_write_derived_refuses_a_name_outside_the_derived_roots(store, name):
 
 
 @pytest.mark.parametrize("kwargs", [{"frame": [1, 2]}, {"replace": "yes"},
-                                    {"row_group_rows": 0}, {"row_group_rows": 1.5}])
+                                    {"row_group_rows": 0}, {"row_group_rows": 1.5},
+                                    {"row_group_rows": ()}, {"row_group_rows": (16, 0)},
+                                    {"row_group_rows": (2, True)}, {"row_group_rows": [2, 4]}])
 def test_write_derived_refuses_odd_arguments(store, kwargs):
     seeded(store)
     before = state_of(store)
@@ -65,6 +68,19 @@ def test_write_derived_still_lands_a_derived_table(store):
     store.commit(lambda w: w.write_derived("projections/mine", pl.DataFrame({"x": [1, 2]}),
                                            replace=True), operation="mine")
     assert store.derived("projections/mine", pl.Schema({"x": pl.Int64})).collect().height == 2
+
+
+def test_write_derived_lands_the_row_groups_asked_for(store):
+    """Row groups of the sizes given, the last size repeated for the rest."""
+    seeded(store)
+    rows = pl.DataFrame({"x": list(range(50))})
+    store.commit(lambda w: w.write_derived("projections/mine", rows, replace=True,
+                                           row_group_rows=(4, 8, 16)), operation="mine")
+    [part] = store.pinned().partitions("projections/mine")
+    meta = pq.ParquetFile(store.path / part.path).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [4, 8, 16, 16, 6]
+    got = store.derived("projections/mine", pl.Schema({"x": pl.Int64})).collect()
+    assert got.equals(rows)
 
 
 @pytest.mark.parametrize("name,value", [

@@ -164,7 +164,7 @@ def _stage_leaders(commit: Commit, view: StoreView, changed: pl.DataFrame,
     leaders = pl.concat([entries, leaders.filter(pl.col("floor"))], how="vertical").sort(
         "_i").drop("_i")
     commit.write_derived(digest_leaders.LEADERS, leaders, replace=True,
-                         row_group_rows=digest_leaders.LEADERS_GROUP_ROWS)
+                         row_group_rows=digest_leaders.group_sizes(leaders))
     return visited + n
 
 
@@ -199,8 +199,9 @@ def stage_rebuild(commit: Commit, view: StoreView, keep: dict[str, Any] | None =
     commit.write_derived(digest_aggregates.ARCHIVE_TABLE,
                          digest_aggregates.archive_rows(None, aggregates.filter(is_archive)),
                          replace=True, row_group_rows=digest_aggregates.ARCHIVE_GROUP_ROWS)
-    commit.write_derived(digest_leaders.LEADERS, digest_leaders.leaders_of(candidates), replace=True,
-                         row_group_rows=digest_leaders.LEADERS_GROUP_ROWS)
+    leaders = digest_leaders.leaders_of(candidates)
+    commit.write_derived(digest_leaders.LEADERS, leaders, replace=True,
+                         row_group_rows=digest_leaders.group_sizes(leaders))
     commit.set_watermark(digest_capsules.WATERMARK, top)
     commit.set_watermark(digest_subset.SUBSET_MARK, top)
     return job_report(visited, visited, rows.height)

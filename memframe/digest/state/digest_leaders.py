@@ -32,7 +32,9 @@ LEADERS = "projections/text/digest_leaders"
 #: rows kept per list (a digest with N above it reads the state's row groups instead)
 LEADERS_K = 256
 LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
-#: rows per row group: a digest reads a list's first groups, until its first N are certain
+#: rows in a list's first row group: a digest reads a list's first groups, until its first
+#: N are certain; the next groups double (16, 16, 32, 64...), so a list of `LEADERS_K`
+#: rows is 5 groups, not 16, to write every cycle and to read whole
 LEADERS_GROUP_ROWS = 16
 ORDERS: dict[str, tuple[list[str], list[bool]]] = {
     "newest": (["seq"], [True]),
@@ -90,6 +92,26 @@ def _list_rows(rows: pl.DataFrame, order: str, floor: pl.DataFrame) -> pl.DataFr
             pl.lit(None, dtype=pl.Int64).alias(KEY), pl.lit(True).alias("floor")),
     ], how="vertical")
     return tagged.select(pl.lit(order).alias("list"), pl.all()).select(list(LEADERS_SCHEMA))
+
+
+def group_sizes(leaders: pl.DataFrame) -> tuple[int, ...]:
+    """The row groups of a leaders table (`memframe.store.tables.write_part`): per list,
+    in the order stored, ``LEADERS_GROUP_ROWS`` rows, then each group as large as the
+    list's groups before it (16, 16, 32, 64...): no group holds rows of two lists, and a
+    list's first rows are in its small groups.
+
+    Examples:
+        >>> t = pl.DataFrame({"list": ["newest"] * 40 + ["recalled"] * 3})
+        >>> group_sizes(t)
+        (16, 16, 8, 3)
+    """
+    sizes: list[int] = []
+    for length in leaders.get_column("list").rle().struct.field("len").to_list():
+        done = 0
+        while done < length:  # each group as large as the list's groups before it
+            sizes.append(min(max(LEADERS_GROUP_ROWS, done), length - done))
+            done += sizes[-1]
+    return tuple(sizes) or (LEADERS_GROUP_ROWS,)
 
 
 def leaders_of(rows: pl.DataFrame, k: int | None = None) -> pl.DataFrame:
