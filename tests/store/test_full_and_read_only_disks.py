@@ -65,12 +65,14 @@ def disk(tmp_path) -> Iterator[Path]:
 def filled(mnt: Path, leave: int) -> Iterator[None]:
     """The disk filled up to ``leave`` free bytes for the block, then space returns."""
     filler = mnt / f"filler-{uuid.uuid4().hex}"
-    with open(filler, "wb") as fh:
+    # unbuffered: every write fills or fails inside the loop, and closing the file has
+    # nothing left to flush (a buffered tail raised "no space" at close, depending on how
+    # the free space fell against the chunk size)
+    with open(filler, "wb", buffering=0) as fh:
         chunk = b"\0" * 65536
         with contextlib.suppress(OSError):
             while True:
                 fh.write(chunk)
-                fh.flush()
     size = filler.stat().st_size
     os.truncate(filler, max(0, size - leave))
     try:
