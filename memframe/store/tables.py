@@ -33,12 +33,13 @@ _NO_STATISTICS = {"content", "summary", "reason", "detail", "term"}
 # be thrown away, so they are written plain.
 _NO_DICTIONARY = {"id", "content", "source_hash", "chained_hash", "subject"}
 ROW_GROUP_ROWS = 64 * 1024
-#: partitions of fewer rows, or in row groups of fewer rows than ``COMPRESS_FROM_GROUP``,
-#: are written uncompressed: zstd over a few values a column chunk costs more time than it
-#: saves bytes (a one-row capsule part: 0.44 ms and 4.8 KB compressed, 0.18 ms and 4.6 KB
-#: not; the digest leaders' 16-row groups: 12.5 ms and 86 KB, 4.5 ms and 82 KB). From 64
-#: rows a group it pays: a 10M-row run in 64-row groups is 230 MB compressed, 380 MB not.
-COMPRESS_FROM_ROWS = 128
+#: partitions of fewer bytes (in memory), or in row groups of fewer rows than
+#: ``COMPRESS_FROM_GROUP``, are written uncompressed: zstd over a few values a column chunk
+#: costs more time than it saves bytes (a one-row capsule part: 0.44 ms and 4.8 KB
+#: compressed, 0.18 ms and 4.6 KB not; the digest leaders' 16-row groups of short text:
+#: 12.5 ms and 86 KB, 4.5 ms and 82 KB). Past that it pays: 40 capsules of 2 KB text are
+#: half the size compressed, and a 10M-row run in 64-row groups is 230 MB, 380 MB not.
+COMPRESS_FROM_BYTES = 16 * 1024
 COMPRESS_FROM_GROUP = 32
 #: rows converted to Arrow at a time when a partition is written (whole row groups)
 WRITE_ROWS = 256 * 1024
@@ -136,7 +137,8 @@ def write_part(
             table.schema,
             write_statistics=stats,
             use_dictionary=[n for n in table.column_names if n not in _NO_DICTIONARY],
-            compression=codec(frame.height, min(sizes)),
+            compression=codec(int(frame.estimated_size()) if isinstance(frame, pl.DataFrame)
+                              else COMPRESS_FROM_BYTES, min(sizes)),
         ) as writer:
             writer.write_table(table, row_group_size=group)
             for first, length, group in pieces[1:]:
@@ -150,14 +152,15 @@ def write_part(
     return Part(path=relpath, rows=frame.height, seq_lo=seq_lo, seq_hi=seq_hi)
 
 
-def codec(rows: int, row_group_rows: int) -> str:
-    """The compression of a partition of ``rows`` rows in groups of ``row_group_rows``.
+def codec(nbytes: int, row_group_rows: int) -> str:
+    """The compression of a partition of ``nbytes`` bytes in memory (`DataFrame.estimated_size`)
+    in row groups of ``row_group_rows``.
 
     Examples:
-        >>> codec(1, ROW_GROUP_ROWS), codec(300, 16), codec(300, 64), codec(300, 4_096)
-        ('none', 'none', 'zstd', 'zstd')
+        >>> codec(300, ROW_GROUP_ROWS), codec(1 << 20, 16), codec(1 << 20, 64)
+        ('none', 'none', 'zstd')
     """
-    small = rows < COMPRESS_FROM_ROWS or row_group_rows < COMPRESS_FROM_GROUP
+    small = nbytes < COMPRESS_FROM_BYTES or row_group_rows < COMPRESS_FROM_GROUP
     return "none" if small else "zstd"
 
 

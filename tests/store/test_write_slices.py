@@ -22,7 +22,7 @@ def _whole(frame: pl.DataFrame, row_group_rows: int) -> bytes:
                                      if n not in tables._NO_STATISTICS],
                    use_dictionary=[n for n in table.column_names
                                    if n not in tables._NO_DICTIONARY],
-                   compression=tables.codec(frame.height, row_group_rows))
+                   compression=tables.codec(frame.estimated_size(), row_group_rows))
     return buf.getvalue()
 
 
