@@ -33,8 +33,8 @@ LEADERS = "projections/text/digest_leaders"
 LEADERS_K = 256
 LEADERS_SCHEMA = pl.Schema({**STATE_SCHEMA, "list": pl.String(), "floor": pl.Boolean()})
 #: rows in a list's first row group: a digest reads a list's first groups, until its first
-#: N are certain; the next groups double (16, 16, 32, 64...), so a list of `LEADERS_K`
-#: rows is 5 groups, not 16, to write every cycle and to read whole
+#: N are certain; the next groups double (16, 16, 32, 64...), so a full list (`LEADERS_K`
+#: rows and its floor) is 6 groups, not 17, to write every cycle and to read whole
 LEADERS_GROUP_ROWS = 16
 ORDERS: dict[str, tuple[list[str], list[bool]]] = {
     "newest": (["seq"], [True]),
