@@ -137,3 +137,39 @@ def test_append_rows_refuses_rows_it_cannot_read(store, table, rows):
     with pytest.raises(InvalidInputError):
         store.append(table, rows)
     assert state_of(store) == before
+
+
+def test_constant_columns_keep_their_type_whatever_equal_values_came_before() -> None:
+    """`constant` keeps the one-row series it repeats, keyed by value and type: values
+    equal in Python (1, 1.0, True; aware instants in two zones) must still come back in
+    the type asked, with the value given."""
+    import datetime as dt
+
+    from memframe.store.tables import constant
+
+    asked = [(1, pl.Int64), (1.0, pl.Float64), (True, pl.Boolean), (1, pl.Float64),
+             (True, pl.Int64), ("1", pl.String), (None, pl.String), (None, pl.Int64)]
+    for value, dtype in asked + asked[::-1]:
+        got = constant(value, 3, dtype)
+        assert got.dtype == dtype and got.len() == 3
+        assert got.to_list() == pl.Series([value], dtype=dtype).to_list() * 3
+    utc = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
+    paris = utc.astimezone(dt.timezone(dt.timedelta(hours=1)))
+    for moment in (utc, paris):
+        got = constant(moment, 2, pl.Datetime("ns", "UTC"))
+        assert got.to_list() == [utc, utc] and got.dtype == pl.Datetime("ns", "UTC")
+    assert constant([1, 2], 2, pl.List(pl.Int64)).to_list() == [[1, 2], [1, 2]]  # unhashable
+
+
+def test_validation_puts_columns_in_the_table_order() -> None:
+    import datetime as dt
+
+    from memframe.schema import table_schema, validate_frame
+
+    schema = table_schema("pins")
+    row = {"seq": 1, "at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "capsule_id": "cap-1",
+           "pinned": True, "reason": "keep", "actor": "me"}
+    full = pl.DataFrame([{c: row.get(c) for c in schema}], schema=schema)
+    shuffled = full.select(list(reversed(full.columns)))
+    assert validate_frame("pins", shuffled).columns == list(schema)
+    assert validate_frame("pins", full).equals(full)
