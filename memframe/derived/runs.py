@@ -293,15 +293,20 @@ class SortedRuns:
         return rows.filter(_lex(self.order, done, strict=True, above=True))
 
     def read(self, view: StoreView, plan: Plan, values: Sequence[Any]) -> pl.DataFrame:
-        """The rows whose lookup column is in ``values``, reading exactly ``plan``'s groups."""
+        """The rows whose lookup column is in ``values``, reading exactly ``plan``'s groups
+        (each filtered as it is read: a scattered lookup keeps its rows, not its groups')."""
         cursors = dict(plan.cursors)
-        pieces = [self._unmerged(part, view.read_row_groups(part, groups, self.schema),
-                                 cursors)
-                  for part, groups in plan.groups]
+        wanted = pl.col(self.column).is_in(
+            pl.Series(sorted(set(values)), dtype=self.schema[self.column]).implode())
+        pieces = []
+        for part, groups in plan.groups:
+            done = cursors.get(part.path)
+            where = wanted if done is None else wanted & _lex(self.order, done, strict=True,
+                                                              above=True)
+            pieces.append(view.read_row_groups(part, groups, self.schema, where))
         if not pieces:
             return empty_of(self.schema)
-        wanted = pl.Series(sorted(set(values)), dtype=self.schema[self.column])
-        return pl.concat(pieces).filter(pl.col(self.column).is_in(wanted.implode()))
+        return pl.concat(pieces)
 
     def lookup(self, view: StoreView, values: Sequence[Any]) -> tuple[pl.DataFrame, int]:
         """Rows whose lookup column is in ``values`` and the Parquet rows read."""

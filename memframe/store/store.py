@@ -337,9 +337,11 @@ class StoreView:
         return mins, maxs, counts
 
     def read_row_groups(self, partition: Partition, groups: Sequence[int],
-                        schema: pl.Schema) -> pl.DataFrame:
-        """The given row groups of one partition, as ``schema``'s columns."""
-        return tables.read_row_groups(self._here([partition]), partition, groups, schema)
+                        schema: pl.Schema, where: pl.Expr | None = None) -> pl.DataFrame:
+        """The given row groups of one partition, as ``schema``'s columns; only the rows
+        ``where`` holds (None: all), filtered as each group is read."""
+        return tables.read_row_groups(self._here([partition]), partition, groups, schema,
+                                      where)
 
     def _here(self, parts: Iterable[Part]) -> Path:
         """The store's root, with ``parts`` present under it (a remote store's mirror
