@@ -111,3 +111,52 @@ def test_a_huge_unknown_id_is_named_not_echoed_whole(seeded, call):
         call(seeded)
     assert "cap-9999" in str(err.value) and len(str(err.value)) < 400
     assert seeded.generation == before  # nothing written
+
+
+GOOD = {"content": "fine", "source": "s", "anchor": "x", "project_id": "p",
+        "authority_class": "user-stated", "kind": None, "confidence": 0.9, "valid_to": None}
+#: one rule of ingest per case: the field made bad in the third row, and what the error says
+INGEST_RULES = [
+    ("content", "   ", "capsule row 2 lacks content"),
+    ("source", None, "capsule row 2 lacks source"),
+    ("anchor", "", "capsule row 2 lacks anchor"),
+    ("project_id", " ", "capsule row 2 has a blank project_id"),
+    ("authority_class", "rumour", "rumour"),
+    ("kind", "gossip", "gossip"),
+    ("confidence", 1.5, "capsule row 2 has confidence 1.5"),
+    ("valid_to", "2000-01-01T00:00:00Z", "capsule row 2 has valid_to before valid_from"),
+]
+
+
+@pytest.mark.parametrize("field,value,needle", INGEST_RULES, ids=[r[0] for r in INGEST_RULES])
+def test_ingest_checks_every_field_it_is_given_and_names_the_row(seeded, field, value, needle):
+    """Ingest checks only the fields given (the defaults of the others pass): each rule
+    still holds for a field given in a batch, and names the first bad row."""
+    rows = [dict(GOOD, content=f"fine {i}") for i in range(4)]
+    rows[2][field] = value
+    rows[3][field] = value
+    generation = seeded.generation
+    with pytest.raises(MemframeError, match=needle):
+        seeded.ingest(rows)
+    assert seeded.generation == generation
+
+
+def test_an_ingest_that_leaves_fields_out_takes_their_defaults(store):
+    [cid] = store.ingest({"content": "bare", "source": "s", "anchor": "x"})
+    row = store.table("capsules").filter(pl.col("id") == cid).collect().row(0, named=True)
+    assert (row["project_id"], row["authority_class"], row["confidence"], row["valid_to"],
+            row["instruction_taint"]) == ("default", "agent-inferred", 0.6, None, False)
+    assert store.table("classifications").collect().height == 0  # no kind given, none set
+    [kinded] = store.ingest({"content": "typed", "source": "s", "anchor": "x",
+                             "kind": "decision"})
+    got = store.table("classifications").collect()
+    assert got.select("capsule_id", "kind").rows() == [(kinded, "decision")]
+
+
+def test_the_first_broken_rule_is_the_one_named(seeded):
+    """Several rules broken at once: the mandatory fields come first, in their order."""
+    row = dict(GOOD, source=" ", anchor=" ", project_id=" ", confidence=7.0)
+    with pytest.raises(MemframeError, match="capsule row 0 lacks source, anchor"):
+        seeded.ingest(row)
+    with pytest.raises(MemframeError, match="blank project_id"):
+        seeded.ingest(dict(row, source="s", anchor="a"))
