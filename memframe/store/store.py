@@ -1075,8 +1075,12 @@ class Store(StoreView):
             for future in done:
                 future.result()  # re-raise the first failure of a write
 
-        # a table that already has parts has a durable directory entry in the root
-        known_dirs = {root / t for t, parts in snap.tables.items() if parts}
+        def known_dir(directory: Path) -> bool:
+            # a table that already has parts has a durable directory entry in the root
+            # (asked of the few directories a commit wrote in, not built for every table)
+            return directory != root and bool(
+                snap.tables.get(directory.relative_to(root).as_posix()))
+
         with log_module.storage_errors(root, f"memframe could not commit {op}"), \
                 self._log.writing():
             try:
@@ -1109,7 +1113,7 @@ class Store(StoreView):
                 settle()
                 synced = {p.parent for p in written}
                 # a directory this commit made is an entry in its parent: sync up to the root
-                for directory in [d for d in synced if d not in known_dirs]:
+                for directory in [d for d in synced if not known_dir(d)]:
                     while directory != root and directory.parent not in synced:
                         directory = directory.parent
                         synced.add(directory)
