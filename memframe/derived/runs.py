@@ -288,9 +288,10 @@ class SortedRuns:
     def _unmerged(self, part: Partition, rows: pl.DataFrame,
                   cursors: dict[str, tuple[Any, ...]]) -> pl.DataFrame:
         done = cursors.get(part.path)
-        if done is None:
-            return rows
-        return rows.filter(_lex(self.order, done, strict=True, above=True))
+        return rows if done is None else rows.filter(self._unmerged_expr(done))
+
+    def _unmerged_expr(self, done: tuple[Any, ...]) -> pl.Expr:
+        return _lex(self.order, done, strict=True, above=True)  # rows past a merge's cursor
 
     def read(self, view: StoreView, plan: Plan, values: Sequence[Any]) -> pl.DataFrame:
         """The rows whose lookup column is in ``values``, reading exactly ``plan``'s groups
@@ -298,15 +299,10 @@ class SortedRuns:
         cursors = dict(plan.cursors)
         wanted = pl.col(self.column).is_in(
             pl.Series(sorted(set(values)), dtype=self.schema[self.column]).implode())
-        pieces = []
-        for part, groups in plan.groups:
-            done = cursors.get(part.path)
-            where = wanted if done is None else wanted & _lex(self.order, done, strict=True,
-                                                              above=True)
-            pieces.append(view.read_row_groups(part, groups, self.schema, where))
-        if not pieces:
-            return empty_of(self.schema)
-        return pl.concat(pieces)
+        pieces = [view.read_row_groups(part, groups, self.schema, wanted if part.path not in
+                                       cursors else wanted & self._unmerged_expr(cursors[part.path]))
+                  for part, groups in plan.groups]
+        return pl.concat(pieces) if pieces else empty_of(self.schema)
 
     def lookup(self, view: StoreView, values: Sequence[Any]) -> tuple[pl.DataFrame, int]:
         """Rows whose lookup column is in ``values`` and the Parquet rows read."""
