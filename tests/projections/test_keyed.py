@@ -35,10 +35,13 @@ writes = st.lists(st.lists(st.tuples(st.integers(0, 12), st.text("abc", max_size
                            min_size=1, max_size=6), min_size=1, max_size=14)
 
 
+@pytest.mark.parametrize("each", [False, True], ids=["one-filter", "filter-per-group"])
 @pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny-tiers"])
-def test_stored_rows_are_the_last_write_of_each_key(tiny):
+def test_stored_rows_are_the_last_write_of_each_key(tiny, each):
     """Put batches of rows (a key at most once per batch), with merges a chunk at a time:
-    every key reads back as its last write, by lookup and in full, at every step."""
+    every key reads back as its last write, by lookup and in full, at every step. A
+    lookup filters its pieces once, or each group as it reads it (a large read: here
+    every read, so that path meets merges in progress too)."""
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
     @given(batches=writes)
     def law(batches):
@@ -64,4 +67,5 @@ def test_stored_rows_are_the_last_write_of_each_key(tiny):
         if tiny:
             mp.setattr(runs, "TIER_RUNS", 2)
             mp.setattr(runs, "BASE_RUN", 2)
+        mp.setattr(runs, "FILTER_EACH_FROM_ROWS", 0 if each else 1 << 62)
         law()

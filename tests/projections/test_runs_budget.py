@@ -84,14 +84,18 @@ def _assert_exact(store: mf.Store) -> None:
     assert {k: v for k, v in summed.items() if v} == _forgotten_model(store)
     dead, _ = forgotten.FORGOTTEN_MEMBERS.read_all(view)
     assert dead["num"].is_unique().all()
-    # lookups (planned from the footers, merge cursors applied) agree with the model
+    # lookups (planned from the footers, merge cursors applied) agree with the model,
+    # filtering their pieces once or each group as it is read (a large read's way)
     some = sorted(model["conversation_id"].unique().to_list())[::7]
-    rows, _ = forgotten.MEMBERS_BY_CONVERSATION.lookup(view, some)
-    assert rows.sort("num").equals(model.filter(pl.col("conversation_id").is_in(some))
-                                   .select(rows.columns))
     nums = model["num"].to_list()[::5]
-    rows, _ = forgotten.MEMBERS.lookup(view, nums)
-    assert rows.sort("num").equals(model.filter(pl.col("num").is_in(nums)))
+    for each in (1 << 62, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(runs, "FILTER_EACH_FROM_ROWS", each)
+            rows, _ = forgotten.MEMBERS_BY_CONVERSATION.lookup(view, some)
+            assert rows.sort("num").equals(model.filter(pl.col("conversation_id").is_in(some))
+                                           .select(rows.columns))
+            rows, _ = forgotten.MEMBERS.lookup(view, nums)
+            assert rows.sort("num").equals(model.filter(pl.col("num").is_in(nums)))
 
 
 def _merging(store: mf.Store) -> int:

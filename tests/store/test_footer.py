@@ -193,3 +193,25 @@ def test_a_warm_digest_process_loads_no_pyarrow_numpy_networkx_or_pandera(tmp_pa
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == "[]", run.stdout[-300:]
+
+
+@pytest.mark.parametrize("reader", ["pyarrow", "polars"])
+def test_row_groups_read_with_a_filter_keep_the_rows_it_holds(tmp_path: Path, reader: str):
+    """`tables._read_groups` filters each group as it reads it (a large keyed read keeps
+    its rows, not its groups'): through pyarrow (its footer, few groups) and through
+    Polars (a decoded footer, a slice per run of groups) alike, in the order asked."""
+    from memframe.store import tables
+    from memframe.store.footer import read_footer
+
+    path = tmp_path / "part.parquet"
+    frame = pl.DataFrame({"k": list(range(100)), "v": [f"v{i}" for i in range(100)]})
+    pq.write_table(frame.to_arrow(), path, row_group_size=10)
+    meta = pq.ParquetFile(path).metadata if reader == "pyarrow" else read_footer(path)
+    assert meta is not None
+    groups, counts = [7, 2, 3, 9], [10] * 10
+    where = pl.col("k").is_in([21, 25, 33, 34, 71, 95, 96])
+    got = tables._read_groups(path, meta, groups, ["k", "v"], counts, where)
+    assert got.get_column("k").to_list() == [71, 21, 25, 33, 34, 95, 96]
+    assert got.get_column("v").to_list() == ["v71", "v21", "v25", "v33", "v34", "v95", "v96"]
+    whole = tables._read_groups(path, meta, groups, ["k", "v"], counts)
+    assert whole.height == 40 and whole.filter(where).equals(got)
