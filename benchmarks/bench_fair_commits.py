@@ -232,6 +232,13 @@ def _worker(args: argparse.Namespace) -> None:
     print(json.dumps({"idle": idle, "loaded": loaded, "failures": failures, "tries": tries,
                       "quiet_rate": rate([quiet]), "busy_rate": rate(busy),
                       "op_rates": {op: rate(w) for op, w in per_op.items()},
+                      # the whole stretch of an operation's rounds, the gaps between them
+                      # included (its setup, Python): a commit that waited for an operation
+                      # lands just after its window, and counts here
+                      "op_span_rates": {op: rate([(w[0][0], w[-1][1])])
+                                        for op, w in per_op.items() if w},
+                      "op_duty": {op: sum(b - a for a, b in w) / (w[-1][1] - w[0][0])
+                                  for op, w in per_op.items() if w and w[-1][1] > w[0][0]},
                       "op_quiet_rates": {op: rate(quiet_windows[op]) for op in per_op},
                       "op_counts": {op: count(w) for op, w in per_op.items()},
                       "quiet_beside": rate([w for op in per_op for w in quiet_windows[op]]),
@@ -328,6 +335,11 @@ def main() -> None:
             else:
                 print("  while each runs: " + ", ".join(
                     f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
+            if r.get("op_span_rates"):
+                print("  over each operation's rounds, gaps included (share of the time it "
+                      "ran): " + ", ".join(
+                          f"{op} {rate:.1f} ({r['op_duty'].get(op, float('nan')):.0%})"
+                          for op, rate in r["op_span_rates"].items()))
             if CONTROL in r.get("op_rates", {}) and args.gap:
                 alone = r["op_quiet_rates"][CONTROL]
                 print(f"  control, a CPU loop of {r['loaded'][CONTROL]:.3f} s touching no "
