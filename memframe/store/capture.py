@@ -649,7 +649,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     for name, any_blank in zip(mandatory, blank_any, strict=True):
         if any_blank:
             row = _first_bad(frame.select(_blank(name)).to_series())
-            missing_here = [k for k in ("content", "source", "anchor")
+            missing_here = [k for k in mandatory
                             if (frame[k].cast(pl.String).fill_null("")[row].strip() == "")]
             raise InvalidInputError(
                 f"capsule row {row} lacks {', '.join(missing_here)}: content, source and anchor "
@@ -676,19 +676,17 @@ def ingest(c: Commit, rows: Any) -> list[str]:
         return col.fill_null(default) if default is not None else col
 
     project = text("project_id", DEFAULT_PROJECT)
-    blank_project = (project.str.strip_chars() == "") if "project_id" in supplied else None
-    if blank_project is not None and blank_project.any():
+    if "project_id" in supplied and (blank := project.str.strip_chars() == "").any():
         raise InvalidInputError(
-            f"capsule row {_first_bad(blank_project)} has a blank project_id; omit it for "
+            f"capsule row {_first_bad(blank)} has a blank project_id; omit it for "
             f"{DEFAULT_PROJECT!r} or name a project such as 'team/api'"
         )
     authority = text("authority_class", DEFAULT_AUTHORITY)
-    bad = ~authority.is_in(S.AUTHORITY_CLASSES) if "authority_class" in supplied else None
-    if bad is not None and bad.any():
+    if "authority_class" in supplied and (bad := ~authority.is_in(S.AUTHORITY_CLASSES)).any():
         raise _vocab_error("authority_class", authority[_first_bad(bad)], S.AUTHORITY_CLASSES)
     kind = text("kind", None)
-    bad = (kind.is_not_null() & ~kind.is_in(S.CLASSIFICATION_KINDS)) if "kind" in supplied else None
-    if bad is not None and bad.any():
+    if "kind" in supplied and (
+            bad := kind.is_not_null() & ~kind.is_in(S.CLASSIFICATION_KINDS)).any():
         raise _vocab_error("kind", kind[_first_bad(bad)], S.CLASSIFICATION_KINDS)
     if "confidence" in frame.columns:
         if not frame["confidence"].dtype.is_numeric() and frame["confidence"].dtype != pl.Null:
@@ -704,8 +702,7 @@ def ingest(c: Commit, rows: Any) -> list[str]:
             )
     else:
         confidence = constant(DEFAULT_CONFIDENCE, n, pl.Float64)
-    bad = (valid_to.is_not_null() & (valid_to < valid_from)) if "valid_to" in supplied else None
-    if bad is not None and bad.any():
+    if "valid_to" in supplied and (bad := valid_to.is_not_null() & (valid_to < valid_from)).any():
         raise InvalidInputError(
             f"capsule row {_first_bad(bad)} has valid_to before valid_from; a capsule cannot "
             f"expire before it becomes valid"
@@ -785,9 +782,8 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     c.append("capsules", capsules)
     c.note_hashes(new_hashes, new_ids)
     c.journal_many("memory_ingest", new_ids)
-    kinds = kind.gather(take) if "kind" in supplied else None  # else none classified
-    if kinds is not None and kinds.is_not_null().any():
-        classified = kinds.is_not_null()
+    kinds = kind.gather(take)
+    if "kind" in supplied and (classified := kinds.is_not_null()).any():  # else none given
         cids = new_ids.filter(classified)
         given = kinds.filter(classified)
         append_events(c, "classifications", pl.DataFrame({"capsule_id": cids, "kind": given}),
