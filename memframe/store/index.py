@@ -102,10 +102,15 @@ class Indexes:
         assert snap is not None, "refresh(snapshot) before lookups"
         if self._synced.get(piece) == snap.generation:
             return
-        getattr(self, f"_load_{piece}")()
+        rows = self._new_rows(_PIECES[piece], _COLUMNS[piece])
+        if rows is not None:
+            getattr(self, f"_fold_{piece}")(rows)
         self._synced[piece] = snap.generation
 
-    def _new_rows(self, table: str, columns: list[str]) -> pl.DataFrame:
+    def _new_rows(self, table: str, columns: list[str]) -> pl.DataFrame | None:
+        """The rows of ``table`` above those folded already, in ``seq`` order; None when
+        there are none. A handle catches up after every other writer's commit, and most
+        (an erasure, a compaction, another table's rows) add none it folds: no frame then."""
         snap = self._snapshot
         assert snap is not None, "refresh(snapshot) before lookups"
         done = self.covered.get(table, 0)
@@ -113,10 +118,11 @@ class Indexes:
         top = max((p.seq_hi or 0 for p in snap.parts(table)), default=0)
         if not parts:
             self.covered[table] = max(done, top)
-            return pl.DataFrame(schema={c: S.table_schema(table)[c] for c in [*columns, "seq"]})
+            return None
         frame = tables.read(self.root, parts, S.table_schema(table), [*columns, "seq"])
-        self.covered[table] = max(done, top)
-        return frame.filter(pl.col("seq") > done).sort("seq")
+        self.covered[table] = max(done, top)  # (only once read: a failed read is retried)
+        fresh = frame.filter(pl.col("seq") > done).sort("seq")
+        return fresh if fresh.height else None
 
     def learn_own(self, parent: Snapshot, generation: int,
                   frames: dict[str, list[pl.DataFrame]],
@@ -146,9 +152,6 @@ class Indexes:
                 self.covered[table] = max(self.covered[table], as_int(rows["seq"].max()))
             self._synced[piece] = generation
 
-    def _load_hashes(self) -> None:
-        self._fold_hashes(self._new_rows("capsules", _COLUMNS["hashes"]))
-
     def _fold_hashes(self, rows: pl.DataFrame) -> None:
         fresh = rows.select(
             _prefix_expr("source_hash").alias("prefix"),
@@ -167,36 +170,21 @@ class Indexes:
         pairs = [(p, n) for p, nums in self._hash_tail.items() for n in nums]
         return pl.DataFrame(pairs, schema={"prefix": pl.Int64, "num": pl.Int64}, orient="row")
 
-    def _load_edges(self) -> None:
-        self._fold_edges(self._new_rows("relations", _COLUMNS["edges"]))
-
     def _fold_edges(self, fresh: pl.DataFrame) -> None:
         if fresh.height:
             self._edges.add(fresh.select(_EDGE_KEY.alias("key"))["key"])
 
-    def _load_aliases(self) -> None:
-        self._fold_aliases(self._new_rows("recall_aliases", _COLUMNS["aliases"]))
-
     def _fold_aliases(self, fresh: pl.DataFrame) -> None:
         if fresh.height:
             self._aliases.add(fresh.select(ALIAS_KEY.alias("key"))["key"])
-
-    def _load_forgets(self) -> None:
-        self._fold_forgets(self._new_rows("forgets", _COLUMNS["forgets"]))
 
     def _fold_forgets(self, fresh: pl.DataFrame) -> None:
         for cid, mode in fresh.select("capsule_id", "mode").iter_rows():
             if self._forgets.get(cid) not in ("redact", "purge"):
                 self._forgets[cid] = mode
 
-    def _load_absorbed(self) -> None:
-        self._fold_absorbed(self._new_rows("processing", _COLUMNS["absorbed"]))
-
     def _fold_absorbed(self, fresh: pl.DataFrame) -> None:
         self._absorbed.update(fresh["capsule_id"])
-
-    def _load_sessions(self) -> None:
-        self._fold_sessions(self._new_rows("brackets", _COLUMNS["sessions"]))
 
     def _fold_sessions(self, fresh: pl.DataFrame) -> None:
         for sid, event, project in fresh.select("session_id", "event", "project_id").iter_rows():
