@@ -138,7 +138,12 @@ def _worker(args: argparse.Namespace) -> None:
 
     def counted(self, *a, **k):  # noqa: ANN001, ANN202
         attempts[0] += 1
-        return land(self, *a, **k)
+        won = land(self, *a, **k)
+        linked[0] += bool(won)
+        return won
+
+    linked = [0]  # generations this process linked
+    links: dict[str, int] = {}  # per operation, over its loaded rounds
 
     mf.Store._land = counted
     tries: dict[str, list[int]] = {}
@@ -196,7 +201,9 @@ def _worker(args: argparse.Namespace) -> None:
             if op == CONTROL:
                 spin[0] = statistics.median(
                     [loaded[e] for e in ("purge", "redact") if loaded.get(e)] or spin)
+            before_links = linked[0]
             times, windows = timed(op, args.rounds, args.gap)
+            links[op] = linked[0] - before_links
             loaded[op] = statistics.median(times)
             if op != "small commit":
                 per_op[op] = windows
@@ -241,6 +248,11 @@ def _worker(args: argparse.Namespace) -> None:
                                   for op, w in per_op.items() if w and w[-1][1] > w[0][0]},
                       "op_quiet_rates": {op: rate(quiet_windows[op]) for op in per_op},
                       "op_counts": {op: count(w) for op, w in per_op.items()},
+                      # the small commits the writers did not make, per generation the
+                      # operation linked: how much each of its commits costs them (the
+                      # throughput drop is this times how often it commits)
+                      "op_cost": {op: (rate([quiet]) - rate(w)) * sum(b - a for a, b in w)
+                                  / links[op] for op, w in per_op.items() if links.get(op)},
                       "quiet_beside": rate([w for op in per_op for w in quiet_windows[op]]),
                       "merged": merged, "hook_spun": spun, "hook_idle_after": after,
                       "writer_errors": errors, "commits": len(stamps)}))
@@ -335,6 +347,10 @@ def main() -> None:
             else:
                 print("  while each runs: " + ", ".join(
                     f"{op} {rate:.1f}" for op, rate in r.get("op_rates", {}).items()))
+            if r.get("op_cost"):
+                print("  small commits the writers did not make, per generation each "
+                      "operation linked: " + ", ".join(
+                          f"{op} {cost:.2f}" for op, cost in r["op_cost"].items()))
             if r.get("op_span_rates"):
                 print("  over each operation's rounds, gaps included (share of the time it "
                       "ran): " + ", ".join(
