@@ -127,3 +127,42 @@ def test_catching_up_on_a_commit_that_added_no_rows_folds_nothing(tmp_path, monk
         first.ingest(_rows(["b"]))
     assert ("forgets", 1) in folded
     assert first.ingest(_rows(["a"])) == ["cap-1"]  # stored contents still found
+
+
+_STEP = st.tuples(st.integers(0, 1), st.sampled_from(
+    ["ingest", "ingest", "ingest", "tombstone", "purge", "compact", "vacuum"]),
+    st.integers(0, 5))
+
+
+@settings(max_examples=20, deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=14))
+def test_two_handles_interleaved_answer_as_one_store(tmp_path_factory, steps):
+    """Whatever the other handle did between a handle's commits (new contents, tombstones,
+    erasures, compactions that rewrite the parts its lookups were folded from, vacuums),
+    its lookups catch up exactly: an ingest answers the stored capsule, a new id, or the
+    refusal of a forgotten content, as one handle alone would."""
+    path = tmp_path_factory.mktemp("s") / "s"
+    handles = [mf.Store.create(path, clock=TickingClock())]
+    handles.append(mf.Store.open(path, clock=TickingClock()))
+    stored: dict[str, str] = {}  # content -> id
+    forgotten: set[str] = set()
+    for who, verb, n in steps:
+        store, text = handles[who], f"content {n}"
+        if verb == "ingest":
+            if text in forgotten:
+                with pytest.raises(mf.errors.TombstonedContentError):
+                    store.ingest(_rows([text]))
+                continue
+            stored.setdefault(text, f"cap-{len(stored) + 1}")
+            assert store.ingest(_rows([text])) == [stored[text]]
+        elif verb in ("tombstone", "purge"):
+            if text in stored and text not in forgotten:
+                store.forget(stored[text], mode=verb)
+                forgotten.add(text)
+        elif verb == "compact":
+            store.compact()
+        else:
+            store.vacuum()
+    capsules = mf.Store.open(path).table("capsules").collect()
+    assert capsules.height == len(stored)
+    assert capsules["source_hash"].n_unique() == capsules.height
