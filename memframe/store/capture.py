@@ -782,8 +782,8 @@ def ingest(c: Commit, rows: Any) -> list[str]:
     c.append("capsules", capsules)
     c.note_hashes(new_hashes, new_ids)
     c.journal_many("memory_ingest", new_ids)
-    kinds = kind.gather(take)
-    if "kind" in supplied and (classified := kinds.is_not_null()).any():  # else none given
+    if "kind" in supplied and (  # else none given: no classification row, no call
+            classified := (kinds := kind.gather(take)).is_not_null()).any():
         cids = new_ids.filter(classified)
         given = kinds.filter(classified)
         append_events(c, "classifications", pl.DataFrame({"capsule_id": cids, "kind": given}),
