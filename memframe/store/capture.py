@@ -120,6 +120,13 @@ def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
     return out
 
 
+#: the columns naming capsules in the tables an ingest stages: where a rebase that moves
+#: new capsules past a winner's renumbers their ids (`Commit.moves_past_capsules`)
+ID_COLUMNS: dict[str, tuple[str, ...]] = {
+    "capsules": ("id",), "journal": ("subject",), "classifications": ("capsule_id",),
+    "event_times": ("capsule_id",), "epistemics": ("capsule_id",)}
+
+
 class Commit:
     """Rows one generation will add, built by verbs against a pinned snapshot."""
 
@@ -163,6 +170,9 @@ class Commit:
         self.erased: set[int] = set()  # the numbers of the capsules it erases
         self._merges: set[str] = set()  # rewrites that keep every row (replace_parts)
         self._relabel: Callable[[Any, int], Any] | None = None  # see allow_rebase
+        self._moves_ids = False  # see allow_rebase
+        #: how far a rebase moved the new capsules' ids (past winners' new capsules)
+        self.capsule_shift = 0
         # staged journal rows: single rows as tuples, bulk verbs' rows as frames
         self._journal: list[tuple[datetime.datetime, str, str, str | None] | pl.DataFrame] = []
         # what this commit adds, so later verbs of one transaction see it
@@ -373,8 +383,8 @@ class Commit:
         else:
             self._merges.discard(key)
 
-    def allow_rebase(self, relabel: Callable[[Any, int], Any] | None = lambda result, _g: result
-                     ) -> None:
+    def allow_rebase(self, relabel: Callable[[Any, int], Any] | None = lambda result, _g: result,
+                     *, moves_ids: bool = False) -> None:
         """Let a lost race link what this commit staged on top of commits that only
         appended rows above its snapshot (`Log.rebase`) instead of staging it again.
 
@@ -387,8 +397,12 @@ class Commit:
         writer's lookups, which mark it read). ``relabel(result, generation)``
         gives ``fn``'s result for the generation the commit landed at instead; None
         withdraws the leave (a transaction handed its verbs' results out already).
+        ``moves_ids``: ``relabel`` also maps the result's new capsule ids through
+        `moved_id`, so new capsules may move past a winner's new capsules too
+        (`moves_past_capsules`).
         """
         self._relabel = relabel
+        self._moves_ids = moves_ids and relabel is not None
 
     @property
     def rebasable(self) -> bool:
@@ -428,6 +442,27 @@ class Commit:
                 and not self.flushed and not self.rewrites and not self.derived
                 and self.watermarks == self._seen_marks and not self._new_forgets
                 and self.sessions == int(self.snapshot.counter("sessions")))
+
+    @property
+    def moves_past_capsules(self) -> bool:
+        """Whether the commit `appends_fresh` and its new capsules may also move past
+        winners that added capsules: their ids shift up by as many as those added
+        (`moved_id`; in every row that names them), as staging after them would number
+        them, provided no winner's capsule holds one of their contents (`Store._land`
+        looks: a content stored first answers its own id, a true conflict). Only the
+        tables an ingest stages, whose capsule references are known columns
+        (`ID_COLUMNS`), and only when the result's ids are relabelled (`allow_rebase`)."""
+        return (self._moves_ids and self.appends_fresh
+                and set(self.frames) <= set(ID_COLUMNS) and "capsules" in self.frames)
+
+    def moved_id(self, capsule_id: str) -> str:
+        """``capsule_id`` as the rebase renumbered it: an id this commit issued moves up
+        by `capsule_shift`; any other id stays."""
+        if self.capsule_shift and capsule_id.startswith("cap-"):
+            number = int(capsule_id[4:])
+            if number > int(self.snapshot.counter("capsules")):
+                return f"cap-{number + self.capsule_shift}"
+        return capsule_id
 
     def relabel(self, result: Any, generation: int) -> Any:
         """``result`` for the generation the commit landed at (a rebase moves it)."""

@@ -692,7 +692,8 @@ class Log:
         return True
 
     def rebase(self, entry: Mapping[str, Any], snap: Snapshot, tables: Iterable[str], *,
-               new_capsules_only: bool = False) -> tuple[dict[str, Any], Snapshot] | None:
+               new_capsules_only: bool = False, capsules_move: bool = False
+               ) -> tuple[dict[str, Any], Snapshot] | None:
         """``entry`` (staged on ``snap``, lost the race) moved on top of the newest
         generation, with that generation's snapshot; None when a commit that beat it did
         more than append rows of ``tables`` above ``snap``'s last ``seq``.
@@ -707,6 +708,8 @@ class Log:
         ``new_capsules_only``: the entry appends new capsules that read nothing stored but
         the id counters (`Commit.appends_fresh`), so the commits that beat it may have done
         anything but add a capsule (which would take its ids or hold its contents).
+        ``capsules_move``: its ids may move past winners' new capsules too (the caller
+        checks that none holds one of its contents: `Commit.moves_past_capsules`).
         """
         allowed, top = set(tables), int(snap.counter("seq"))
         latest = self.latest_generation(known=snap.generation)
@@ -715,7 +718,8 @@ class Log:
             won = self.read_entry(g)
             after = base.apply(won)
             if new_capsules_only:
-                conflict = after.counter("capsules") != snap.counter("capsules")
+                conflict = (not capsules_move
+                            and after.counter("capsules") != snap.counter("capsules"))
             else:
                 conflict = bool(
                     won.get("remove") or won.get("erases") or won.get("compaction")

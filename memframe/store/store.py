@@ -1018,6 +1018,10 @@ class Store(StoreView):
             ``new``'s chain tail (written again: a part's file holds its rows' seqs)."""
             shift = int(new.counter("seq")) - int(old.counter("seq"))
             audit_shift = int(new.counter("audit_seq")) - int(old.counter("audit_seq"))
+            # new capsules moved past winners' new capsules take the ids after theirs
+            above = int(old.counter("capsules"))
+            id_shift = int(new.counter("capsules")) - above if movable else 0
+            commit.capsule_shift += id_shift
             # ids this commit issued, on top of the newer generation's (the commits it is
             # moved past issued none of the kind it issued: `Log.rebase`)
             ids = {name: int(new.counter(name)) + int(staged["counters"][name])
@@ -1032,6 +1036,10 @@ class Store(StoreView):
                 renumbered: dict[str, list[pl.DataFrame]] = {}
                 for n, (table, path, frame) in sorted(appended.items()):
                     frame = frame.with_columns(pl.col("seq") + shift)
+                    if id_shift:
+                        frame = frame.with_columns(
+                            _moved_ids(column, above, id_shift)
+                            for column in capture.ID_COLUMNS[table])
                     if table == "journal":
                         frame = frame.with_columns(pl.col("audit_seq") + audit_shift)
                         hashes = capture.chain_hashes(prev, journal_lines(frame))
@@ -1167,6 +1175,7 @@ class Store(StoreView):
                 base = snap
                 hops = 0  # renumbered rebases (each writes its own rows again)
                 fresh_rows = commit.appends_fresh
+                movable = fresh_rows and commit.moves_past_capsules
                 while not won and not self._deferred and (
                         commit.rebasable or ((commit.renumberable or fresh_rows)
                                              and hops < _RENUMBER_HOPS)):
@@ -1174,8 +1183,11 @@ class Store(StoreView):
                     # (an erasure's own rows renumbered past theirs); new capsules are
                     # renumbered past any commit that added none (`Commit.appends_fresh`)
                     moved = self._log.rebase(entry, base, S.CANONICAL_TABLES,
-                                             new_capsules_only=fresh_rows)
-                    if moved is None:
+                                             new_capsules_only=fresh_rows,
+                                             capsules_move=movable)
+                    if moved is None or (
+                            movable and moved[1].counter("capsules") != base.counter("capsules")
+                            and self._contents_taken(commit, moved[1])):
                         break  # a true conflict: stage again on the newer generation
                     if not commit.rebasable:
                         hops += 1
@@ -1221,6 +1233,18 @@ class Store(StoreView):
                 self._log.write_checkpoint(self._snap)
         return True
 
+    def _contents_taken(self, commit: capture.Commit, snap: Snapshot) -> bool:
+        """Whether a capsule stored at ``snap`` holds a content ``commit`` adds as new
+        (then staging after it would answer that capsule's id: a true conflict). The
+        lookup reads the winners' new capsules, as this handle's next lookup would; a
+        read that fails counts as a conflict (staging again reports it properly)."""
+        hashes = pl.concat([f["source_hash"] for f in commit.frames["capsules"]])
+        try:
+            self._indexes.refresh(snap)
+            return bool(self._indexes.capsules_for_hashes(hashes).is_not_null().any())
+        except (OSError, MemframeError, pl.exceptions.PolarsError):
+            return True
+
     def history(self) -> pl.DataFrame:
         """One row per generation of the log: ``generation``, ``operation``, ``verbs``,
         ``committed_at`` (UTC) and the ``seq`` range it wrote (``seq_first``, ``seq_last``;
@@ -1262,7 +1286,7 @@ class Store(StoreView):
         def ingest(c: capture.Commit) -> list[str]:
             # new capsules that lost to a commit adding none (an erasure, the cycle) are
             # renumbered past it instead of staged again (`Commit.appends_fresh`)
-            c.allow_rebase()
+            c.allow_rebase(lambda ids, _g: [c.moved_id(i) for i in ids], moves_ids=True)
             return capture.ingest(c, rows)
 
         return self.commit(ingest, operation="ingest")
@@ -2024,6 +2048,13 @@ def _bound(view: StoreView, point: Any, what: str) -> StoreView:
         return view.at(point)
     raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
                             f"(store.at(g)); got {point!r:.60}")
+
+
+def _moved_ids(column: str, above: int, by: int) -> pl.Expr:
+    """``column`` with every capsule id numbered above ``above`` moved up by ``by``."""
+    number = pl.col(column).str.strip_prefix("cap-").cast(pl.Int64, strict=False)
+    return (pl.when(pl.col(column).str.starts_with("cap-") & (number > above))
+            .then(pl.format("cap-{}", number + by)).otherwise(pl.col(column)).alias(column))
 
 
 def _staged_by(fn: Callable[[capture.Commit], Any], commit: capture.Commit) -> Any:

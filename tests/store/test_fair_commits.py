@@ -687,14 +687,61 @@ def test_new_capsules_beaten_by_commits_that_add_none_renumber_and_link(
     _reads_as_staged_last(store, tmp_path)
 
 
-def test_new_capsules_beaten_by_new_capsules_stage_again(tmp_path, monkeypatch, tickets):
-    """Another ingest takes the ids and may hold the same text: a true conflict."""
-    store, stagings, ids, _ = _fresh_ingest_beaten_by(
-        tmp_path, monkeypatch, lambda o, _k: o.ingest(
-            {"content": "new text 1", "source": "s", "anchor": "theirs"}))
+def test_new_capsules_beaten_by_their_own_text_stage_again(tmp_path, monkeypatch, tickets):
+    """Another ingest stored one of the texts first: it answers that text with its id (a
+    true conflict), so the ingest stages again, even after a hop it moved past."""
+    def win(o, k):  # noqa: ANN001, ANN202
+        o.ingest({"content": "other text" if k == 1 else "new text 1", "source": "s",
+                  "anchor": "theirs"})
+
+    store, stagings, ids, _ = _fresh_ingest_beaten_by(tmp_path, monkeypatch, win, 2)
     assert stagings == 2
-    assert ids == ["cap-52", "cap-51", "cap-53"]  # their cap-51 answers the same text
+    assert ids == ["cap-53", "cap-52", "cap-54"]  # their cap-52 answers the same text
     _reads_as_staged_last(store, tmp_path)
+
+
+@pytest.mark.parametrize("winners", [("ingest",), ("ingest", "purge"), ("bulk", "ingest")])
+def test_new_capsules_beaten_by_other_new_capsules_move_past_them(tmp_path, monkeypatch,
+                                                                   tickets, winners):
+    """Two writers that both add capsules no longer stage each other's commits again: an
+    ingest of new text that lost to commits adding other new capsules takes the ids after
+    theirs (in its capsules, its kind, event time and journal rows, and the ids it
+    returns), moves its seqs past theirs and links, staged once. The store reads as if
+    it had been staged last, and the handle's lookups know both sides' texts."""
+    def win(o, k):  # noqa: ANN001, ANN202
+        verb = winners[k - 1]
+        if verb == "ingest":
+            o.ingest({"content": f"theirs {k}", "source": "s", "anchor": "t", "kind": "task"})
+        elif verb == "bulk":
+            o.ingest([{"content": f"bulk {i}", "source": "s", "anchor": "b"} for i in range(5)])
+        else:
+            o.forget("cap-9", mode="purge")
+
+    store, stagings, ids, links = _fresh_ingest_beaten_by(tmp_path, monkeypatch, win,
+                                                          len(winners))
+    added = 5 * winners.count("bulk") + winners.count("ingest")
+    assert stagings == 1 and links == len(winners) + 1 and tickets == []
+    assert ids == [f"cap-{51 + added + i}" for i in range(3)]
+    entry = store._log.read_entry(store.generation)
+    assert entry["operation"] == "ingest" and entry["counters"]["capsules"] == 53 + added
+    caps = store.table("capsules").collect()
+    assert caps.filter(pl.col("anchor") == "mine").sort("seq")["id"].to_list() == ids
+    assert caps["id"].is_unique().all() and caps.height == 53 + added
+    state = store.capsule_state().collect().filter(pl.col("id").is_in(ids))
+    assert state["kind"].to_list() == ["decision"] * 3
+    assert state["conversation_id"].to_list() == ["conv-mine"] * 3
+    times = store.table("event_times").collect()
+    assert sorted(times["capsule_id"]) == sorted(ids)
+    journal = store.table("journal").filter(pl.col("action") == "memory_ingest").collect()
+    assert set(ids) <= set(journal["subject"])
+    assert journal["subject"].is_unique().all()
+    _reads_as_staged_last(store, tmp_path)
+    # the handle's lookups hold both sides' texts under their stored ids
+    assert store.ingest({"content": "new text 2", "source": "s", "anchor": "m"}) == [ids[2]]
+    if "ingest" in winners:
+        k = winners.index("ingest") + 1
+        theirs = caps.filter(pl.col("content") == f"theirs {k}")["id"].to_list()
+        assert store.ingest({"content": f"theirs {k}", "source": "s", "anchor": "m"}) == theirs
 
 
 def test_an_ingest_that_found_stored_text_stages_again_after_an_erasure(tmp_path, monkeypatch,
