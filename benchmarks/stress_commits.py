@@ -67,22 +67,21 @@ REFUSED = {"UnknownCapsuleError", "InvalidInputError", "DuplicateRelationError",
            "TombstonedContentError"}
 VERBS = ["ingest", "shared", "purge", "redact", "tombstone", "recall", "relate", "compact",
          "cycle", "vacuum"]
-done, errors, n = {}, [], 0
+done, errors, n, answers = {}, [], 0, []
 while time.time() < until:
     n += 1
     verb = rng.choices(VERBS, [30, 10, 5, 5, 5, 15, 10, 4, 6, 3])[0]
     top = max(1, int(store.counters.get("capsules", 0) or 1))
     cap = f"cap-{rng.randint(1, top)}"
     try:
-        if verb == "ingest":
-            store.ingest([{"content": f"w{seed} {n} {k}", "source": "s", "anchor": f"{seed}-{n}",
-                           "project_id": rng.choice(["p", "q"])}
-                          for k in range(rng.choice([1, 1, 1, 3, 12]))])
-        elif verb == "shared":
-            store.ingest([{"content": rng.choice([f"shared {rng.randint(0, 40)}",
-                                                  f"seed {rng.randint(0, 199)}",
-                                                  f"w{seed} {n} new {k}"]),
-                           "source": "s", "anchor": "x"} for k in range(rng.randint(1, 3))])
+        if verb in ("ingest", "shared"):
+            texts = ([f"w{seed} {n} {k}" for k in range(rng.choice([1, 1, 1, 3, 12]))]
+                     if verb == "ingest" else
+                     [rng.choice([f"shared {rng.randint(0, 40)}", f"seed {rng.randint(0, 199)}",
+                                  f"w{seed} {n} new {k}"]) for k in range(rng.randint(1, 3))])
+            ids = store.ingest([{"content": t, "source": "s", "anchor": f"{seed}-{n}",
+                                 "project_id": rng.choice(["p", "q"])} for t in texts])
+            answers.extend(zip(texts, ids))  # checked at the end: the id holds the text
         elif verb in ("purge", "redact", "tombstone"):
             store.forget(cap, mode=verb)
         elif verb == "recall":
@@ -104,6 +103,7 @@ while time.time() < until:
         errors.append(f"{verb}: raw {type(exc).__name__}: {str(exc)[:200]}")
 print(json.dumps({"done": done, "rebased": rebased, "errors": errors[:10],
                   "n_errors": len(errors)}))
+print(json.dumps(answers))
 '''
 
 READER = r'''
@@ -143,9 +143,12 @@ def main(argv: list[str] | None = None) -> int:
                              "merge them first (16 by default; small: it merges most times)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    import polars as pl
+
     import memframe as mf
     from memframe.schema import CANONICAL_TABLES
     from memframe.store import tables
+    from memframe.text import sha256_hex
 
     path = Path(tempfile.mkdtemp(prefix="memframe-stress-")) / "s"
     store = mf.Store.create(path)
@@ -160,7 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     procs.append(subprocess.Popen([sys.executable, "-c", READER, str(path), str(until),
                                    str(ROOT)], stdout=subprocess.PIPE, text=True))
     failures: list[str] = []
-    for proc in procs:
+    answers: list[tuple[str, str]] = []  # (text, the id an ingest returned for it)
+    for proc in procs[:-1]:
+        out, _ = proc.communicate(timeout=args.seconds + 600)
+        lines = out.strip().splitlines()
+        answers += [tuple(pair) for pair in json.loads(lines.pop())] if lines else []
+        print("\n".join(lines))
+        found = json.loads(lines[-1])
+        if proc.returncode or found["n_errors"]:
+            failures.append(f"a process met errors: {found['errors'][:3]}")
+    for proc in procs[-1:]:
         out, _ = proc.communicate(timeout=args.seconds + 600)
         print(out.strip())
         found = json.loads(out.strip().splitlines()[-1])
@@ -195,6 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     check(numbers == list(range(1, caps.height + 1)) == list(
         range(1, int(store.counters["capsules"]) + 1)), "capsule ids run 1..n with the counter")
     check(bool(caps["source_hash"].is_unique().all()), "no content hash is stored twice")
+    # every id an ingest returned names the capsule holding its text (its hash: an erasure
+    # keeps it), whether the ingest staged once, moved past winners or staged again
+    said = pl.DataFrame(answers, schema={"text": pl.String, "id": pl.String}, orient="row")
+    wrong = said.with_columns(sha256_hex(said["text"]).alias("h")).join(
+        caps.select("id", "source_hash"), on="id", how="left").filter(
+        pl.col("source_hash").is_null() | (pl.col("source_hash") != pl.col("h")))
+    check(said.height > 0 and wrong.height == 0,
+          f"each of {said.height} ids the ingests returned holds its text "
+          f"({wrong.head(3).rows()})")
     store.vacuum(retention_hours=0, allow_short_retention=True)
     named = {p.path for t in store.snapshot.tables for p in store.partitions(t)}
     on_disk = {str(p.relative_to(path)) for p in path.rglob("*.parquet")}

@@ -1035,13 +1035,14 @@ class Store(StoreView):
                 place = {n: i for i, (n, _add) in enumerate(adds)}
                 renumbered: dict[str, list[pl.DataFrame]] = {}
                 for n, (table, path, frame) in sorted(appended.items()):
-                    frame = frame.with_columns(pl.col("seq") + shift)
+                    moves = [pl.col("seq") + shift]
                     if id_shift:
-                        frame = frame.with_columns(
-                            _moved_ids(column, above, id_shift)
-                            for column in capture.ID_COLUMNS[table])
+                        moves += [_moved_ids(column, above, id_shift)
+                                  for column in capture.ID_COLUMNS[table]]
                     if table == "journal":
-                        frame = frame.with_columns(pl.col("audit_seq") + audit_shift)
+                        moves.append(pl.col("audit_seq") + audit_shift)
+                    frame = frame.with_columns(moves)  # one pass over the frame
+                    if table == "journal":
                         hashes = capture.chain_hashes(prev, journal_lines(frame))
                         prev = hashes[-1]
                         frame = S.validate_frame("journal", frame.with_columns(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -108,10 +109,13 @@ def test_sigkill_at_every_durable_step_never_shows_a_half_commit(tmp_path):
 
 
 INGESTER = textwrap.dedent("""
-    import sys, memframe as mf
+    import json, sys, memframe as mf
     store = mf.Store.open(sys.argv[1])
-    for i in range(100):
-        store.ingest({"content": f"{sys.argv[2]}-{i}", "source": "race", "anchor": "x"})
+    said = []  # (text, the id the ingest returned)
+    for i in range(110):  # every 11th a text all four bring (one of them stores it)
+        text = f"shared-{i // 11}" if i % 11 == 10 else f"{sys.argv[2]}-{i}"
+        said += zip([text], store.ingest({"content": text, "source": "race", "anchor": "x"}))
+    print(json.dumps(said))
 """)
 
 
@@ -119,24 +123,33 @@ INGESTER = textwrap.dedent("""
 def test_four_processes_ingesting_concurrently(tmp_path):
     path = tmp_path / "s"
     mf.Store.create(path)
-    procs = [subprocess.Popen([sys.executable, "-c", INGESTER, str(path), f"w{k}"])
-             for k in range(4)]
-    assert [p.wait(timeout=600) for p in procs] == [0, 0, 0, 0]
+    procs = [subprocess.Popen([sys.executable, "-c", INGESTER, str(path), f"w{k}"],
+                              stdout=subprocess.PIPE, text=True) for k in range(4)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0]
     store = mf.Store.open(path)
     caps = store.table("capsules").collect()
-    assert caps.height == 400
-    assert sorted(caps["id"], key=lambda i: int(i[4:])) == [f"cap-{n}" for n in range(1, 401)]
-    assert caps["content"].n_unique() == 400
+    assert caps.height == 410  # 100 of each writer's own, 10 shared
+    assert sorted(caps["id"], key=lambda i: int(i[4:])) == [f"cap-{n}" for n in range(1, 411)]
+    assert caps["content"].n_unique() == 410
+    # whether it staged once, moved past the others' new capsules or staged again, every
+    # id an ingest returned holds its text (a shared text: the one id that stored it)
+    said = pl.DataFrame([pair for out in outs for pair in json.loads(out)],
+                        schema={"content": pl.String, "id": pl.String}, orient="row")
+    assert said.height == 440
+    held = said.join(caps.select("id", pl.col("content").alias("held")), on="id", how="left")
+    assert held.filter(pl.col("held").ne_missing(pl.col("content"))).height == 0
+    assert said.filter(pl.col("content").str.starts_with("shared"))["id"].n_unique() == 10
     seqs = sorted(s for name in CANONICAL_TABLES
                   for s in store.table(name).select("seq").collect()["seq"])
-    assert seqs == list(range(1, 801))  # 400 capsules + 400 journal rows, dense and unique
+    assert seqs == list(range(1, 821))  # 410 capsules + 410 journal rows, dense and unique
     journal = store.table("journal").collect()
-    assert verify_chain(journal) == (True, 400)
-    assert store.generation == 400
+    assert verify_chain(journal) == (True, 410)
+    assert store.generation == 410  # an ingest of a stored text writes nothing
     # every writer's rows are in seq order of their commit: ids follow seq
     by_seq = caps.sort("seq")["id"].to_list()
-    assert by_seq == [f"cap-{n}" for n in range(1, 401)]
-    assert pl.Series(by_seq).n_unique() == 400
+    assert by_seq == [f"cap-{n}" for n in range(1, 411)]
+    assert journal.sort("seq")["subject"].to_list() == by_seq
 
 
 JOBS = textwrap.dedent(KILLED_AT + """
