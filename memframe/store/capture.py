@@ -458,7 +458,7 @@ class Commit:
     def moved_id(self, capsule_id: str) -> str:
         """``capsule_id`` as the rebase renumbered it: an id this commit issued moves up
         by `capsule_shift`; any other id stays."""
-        if self.capsule_shift and capsule_id.startswith("cap-"):
+        if self.capsule_shift and capsule_id.startswith("cap-") and capsule_id[4:].isdigit():
             number = int(capsule_id[4:])
             if number > int(self.snapshot.counter("capsules")):
                 return f"cap-{number + self.capsule_shift}"

@@ -1023,7 +1023,8 @@ class Store(StoreView):
             id_shift = int(new.counter("capsules")) - above if movable else 0
             commit.capsule_shift += id_shift
             # ids this commit issued, on top of the newer generation's (the commits it is
-            # moved past issued none of the kind it issued: `Log.rebase`)
+            # moved past issued none of the kind it issued, or it moved its capsules' ids
+            # past theirs: `Log.rebase`, `Commit.moves_past_capsules`)
             ids = {name: int(new.counter(name)) + int(staged["counters"][name])
                    - int(old.counter(name)) for name in ("capsules", "sessions")}
             # what staging again would record: the newer generation's marks (a commit
@@ -1286,7 +1287,9 @@ class Store(StoreView):
         """
         def ingest(c: capture.Commit) -> list[str]:
             # new capsules that lost to a commit adding none (an erasure, the cycle) are
-            # renumbered past it instead of staged again (`Commit.appends_fresh`)
+            # renumbered past it instead of staged again (`Commit.appends_fresh`); past
+            # another writer's new capsules, their ids move too, and the ids returned
+            # with them (`Commit.moves_past_capsules`)
             c.allow_rebase(lambda ids, _g: [c.moved_id(i) for i in ids], moves_ids=True)
             return capture.ingest(c, rows)
 
