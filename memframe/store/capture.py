@@ -22,8 +22,10 @@ from memframe.errors import (
 )
 from memframe.frames import strictly_increasing
 from memframe.ids import (
+    CAPSULE_PREFIX,
     SESSION_ID_RULE,
     SESSION_PATTERN,
+    capsule_id,
     capsule_number,
     capsule_number_expr,
     session_number,
@@ -125,6 +127,21 @@ def chain_hashes(prev: str, lines: pl.Series) -> list[str]:
 ID_COLUMNS: dict[str, tuple[str, ...]] = {
     "capsules": ("id",), "journal": ("subject",), "classifications": ("capsule_id",),
     "event_times": ("capsule_id",), "epistemics": ("capsule_id",)}
+
+
+def moved_ids(column: str, above: int, by: int) -> pl.Expr:
+    """``column`` with every capsule id numbered above ``above`` moved up by ``by``
+    (`Commit.moved_id` as an expression).
+
+    Examples:
+        >>> import polars as pl
+        >>> pl.DataFrame({"s": ["cap-2", "cap-5", "sess-9", None]}).select(
+        ...     moved_ids("s", 3, 10))["s"].to_list()
+        ['cap-2', 'cap-15', 'sess-9', None]
+    """
+    number = capsule_number_expr(column)
+    return (pl.when(number > above).then(pl.format(CAPSULE_PREFIX + "{}", number + by))
+            .otherwise(pl.col(column)).alias(column))
 
 
 class Commit:
@@ -455,14 +472,13 @@ class Commit:
         return (self._moves_ids and self.appends_fresh
                 and set(self.frames) <= set(ID_COLUMNS) and "capsules" in self.frames)
 
-    def moved_id(self, capsule_id: str) -> str:
-        """``capsule_id`` as the rebase renumbered it: an id this commit issued moves up
-        by `capsule_shift`; any other id stays."""
-        if self.capsule_shift and capsule_id.startswith("cap-") and capsule_id[4:].isdigit():
-            number = int(capsule_id[4:])
-            if number > int(self.snapshot.counter("capsules")):
-                return f"cap-{number + self.capsule_shift}"
-        return capsule_id
+    def moved_id(self, cid: str) -> str:
+        """``cid`` as the rebase renumbered it: an id this commit issued moves up by
+        `capsule_shift`; any other id stays (`moved_ids`, one id)."""
+        number = capsule_number(cid) if self.capsule_shift else None
+        if number is not None and number > int(self.snapshot.counter("capsules")):
+            return capsule_id(number + self.capsule_shift)
+        return cid
 
     def relabel(self, result: Any, generation: int) -> Any:
         """``result`` for the generation the commit landed at (a rebase moves it)."""

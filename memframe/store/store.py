@@ -1038,7 +1038,7 @@ class Store(StoreView):
                 for n, (table, path, frame) in sorted(appended.items()):
                     moves = [pl.col("seq") + shift]
                     if id_shift:
-                        moves += [_moved_ids(column, above, id_shift)
+                        moves += [capture.moved_ids(column, above, id_shift)
                                   for column in capture.ID_COLUMNS[table]]
                     if table == "journal":
                         moves.append(pl.col("audit_seq") + audit_shift)
@@ -2052,13 +2052,6 @@ def _bound(view: StoreView, point: Any, what: str) -> StoreView:
         return view.at(point)
     raise InvalidInputError(f"{what} is a generation number, an aware datetime or a view "
                             f"(store.at(g)); got {point!r:.60}")
-
-
-def _moved_ids(column: str, above: int, by: int) -> pl.Expr:
-    """``column`` with every capsule id numbered above ``above`` moved up by ``by``."""
-    number = pl.col(column).str.strip_prefix("cap-").cast(pl.Int64, strict=False)
-    return (pl.when(pl.col(column).str.starts_with("cap-") & (number > above))
-            .then(pl.format("cap-{}", number + by)).otherwise(pl.col(column)).alias(column))
 
 
 def _staged_by(fn: Callable[[capture.Commit], Any], commit: capture.Commit) -> Any:
